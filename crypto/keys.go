@@ -1,0 +1,190 @@
+package crypto
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cloudflare/circl/sign"
+	"github.com/cloudflare/circl/sign/ed25519"
+	"github.com/cloudflare/circl/sign/eddilithium2"
+	"github.com/cloudflare/circl/sign/mldsa/mldsa44"
+)
+
+// Scheme names, as they appear on the wire and in files.
+const (
+	Ed25519           = "Ed25519"
+	MLDSA44           = "ML-DSA-44"
+	Ed25519Dilithium2 = "Ed25519-Dilithium2"
+	// DefaultScheme is what keys are made with unless configured otherwise.
+	DefaultScheme = Ed25519
+)
+
+var schemes = map[string]sign.Scheme{
+	Ed25519:           ed25519.Scheme(),
+	MLDSA44:           mldsa44.Scheme(),
+	Ed25519Dilithium2: eddilithium2.Scheme(),
+}
+
+// Schemes lists the supported scheme names, default first.
+func Schemes() []string { return []string{Ed25519, MLDSA44, Ed25519Dilithium2} }
+
+func schemeByName(name string) (sign.Scheme, error) {
+	s, ok := schemes[name]
+	if !ok {
+		return nil, fmt.Errorf("crypto: unknown signature scheme %q (supported: %s)", name, strings.Join(Schemes(), ", "))
+	}
+	return s, nil
+}
+
+// CheckScheme reports whether name is a supported scheme.
+func CheckScheme(name string) error { _, err := schemeByName(name); return err }
+
+// PublicKey is a scheme-tagged public key. Its zero value is invalid.
+// It is encoded on the wire as the CBOR array [scheme name, key bytes].
+type PublicKey struct {
+	_      struct{} `cbor:",toarray"`
+	Scheme string
+	Key    []byte
+}
+
+// Parsed is a verified-to-be-well-formed public key ready to verify signatures.
+// INVARIANT: pk is the decoding of Wire.Key under Wire.Scheme, and ID = SHA-256(CBOR(Wire)).
+type Parsed struct {
+	Wire PublicKey
+	ID   [32]byte
+	pk   sign.PublicKey
+	sch  sign.Scheme
+}
+
+// Parse checks that k names a supported scheme and holds a well-formed key.
+func (k PublicKey) Parse() (*Parsed, error) {
+	sch, err := schemeByName(k.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	if len(k.Key) != sch.PublicKeySize() {
+		return nil, fmt.Errorf("crypto: %s public key has %d bytes, want %d", k.Scheme, len(k.Key), sch.PublicKeySize())
+	}
+	pk, err := sch.UnmarshalBinaryPublicKey(k.Key)
+	if err != nil {
+		return nil, fmt.Errorf("crypto: malformed %s public key: %w", k.Scheme, err)
+	}
+	return &Parsed{Wire: k, ID: k.Fingerprint(), pk: pk, sch: sch}, nil
+}
+
+// Fingerprint is SHA-256 of the key's wire encoding (so keys of different
+// schemes never share a fingerprint). A client's ClientID is its fingerprint.
+func (k PublicKey) Fingerprint() [32]byte {
+	b, err := Marshal(k)
+	if err != nil {
+		panic(err) // a struct of a string and bytes always encodes
+	}
+	return sha256.Sum256(b)
+}
+
+// String renders the key as "Scheme:base64url".
+func (k PublicKey) String() string {
+	return k.Scheme + ":" + base64.RawURLEncoding.EncodeToString(k.Key)
+}
+
+// ParsePublicKeyString parses the String form of a key.
+func ParsePublicKeyString(s string) (*Parsed, error) {
+	name, b64, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok {
+		return nil, errors.New("crypto: public key must look like SCHEME:BASE64URL")
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("crypto: public key: %w", err)
+	}
+	return PublicKey{Scheme: name, Key: raw}.Parse()
+}
+
+// Verify checks sig over domain||body with one verifier (circl) for every caller.
+func (p *Parsed) Verify(domain Domain, body, sig []byte) bool {
+	if len(sig) != p.sch.SignatureSize() {
+		return false
+	}
+	return p.sch.Verify(p.pk, domain.message(body), sig, nil)
+}
+
+// PrivateKey is a signing key together with its public half.
+type PrivateKey struct {
+	Public *Parsed
+	sk     sign.PrivateKey
+	sch    sign.Scheme
+	seed   []byte
+}
+
+// GenerateKey makes a new key of the named scheme from rand's bytes.
+func GenerateKey(scheme string, rand io.Reader) (*PrivateKey, error) {
+	sch, err := schemeByName(scheme)
+	if err != nil {
+		return nil, err
+	}
+	seed := make([]byte, sch.SeedSize())
+	if _, err := io.ReadFull(rand, seed); err != nil {
+		return nil, fmt.Errorf("crypto: reading randomness: %w", err)
+	}
+	return keyFromSeed(scheme, sch, seed)
+}
+
+// PrivateKeyFromSeed rebuilds a key from its scheme and seed (the stored form).
+func PrivateKeyFromSeed(scheme string, seed []byte) (*PrivateKey, error) {
+	sch, err := schemeByName(scheme)
+	if err != nil {
+		return nil, err
+	}
+	if len(seed) != sch.SeedSize() {
+		return nil, fmt.Errorf("crypto: %s seed has %d bytes, want %d", scheme, len(seed), sch.SeedSize())
+	}
+	return keyFromSeed(scheme, sch, seed)
+}
+
+func keyFromSeed(scheme string, sch sign.Scheme, seed []byte) (*PrivateKey, error) {
+	pk, sk := sch.DeriveKey(seed)
+	raw, err := pk.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("crypto: %w", err)
+	}
+	w := PublicKey{Scheme: scheme, Key: raw}
+	return &PrivateKey{
+		Public: &Parsed{Wire: w, ID: w.Fingerprint(), pk: pk, sch: sch},
+		sk:     sk, sch: sch, seed: append([]byte(nil), seed...),
+	}, nil
+}
+
+// Scheme is the key's scheme name.
+func (k *PrivateKey) Scheme() string { return k.Public.Wire.Scheme }
+
+// Seed returns the seed the key derives from (its stored form). Keep it secret.
+func (k *PrivateKey) Seed() []byte { return append([]byte(nil), k.seed...) }
+
+// Sign signs domain||body.
+func (k *PrivateKey) Sign(domain Domain, body []byte) []byte {
+	return k.sch.Sign(k.sk, domain.message(body), nil)
+}
+
+// Domain separates what a signature may be used for: a signature made for
+// one domain never verifies in another.
+type Domain string
+
+// The signing domains of protocol version 1.
+const (
+	DomainStatement Domain = "bq/v1/statement"
+	DomainView      Domain = "bq/v1/view"
+	DomainSuspect   Domain = "bq/v1/suspect"
+	DomainHello     Domain = "bq/v1/hello"
+	DomainTest      Domain = "bq/v1/test"
+)
+
+func (d Domain) message(body []byte) []byte {
+	m := make([]byte, 0, len(d)+1+len(body))
+	m = append(m, d...)
+	m = append(m, 0) // domains are NUL-terminated, so no domain is a prefix of another's message
+	return append(m, body...)
+}

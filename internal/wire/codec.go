@@ -1,0 +1,109 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/bq-lock/bq/crypto"
+)
+
+// Encode encodes m as deterministic CBOR. It refuses a message without
+// exactly one body, so a bug cannot put an ambiguous frame on the wire.
+func Encode(m *Message) ([]byte, error) {
+	if m.Body() == nil {
+		return nil, errors.New("wire: message must have exactly one body")
+	}
+	b, err := crypto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > crypto.MaxMessageSize {
+		return nil, fmt.Errorf("wire: message of %d bytes exceeds the limit of %d", len(b), crypto.MaxMessageSize)
+	}
+	return b, nil
+}
+
+// Decode strictly decodes one frame and checks its shape (Validate). It never
+// panics; every failure is an error prefixed "wire:" or "crypto:".
+// Signatures inside are not checked here: see verify.go.
+func Decode(data []byte) (*Message, error) {
+	var m Message
+	if err := crypto.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// Validate checks the shape of a decoded message: exactly one body, and every
+// field within its bounds. It does not check signatures.
+func (m *Message) Validate() error {
+	if m.Body() == nil {
+		return errors.New("wire: message must have exactly one body")
+	}
+	switch {
+	case m.Challenge != nil:
+		if len(m.Challenge.Nonce) != NonceSize {
+			return fmt.Errorf("wire: challenge nonce has %d bytes, want %d", len(m.Challenge.Nonce), NonceSize)
+		}
+	case m.Hello != nil:
+		if _, err := m.Hello.Key.Parse(); err != nil {
+			return fmt.Errorf("wire: hello: %w", err)
+		}
+	case m.Submit != nil:
+		return checkSignedStatement(m.Submit.Statement)
+	case m.MembersReply != nil:
+		return checkLock(m.MembersReply.Lock)
+	case m.Listen != nil:
+		return checkLock(m.Listen.Lock)
+	case m.GetSet != nil:
+		return checkLock(m.GetSet.Lock)
+	case m.Update != nil:
+		return checkLock(m.Update.Lock)
+	case m.Read != nil:
+		return checkLock(m.Read.Lock)
+	case m.Error != nil:
+		if len(m.Error.Detail) > MaxDetail {
+			return fmt.Errorf("wire: error detail of %d bytes exceeds %d", len(m.Error.Detail), MaxDetail)
+		}
+	case m.Forward != nil:
+		return checkSignedStatement(m.Forward.Statement)
+	case m.Evidence != nil:
+		if m.Evidence.Kind != EvidenceInvalidTicket && m.Evidence.Kind != EvidenceEquivocation {
+			return fmt.Errorf("wire: unknown evidence kind %d", m.Evidence.Kind)
+		}
+	}
+	return nil
+}
+
+func checkSignedStatement(s SignedStatement) error {
+	if len(s.Signed.Body) == 0 || len(s.Signed.Sig) == 0 {
+		return errors.New("wire: statement without body or signature")
+	}
+	return nil
+}
+
+// CheckLockName reports whether name is a valid lock name: 1..MaxLockName
+// bytes of UTF-8 without control characters.
+func CheckLockName(name string) error { return checkLock(name) }
+
+func checkLock(name string) error {
+	if name == "" {
+		return errors.New("wire: empty lock name")
+	}
+	if len(name) > MaxLockName {
+		return fmt.Errorf("wire: lock name of %d bytes exceeds %d", len(name), MaxLockName)
+	}
+	if !utf8.ValidString(name) {
+		return errors.New("wire: lock name is not UTF-8")
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return errors.New("wire: lock name contains a control character")
+		}
+	}
+	return nil
+}

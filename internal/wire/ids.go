@@ -1,0 +1,65 @@
+package wire
+
+import (
+	"encoding/hex"
+	"fmt"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/fxamacker/cbor/v2"
+)
+
+// ServerID is a server's index in the cluster file, 0..n-1.
+type ServerID uint16
+
+func (s ServerID) String() string { return fmt.Sprintf("s%d", uint16(s)) }
+
+// ClientID is SHA-256 of a client's scheme-tagged public key (PROTOCOL.md §1).
+type ClientID [32]byte
+
+// ClientIDOf returns the ClientID of a public key.
+func ClientIDOf(k crypto.PublicKey) ClientID { return ClientID(k.Fingerprint()) }
+
+// String is the short form used in logs and traces: "c" + 8 hex digits.
+func (c ClientID) String() string { return "c" + hex.EncodeToString(c[:4]) }
+
+// Hex is the full hexadecimal form.
+func (c ClientID) Hex() string { return hex.EncodeToString(c[:]) }
+
+// Less orders clients by id; the bakery breaks ticket ties with it.
+func (c ClientID) Less(o ClientID) bool {
+	for i := range c {
+		if c[i] != o[i] {
+			return c[i] < o[i]
+		}
+	}
+	return false
+}
+
+// MarshalCBOR encodes the id as a 32-byte string.
+func (c ClientID) MarshalCBOR() ([]byte, error) { return cbor.Marshal(c[:]) }
+
+// UnmarshalCBOR accepts exactly a 32-byte string.
+func (c *ClientID) UnmarshalCBOR(b []byte) error { return unmarshalFixed(b, c[:], "client id") }
+
+// Digest is a SHA-256 hash (of a justification, of a signed object).
+type Digest [32]byte
+
+func (d Digest) String() string { return hex.EncodeToString(d[:4]) }
+
+// MarshalCBOR encodes the digest as a 32-byte string.
+func (d Digest) MarshalCBOR() ([]byte, error) { return cbor.Marshal(d[:]) }
+
+// UnmarshalCBOR accepts exactly a 32-byte string.
+func (d *Digest) UnmarshalCBOR(b []byte) error { return unmarshalFixed(b, d[:], "digest") }
+
+func unmarshalFixed(b []byte, dst []byte, what string) error {
+	var raw []byte
+	if err := crypto.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if len(raw) != len(dst) {
+		return fmt.Errorf("wire: %s has %d bytes, want %d", what, len(raw), len(dst))
+	}
+	copy(dst, raw)
+	return nil
+}

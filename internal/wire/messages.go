@@ -1,0 +1,517 @@
+// Package wire holds every message bq sends, its strict codec and its
+// one-line rendering (PROTOCOL.md §1–§6). This file lists them all.
+//
+// A frame on the wire is one Message: a union with exactly one field set.
+// Signed objects (statements, views, votes) are crypto.Signed values whose
+// bodies are the *Body types below; they are verified before they are decoded
+// (see verify.go).
+package wire
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bq-lock/bq/crypto"
+)
+
+// Limits of the protocol itself (PROTOCOL.md §3.2, §8).
+const (
+	// TicketCap: tickets at or above it are inflation and are refused.
+	TicketCap = uint64(1) << 62
+	// MaxLockName is the longest lock name in bytes.
+	MaxLockName = 256
+	// MaxDetail caps human-readable error text.
+	MaxDetail = 1024
+	// NonceSize is the size of a server's Hello challenge.
+	NonceSize = 32
+)
+
+// Phase is where a client's statement puts it in the bakery (PROTOCOL.md §2).
+type Phase uint8
+
+// The phases, in timestamp order.
+const (
+	PhaseNone Phase = iota
+	PhaseDoorway
+	PhaseTicket
+	PhaseHeld
+	PhaseExit
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseNone:
+		return "none"
+	case PhaseDoorway:
+		return "Doorway"
+	case PhaseTicket:
+		return "Ticket"
+	case PhaseHeld:
+		return "Held"
+	case PhaseExit:
+		return "Exit"
+	}
+	return fmt.Sprintf("Phase(%d)", uint8(p))
+}
+
+// ---------------------------------------------------------------------------
+// Signed bodies.
+
+// Statement is a client's signed register value for one lock (PROTOCOL.md §2).
+// Its timestamp is (Session, Attempt, Phase).
+type Statement struct {
+	Lock    string   `cbor:"1,keyasint"`
+	Client  ClientID `cbor:"2,keyasint"`
+	Session uint64   `cbor:"3,keyasint"`
+	Attempt uint64   `cbor:"4,keyasint"`
+	Phase   Phase    `cbor:"5,keyasint"`
+	// N is the ticket number (Ticket, Held); zero otherwise.
+	N uint64 `cbor:"6,keyasint,omitempty"`
+	// JHash is the hash of the justification (Ticket only).
+	JHash *Digest `cbor:"7,keyasint,omitempty"`
+}
+
+func (s *Statement) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s(%s %s sess=%d att=%d", s.Phase, s.Lock, s.Client, s.Session, s.Attempt)
+	if s.Phase == PhaseTicket || s.Phase == PhaseHeld {
+		fmt.Fprintf(&b, " N=%d", s.N)
+	}
+	if s.JHash != nil {
+		fmt.Fprintf(&b, " J=%s", s.JHash)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// SignedStatement is a Statement signed by the client whose key it carries.
+// INVARIANT (after Verify): ClientIDOf(Key) == body.Client.
+type SignedStatement struct {
+	Key    crypto.PublicKey `cbor:"1,keyasint"`
+	Signed crypto.Signed    `cbor:"2,keyasint"`
+}
+
+// ViewBody is a server's signed account of a lock after applying a Doorway
+// (PROTOCOL.md §3.1). A client's justification J is q of these.
+type ViewBody struct {
+	Lock       string   `cbor:"1,keyasint"`
+	For        ClientID `cbor:"2,keyasint"`
+	ForSession uint64   `cbor:"3,keyasint"`
+	ForAttempt uint64   `cbor:"4,keyasint"`
+	Server     ServerID `cbor:"5,keyasint"`
+	// Seq numbers the changes this server applied to the lock.
+	Seq uint64 `cbor:"6,keyasint"`
+	// Members holds the highest statement of each member of the active set, ordered by client id.
+	Members []SignedStatement `cbor:"7,keyasint"`
+	// HW is the highest Ticket this server ever accepted for the lock (nil if none).
+	HW *SignedStatement `cbor:"8,keyasint,omitempty"`
+}
+
+func (v *ViewBody) String() string {
+	hw := "-"
+	if v.HW != nil {
+		hw = "yes"
+	}
+	return fmt.Sprintf("View(%s for=%s sess=%d att=%d by=%s seq=%d members=%d hw=%s)",
+		v.Lock, v.For, v.ForSession, v.ForAttempt, v.Server, v.Seq, len(v.Members), hw)
+}
+
+// SignedView is a ViewBody signed by Server.
+type SignedView struct {
+	Server ServerID      `cbor:"1,keyasint"`
+	Signed crypto.Signed `cbor:"2,keyasint"`
+}
+
+// SuspectReason says why a server voted to reset a client's session.
+type SuspectReason uint8
+
+// The reasons for a Suspect vote (PROTOCOL.md §5).
+const (
+	SuspectMute    SuspectReason = 1 // the lease expired
+	SuspectDoorway SuspectReason = 2 // stayed in the Doorway past the deadline
+)
+
+func (r SuspectReason) String() string {
+	switch r {
+	case SuspectMute:
+		return "mute"
+	case SuspectDoorway:
+		return "doorway-deadline"
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// SuspectBody is a server's vote that a client's session be reset (PROTOCOL.md §5).
+type SuspectBody struct {
+	Client  ClientID      `cbor:"1,keyasint"`
+	Session uint64        `cbor:"2,keyasint"`
+	Server  ServerID      `cbor:"3,keyasint"`
+	Reason  SuspectReason `cbor:"4,keyasint"`
+}
+
+func (s *SuspectBody) String() string {
+	return fmt.Sprintf("Suspect(%s sess=%d by=%s %s)", s.Client, s.Session, s.Server, s.Reason)
+}
+
+// SignedSuspect is a SuspectBody signed by Server.
+type SignedSuspect struct {
+	Server ServerID      `cbor:"1,keyasint"`
+	Signed crypto.Signed `cbor:"2,keyasint"`
+}
+
+// ResetCertificate is Suspect votes on (Client, Session) from q distinct
+// servers. It voids every statement of Client with session ≤ Session.
+type ResetCertificate struct {
+	Client  ClientID        `cbor:"1,keyasint"`
+	Session uint64          `cbor:"2,keyasint"`
+	Votes   []SignedSuspect `cbor:"3,keyasint"`
+}
+
+func (r *ResetCertificate) String() string {
+	ids := make([]string, len(r.Votes))
+	for i, v := range r.Votes {
+		ids[i] = v.Server.String()
+	}
+	return fmt.Sprintf("Reset(%s sess=%d votes=[%s])", r.Client, r.Session, strings.Join(ids, " "))
+}
+
+// EvidenceKind names a transferable proof that a client is Byzantine (PROTOCOL.md §6).
+type EvidenceKind uint8
+
+// The kinds of transferable evidence.
+const (
+	// EvidenceInvalidTicket: A is a Ticket whose justification J is invalid or does not justify its N.
+	EvidenceInvalidTicket EvidenceKind = 1
+	// EvidenceEquivocation: A and B are different statements with the same timestamp.
+	EvidenceEquivocation EvidenceKind = 2
+)
+
+func (k EvidenceKind) String() string {
+	switch k {
+	case EvidenceInvalidTicket:
+		return "invalid-ticket"
+	case EvidenceEquivocation:
+		return "equivocation"
+	}
+	return fmt.Sprintf("evidence(%d)", uint8(k))
+}
+
+// Evidence proves to any third party that a client is Byzantine.
+type Evidence struct {
+	Kind EvidenceKind     `cbor:"1,keyasint"`
+	A    SignedStatement  `cbor:"2,keyasint"`
+	B    *SignedStatement `cbor:"3,keyasint,omitempty"`
+	J    []SignedView     `cbor:"4,keyasint,omitempty"`
+}
+
+func (e *Evidence) String() string {
+	return fmt.Sprintf("Evidence(%s J=%d pair=%t)", e.Kind, len(e.J), e.B != nil)
+}
+
+// ---------------------------------------------------------------------------
+// Connection set-up (PROTOCOL.md §1).
+
+// Challenge is the server's first message on a client connection.
+type Challenge struct {
+	Server ServerID `cbor:"1,keyasint"`
+	Nonce  []byte   `cbor:"2,keyasint"`
+}
+
+func (c *Challenge) String() string { return fmt.Sprintf("Challenge(by=%s)", c.Server) }
+
+// Hello binds a connection to a ClientID: Sig is the client's signature, in
+// domain DomainHello, over HelloBody{Nonce, Exporter}.
+type Hello struct {
+	Key crypto.PublicKey `cbor:"1,keyasint"`
+	Sig []byte           `cbor:"2,keyasint"`
+}
+
+func (h *Hello) String() string { return fmt.Sprintf("Hello(%s)", ClientIDOf(h.Key)) }
+
+// HelloBody is what a Hello signs: the server's nonce and the connection's
+// TLS exporter value.
+type HelloBody struct {
+	Nonce    []byte `cbor:"1,keyasint"`
+	Exporter []byte `cbor:"2,keyasint"`
+}
+
+// Welcome accepts a Hello.
+type Welcome struct {
+	Client ClientID `cbor:"1,keyasint"`
+}
+
+func (w *Welcome) String() string { return fmt.Sprintf("Welcome(%s)", w.Client) }
+
+// ---------------------------------------------------------------------------
+// Sessions and leases (PROTOCOL.md §5).
+
+// SessionOpen opens (or re-opens after a reconnect) a session with a lease of TTLMillis.
+type SessionOpen struct {
+	Session   uint64 `cbor:"1,keyasint"`
+	TTLMillis uint32 `cbor:"2,keyasint"`
+}
+
+func (s *SessionOpen) String() string {
+	return fmt.Sprintf("SessionOpen(sess=%d ttl=%dms)", s.Session, s.TTLMillis)
+}
+
+// Heartbeat renews the lease of a session.
+type Heartbeat struct {
+	Session uint64 `cbor:"1,keyasint"`
+	Seq     uint64 `cbor:"2,keyasint"`
+}
+
+func (h *Heartbeat) String() string {
+	return fmt.Sprintf("Heartbeat(sess=%d seq=%d)", h.Session, h.Seq)
+}
+
+// SessionAck answers SessionOpen (Seq 0) and every Heartbeat. LeaseOK is false
+// once this server suspected the session; the client then counts it against its lease guarantee.
+type SessionAck struct {
+	Session uint64 `cbor:"1,keyasint"`
+	Seq     uint64 `cbor:"2,keyasint"`
+	LeaseOK bool   `cbor:"3,keyasint"`
+}
+
+func (a *SessionAck) String() string {
+	return fmt.Sprintf("SessionAck(sess=%d seq=%d ok=%t)", a.Session, a.Seq, a.LeaseOK)
+}
+
+// ---------------------------------------------------------------------------
+// The bakery's accesses (PROTOCOL.md §3).
+
+// Submit carries a signed statement: Doorway (GET-TICKET), Ticket with its
+// justification J (SET-TICKET), Held, or Exit.
+type Submit struct {
+	Req       uint64          `cbor:"1,keyasint"`
+	Statement SignedStatement `cbor:"2,keyasint"`
+	J         []SignedView    `cbor:"3,keyasint,omitempty"`
+}
+
+func (s *Submit) String() string { return fmt.Sprintf("Submit(req=%d J=%d)", s.Req, len(s.J)) }
+
+// ViewReply answers a Doorway with the server's signed View.
+type ViewReply struct {
+	Req  uint64     `cbor:"1,keyasint"`
+	View SignedView `cbor:"2,keyasint"`
+}
+
+func (v *ViewReply) String() string {
+	return fmt.Sprintf("ViewReply(req=%d by=%s)", v.Req, v.View.Server)
+}
+
+// MembersReply answers a Ticket with the lock's members and their highest statements.
+type MembersReply struct {
+	Req     uint64            `cbor:"1,keyasint"`
+	Lock    string            `cbor:"2,keyasint"`
+	Members []SignedStatement `cbor:"3,keyasint"`
+}
+
+func (m *MembersReply) String() string {
+	return fmt.Sprintf("MembersReply(req=%d %s members=%d)", m.Req, m.Lock, len(m.Members))
+}
+
+// Ack answers a Held, an Exit, or anything else that only needs a receipt.
+type Ack struct {
+	Req uint64 `cbor:"1,keyasint"`
+}
+
+func (a *Ack) String() string { return fmt.Sprintf("Ack(req=%d)", a.Req) }
+
+// Listen asks for the statements of Members (S' \ {c}) and every later change
+// to them, until the client's next message for Lock or T pushes (PROTOCOL.md §3.3).
+type Listen struct {
+	Req     uint64     `cbor:"1,keyasint"`
+	Lock    string     `cbor:"2,keyasint"`
+	Session uint64     `cbor:"3,keyasint"`
+	Attempt uint64     `cbor:"4,keyasint"`
+	Members []ClientID `cbor:"5,keyasint"`
+}
+
+func (l *Listen) String() string {
+	return fmt.Sprintf("Listen(req=%d %s sess=%d att=%d members=%d)", l.Req, l.Lock, l.Session, l.Attempt, len(l.Members))
+}
+
+// GetSet asks for the lock's active set and every later change to it
+// (the listener pattern of the paper's Algorithm 1), up to T pushes.
+type GetSet struct {
+	Req  uint64 `cbor:"1,keyasint"`
+	Lock string `cbor:"2,keyasint"`
+}
+
+func (g *GetSet) String() string { return fmt.Sprintf("GetSet(req=%d %s)", g.Req, g.Lock) }
+
+// Update is a snapshot (first) or a push (later) answering a Listen or a GetSet.
+type Update struct {
+	Req  uint64 `cbor:"1,keyasint"`
+	Lock string `cbor:"2,keyasint"`
+	// Seq is the server's change counter for the lock when it sent this.
+	Seq uint64 `cbor:"3,keyasint"`
+	// Statements are highest statements of listened-to clients that changed (all of them in a snapshot).
+	Statements []SignedStatement `cbor:"4,keyasint,omitempty"`
+	// Absent are listened-to clients not in the active set (no statement, exited, reset, banned).
+	Absent []ClientID `cbor:"5,keyasint,omitempty"`
+	// Resets are certificates covering listened-to clients.
+	Resets []ResetCertificate `cbor:"6,keyasint,omitempty"`
+	// Last is set on the last push this subscription will get (the bound T was reached).
+	Last bool `cbor:"7,keyasint,omitempty"`
+}
+
+func (u *Update) String() string {
+	return fmt.Sprintf("Update(req=%d %s seq=%d stmts=%d absent=%d resets=%d last=%t)",
+		u.Req, u.Lock, u.Seq, len(u.Statements), len(u.Absent), len(u.Resets), u.Last)
+}
+
+// Read asks for the highest statement of Client for Lock (a register read, §2).
+type Read struct {
+	Req    uint64   `cbor:"1,keyasint"`
+	Lock   string   `cbor:"2,keyasint"`
+	Client ClientID `cbor:"3,keyasint"`
+}
+
+func (r *Read) String() string { return fmt.Sprintf("Read(req=%d %s %s)", r.Req, r.Lock, r.Client) }
+
+// ReadReply answers a Read; Statement is nil if the server has none, and
+// Reset is the certificate that voids it, if any.
+type ReadReply struct {
+	Req       uint64            `cbor:"1,keyasint"`
+	Statement *SignedStatement  `cbor:"2,keyasint,omitempty"`
+	Reset     *ResetCertificate `cbor:"3,keyasint,omitempty"`
+}
+
+func (r *ReadReply) String() string {
+	return fmt.Sprintf("ReadReply(req=%d found=%t reset=%t)", r.Req, r.Statement != nil, r.Reset != nil)
+}
+
+// ErrorCode classifies an Error.
+type ErrorCode uint16
+
+// Error codes a server sends to a client.
+const (
+	ErrCodeMalformed  ErrorCode = 1 // the request could not be decoded or was invalid
+	ErrCodeRejected   ErrorCode = 2 // the statement was refused (see Detail)
+	ErrCodeResend     ErrorCode = 3 // the server lacks the client's latest statement: resend it (§6)
+	ErrCodeLimit      ErrorCode = 4 // a resource bound was exceeded (§6)
+	ErrCodeBanned     ErrorCode = 5 // the client was judged Byzantine
+	ErrCodeSuspected  ErrorCode = 6 // the session was suspected; open a new one
+	ErrCodeNoSession  ErrorCode = 7 // the client has no open session here
+	ErrCodeNotAllowed ErrorCode = 8 // not admitted (closed cluster) or not a valid peer
+	ErrCodeInternal   ErrorCode = 9 // the server failed (e.g. its disk); try again or elsewhere
+)
+
+func (c ErrorCode) String() string {
+	switch c {
+	case ErrCodeMalformed:
+		return "malformed"
+	case ErrCodeRejected:
+		return "rejected"
+	case ErrCodeResend:
+		return "resend"
+	case ErrCodeLimit:
+		return "limit"
+	case ErrCodeBanned:
+		return "banned"
+	case ErrCodeSuspected:
+		return "suspected"
+	case ErrCodeNoSession:
+		return "no-session"
+	case ErrCodeNotAllowed:
+		return "not-allowed"
+	case ErrCodeInternal:
+		return "internal"
+	}
+	return fmt.Sprintf("code(%d)", uint16(c))
+}
+
+// Error answers a request that failed. Req is 0 for errors not tied to one request.
+type Error struct {
+	Req    uint64    `cbor:"1,keyasint"`
+	Code   ErrorCode `cbor:"2,keyasint"`
+	Detail string    `cbor:"3,keyasint,omitempty"`
+}
+
+func (e *Error) String() string { return fmt.Sprintf("Error(req=%d %s %q)", e.Req, e.Code, e.Detail) }
+
+// ---------------------------------------------------------------------------
+// Server to server (PROTOCOL.md §3.5): forwarded self-verifying objects.
+
+// Forward carries a statement (with J for a Ticket) that the sender accepted for the first time.
+type Forward struct {
+	Statement SignedStatement `cbor:"1,keyasint"`
+	J         []SignedView    `cbor:"2,keyasint,omitempty"`
+}
+
+func (f *Forward) String() string { return fmt.Sprintf("Forward(J=%d)", len(f.J)) }
+
+// ---------------------------------------------------------------------------
+// The union.
+
+// Message is one frame: exactly one field is set.
+type Message struct {
+	Challenge    *Challenge        `cbor:"1,keyasint,omitempty"`
+	Hello        *Hello            `cbor:"2,keyasint,omitempty"`
+	Welcome      *Welcome          `cbor:"3,keyasint,omitempty"`
+	SessionOpen  *SessionOpen      `cbor:"4,keyasint,omitempty"`
+	Heartbeat    *Heartbeat        `cbor:"5,keyasint,omitempty"`
+	SessionAck   *SessionAck       `cbor:"6,keyasint,omitempty"`
+	Submit       *Submit           `cbor:"7,keyasint,omitempty"`
+	ViewReply    *ViewReply        `cbor:"8,keyasint,omitempty"`
+	MembersReply *MembersReply     `cbor:"9,keyasint,omitempty"`
+	Ack          *Ack              `cbor:"10,keyasint,omitempty"`
+	Listen       *Listen           `cbor:"11,keyasint,omitempty"`
+	GetSet       *GetSet           `cbor:"12,keyasint,omitempty"`
+	Update       *Update           `cbor:"13,keyasint,omitempty"`
+	Read         *Read             `cbor:"14,keyasint,omitempty"`
+	ReadReply    *ReadReply        `cbor:"15,keyasint,omitempty"`
+	Error        *Error            `cbor:"16,keyasint,omitempty"`
+	Forward      *Forward          `cbor:"17,keyasint,omitempty"`
+	Suspect      *SignedSuspect    `cbor:"18,keyasint,omitempty"`
+	Reset        *ResetCertificate `cbor:"19,keyasint,omitempty"`
+	Evidence     *Evidence         `cbor:"20,keyasint,omitempty"`
+}
+
+// Body returns the one set field, or nil if none or several are set.
+func (m *Message) Body() fmt.Stringer {
+	var found fmt.Stringer
+	n := 0
+	set := func(s fmt.Stringer, isNil bool) {
+		if !isNil {
+			found = s
+			n++
+		}
+	}
+	set(m.Challenge, m.Challenge == nil)
+	set(m.Hello, m.Hello == nil)
+	set(m.Welcome, m.Welcome == nil)
+	set(m.SessionOpen, m.SessionOpen == nil)
+	set(m.Heartbeat, m.Heartbeat == nil)
+	set(m.SessionAck, m.SessionAck == nil)
+	set(m.Submit, m.Submit == nil)
+	set(m.ViewReply, m.ViewReply == nil)
+	set(m.MembersReply, m.MembersReply == nil)
+	set(m.Ack, m.Ack == nil)
+	set(m.Listen, m.Listen == nil)
+	set(m.GetSet, m.GetSet == nil)
+	set(m.Update, m.Update == nil)
+	set(m.Read, m.Read == nil)
+	set(m.ReadReply, m.ReadReply == nil)
+	set(m.Error, m.Error == nil)
+	set(m.Forward, m.Forward == nil)
+	set(m.Suspect, m.Suspect == nil)
+	set(m.Reset, m.Reset == nil)
+	set(m.Evidence, m.Evidence == nil)
+	if n != 1 {
+		return nil
+	}
+	return found
+}
+
+// String renders the message on one line, deterministically.
+func (m *Message) String() string {
+	if b := m.Body(); b != nil {
+		return b.String()
+	}
+	return "Message(invalid)"
+}
+
+func (s *SignedSuspect) String() string { return fmt.Sprintf("SignedSuspect(by=%s)", s.Server) }

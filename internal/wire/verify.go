@@ -1,0 +1,178 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/bq-lock/bq/crypto"
+)
+
+// Keyring holds the servers' signing keys, indexed by ServerID.
+type Keyring []*crypto.Parsed
+
+// Key returns the key of server id, or nil if there is no such server.
+func (k Keyring) Key(id ServerID) *crypto.Parsed {
+	if int(id) >= len(k) {
+		return nil
+	}
+	return k[id]
+}
+
+// ErrInvalid marks objects that fail verification: bad signatures, bodies
+// that do not decode, or fields that contradict each other. A peer that sends
+// one is misbehaving (or relaying misbehaviour).
+var ErrInvalid = errors.New("invalid signed object")
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("wire: %w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Hash identifies a signed statement by its exact bytes (for caches and dedup).
+func (s *SignedStatement) Hash() Digest {
+	h := sha256.New()
+	kb, _ := crypto.Marshal(s.Key)
+	h.Write(kb)
+	sb, _ := crypto.Marshal(s.Signed)
+	h.Write(sb)
+	return Digest(h.Sum(nil))
+}
+
+// SignStatement signs st with the client key k. st.Client must be k's ClientID.
+func SignStatement(k *crypto.PrivateKey, st *Statement) (SignedStatement, error) {
+	if ClientID(k.Public.ID) != st.Client {
+		return SignedStatement{}, errors.New("wire: statement client does not match the signing key")
+	}
+	s, err := crypto.Seal(k, crypto.DomainStatement, st)
+	if err != nil {
+		return SignedStatement{}, err
+	}
+	return SignedStatement{Key: k.Public.Wire, Signed: s}, nil
+}
+
+// Verify checks the signature, decodes the body strictly, and checks that the
+// statement is internally consistent: its client is its key's, its lock name
+// is valid, and N and JHash are present exactly where its phase needs them.
+func (s *SignedStatement) Verify() (*Statement, error) {
+	pub, err := s.Key.Parse()
+	if err != nil {
+		return nil, invalid("statement key: %v", err)
+	}
+	var st Statement
+	if err := crypto.Open(pub, crypto.DomainStatement, s.Signed, &st); err != nil {
+		return nil, invalid("statement: %v", err)
+	}
+	if ClientID(pub.ID) != st.Client {
+		return nil, invalid("statement of %s signed by key of %s", st.Client, ClientID(pub.ID))
+	}
+	if err := checkLock(st.Lock); err != nil {
+		return nil, invalid("statement: %v", err)
+	}
+	switch st.Phase {
+	case PhaseDoorway, PhaseExit:
+		if st.N != 0 || st.JHash != nil {
+			return nil, invalid("%s carries a ticket", st.Phase)
+		}
+	case PhaseTicket:
+		if st.N == 0 || st.JHash == nil {
+			return nil, invalid("Ticket without N or justification hash")
+		}
+	case PhaseHeld:
+		if st.N == 0 || st.JHash != nil {
+			return nil, invalid("Held without N, or with a justification hash")
+		}
+	default:
+		return nil, invalid("unknown phase %d", st.Phase)
+	}
+	if st.N >= TicketCap {
+		return nil, invalid("ticket %d is at or above the cap 2^62", st.N)
+	}
+	return &st, nil
+}
+
+// SignView signs v with server key k.
+func SignView(k *crypto.PrivateKey, v *ViewBody) (SignedView, error) {
+	s, err := crypto.Seal(k, crypto.DomainView, v)
+	if err != nil {
+		return SignedView{}, err
+	}
+	return SignedView{Server: v.Server, Signed: s}, nil
+}
+
+// Verify checks a view's server signature and decodes it. It does not verify
+// the member statements inside (callers verify those they use, with a cache).
+func (v *SignedView) Verify(keys Keyring) (*ViewBody, error) {
+	pub := keys.Key(v.Server)
+	if pub == nil {
+		return nil, invalid("view from unknown server %s", v.Server)
+	}
+	var body ViewBody
+	if err := crypto.Open(pub, crypto.DomainView, v.Signed, &body); err != nil {
+		return nil, invalid("view by %s: %v", v.Server, err)
+	}
+	if body.Server != v.Server {
+		return nil, invalid("view claims server %s but is signed by %s", body.Server, v.Server)
+	}
+	if err := checkLock(body.Lock); err != nil {
+		return nil, invalid("view: %v", err)
+	}
+	return &body, nil
+}
+
+// JustificationHash is H(J): SHA-256 over the views' exact bytes in order.
+func JustificationHash(j []SignedView) Digest {
+	h := sha256.New()
+	for _, v := range j {
+		b, _ := crypto.Marshal(v)
+		h.Write(b)
+	}
+	return Digest(h.Sum(nil))
+}
+
+// SignSuspect signs a vote with server key k.
+func SignSuspect(k *crypto.PrivateKey, s *SuspectBody) (SignedSuspect, error) {
+	sg, err := crypto.Seal(k, crypto.DomainSuspect, s)
+	if err != nil {
+		return SignedSuspect{}, err
+	}
+	return SignedSuspect{Server: s.Server, Signed: sg}, nil
+}
+
+// Verify checks a vote's signature and decodes it.
+func (s *SignedSuspect) Verify(keys Keyring) (*SuspectBody, error) {
+	pub := keys.Key(s.Server)
+	if pub == nil {
+		return nil, invalid("vote from unknown server %s", s.Server)
+	}
+	var body SuspectBody
+	if err := crypto.Open(pub, crypto.DomainSuspect, s.Signed, &body); err != nil {
+		return nil, invalid("vote by %s: %v", s.Server, err)
+	}
+	if body.Server != s.Server {
+		return nil, invalid("vote claims server %s but is signed by %s", body.Server, s.Server)
+	}
+	return &body, nil
+}
+
+// Verify checks that the certificate holds valid votes on (Client, Session)
+// from at least quorum distinct servers (PROTOCOL.md §5).
+func (r *ResetCertificate) Verify(keys Keyring, quorum int) error {
+	seen := make(map[ServerID]bool, len(r.Votes))
+	for i := range r.Votes {
+		body, err := r.Votes[i].Verify(keys)
+		if err != nil {
+			return err
+		}
+		if body.Client != r.Client || body.Session != r.Session {
+			return invalid("certificate for %s sess=%d holds a vote on %s sess=%d", r.Client, r.Session, body.Client, body.Session)
+		}
+		if seen[body.Server] {
+			return invalid("certificate holds two votes by %s", body.Server)
+		}
+		seen[body.Server] = true
+	}
+	if len(seen) < quorum {
+		return invalid("certificate has votes from %d servers, needs %d", len(seen), quorum)
+	}
+	return nil
+}
