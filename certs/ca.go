@@ -1,0 +1,105 @@
+package certs
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"time"
+)
+
+// Validity of generated certificates.
+const (
+	CAValidity     = 10 * 365 * 24 * time.Hour
+	ServerValidity = 5 * 365 * 24 * time.Hour
+)
+
+// CA is a cluster certificate authority: it certifies the servers' TLS keys.
+type CA struct {
+	Cert *x509.Certificate
+	Key  ed25519.PrivateKey
+}
+
+// NewCA makes a self-signed cluster CA named after the cluster.
+func NewCA(clusterName string, now time.Time, rand io.Reader) (*CA, error) {
+	pub, priv, err := ed25519.GenerateKey(rand)
+	if err != nil {
+		return nil, fmt.Errorf("certs: generating CA key: %w", err)
+	}
+	serial, err := randomSerial(rand)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "bq cluster CA " + clusterName, Organization: []string{"bq"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand, tmpl, tmpl, pub, priv)
+	if err != nil {
+		return nil, fmt.Errorf("certs: creating CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	return &CA{Cert: cert, Key: priv}, nil
+}
+
+// ServerCommonName is the certificate common name of server id.
+func ServerCommonName(id int) string { return fmt.Sprintf("bq-server-%d", id) }
+
+// IssueServer certifies a new TLS key for server id, valid for the given
+// hosts (IP addresses or DNS names) both as a TLS server and as a TLS client
+// (servers authenticate each other with mutual TLS).
+func (ca *CA) IssueServer(id int, hosts []string, now time.Time, rand io.Reader) (certDER []byte, key crypto.Signer, err error) {
+	if len(hosts) == 0 {
+		return nil, nil, errors.New("certs: a server certificate needs at least one host")
+	}
+	pub, priv, err := ed25519.GenerateKey(rand)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: generating server key: %w", err)
+	}
+	serial, err := randomSerial(rand)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: ServerCommonName(id), Organization: []string{"bq"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(ServerValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand, tmpl, ca.Cert, pub, ca.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: issuing server certificate: %w", err)
+	}
+	return der, priv, nil
+}
+
+func randomSerial(rand io.Reader) (*big.Int, error) {
+	b := make([]byte, 16)
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return nil, fmt.Errorf("certs: reading randomness: %w", err)
+	}
+	return new(big.Int).SetBytes(b), nil
+}
