@@ -1,0 +1,107 @@
+package activeset
+
+import (
+	"sort"
+
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// Subscription is one client's listener on a lock: a GetSet (Watch == nil,
+// the whole active set) or a Listen (the members in Watch).
+// INVARIANT: Remaining > 0 while the subscription is registered; a client
+// has at most one subscription per lock.
+type Subscription struct {
+	Client    wire.ClientID
+	Req       uint64
+	Watch     map[wire.ClientID]bool
+	Remaining int
+}
+
+func (s *Subscription) watches(c wire.ClientID) bool { return s.Watch == nil || s.Watch[c] }
+
+// CertFor returns the reset certificate that voids c's register value, if any.
+type CertFor func(c wire.ClientID) *wire.ResetCertificate
+
+// Push is one Update to send to a subscriber.
+type Push struct {
+	To     wire.ClientID
+	Update *wire.Update
+}
+
+// Subscribe registers s (replacing the client's previous subscription to
+// this lock) and returns the snapshot to send. A subscription with
+// Remaining ≤ 0 gets its snapshot only.
+func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
+	delete(l.subs, s.Client)
+	u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}
+	if s.Watch == nil {
+		u.Statements = Signed(l.Members())
+	} else {
+		ids := make([]wire.ClientID, 0, len(s.Watch))
+		for c := range s.Watch {
+			ids = append(ids, c)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
+		for _, c := range ids {
+			l.describe(u, c, certFor)
+		}
+	}
+	if s.Remaining > 0 {
+		l.subs[s.Client] = s
+	} else {
+		u.Last = true
+	}
+	return u
+}
+
+// describe adds c's current state to u: its statement if it is a member,
+// else its absence and, if it was reset, the certificate.
+func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor) {
+	e := l.highest[c]
+	if e.Active() {
+		u.Statements = append(u.Statements, e.Signed)
+		return
+	}
+	u.Absent = append(u.Absent, c)
+	if e != nil && e.Void && certFor != nil {
+		if cert := certFor(c); cert != nil {
+			u.Resets = append(u.Resets, *cert)
+		}
+	}
+}
+
+// Unsubscribe drops c's subscription (its next message for the lock ends it).
+func (l *Lock) Unsubscribe(c wire.ClientID) { delete(l.subs, c) }
+
+// Subscribers is the number of live subscriptions.
+func (l *Lock) Subscribers() int { return len(l.subs) }
+
+// Changed returns the pushes owed to subscribers after c's register value
+// changed (applied, voided or forgotten). Each push uses up one of the
+// subscription's T; the last one is marked and ends it.
+func (l *Lock) Changed(c wire.ClientID, certFor CertFor) []Push {
+	var out []Push
+	for _, s := range l.sortedSubs() {
+		if s.Client == c || !s.watches(c) {
+			continue
+		}
+		u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}
+		l.describe(u, c, certFor)
+		s.Remaining--
+		if s.Remaining <= 0 {
+			u.Last = true
+			delete(l.subs, s.Client)
+		}
+		out = append(out, Push{To: s.Client, Update: u})
+	}
+	return out
+}
+
+func (l *Lock) sortedSubs() []*Subscription {
+	out := make([]*Subscription, 0, len(l.subs))
+	for _, s := range l.subs {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Client.Less(out[j].Client) })
+	return out
+}

@@ -1,0 +1,175 @@
+package activeset
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/quorum"
+)
+
+// Entry is a verified statement as a server holds it.
+// INVARIANT: St is the verified decoding of Signed; Void is set iff a reset
+// certificate covering St.Session is known.
+type Entry struct {
+	Signed wire.SignedStatement
+	St     *wire.Statement
+	Void   bool
+}
+
+// Active reports whether the entry makes its client a member.
+func (e *Entry) Active() bool {
+	if e == nil || e.Void {
+		return false
+	}
+	switch e.St.Phase {
+	case wire.PhaseDoorway, wire.PhaseTicket, wire.PhaseHeld:
+		return true
+	}
+	return false
+}
+
+// Outcome is what applying a statement did.
+type Outcome uint8
+
+// The outcomes of Apply.
+const (
+	// Accepted: the statement is newer than the client's previous one and is now its register value.
+	Accepted Outcome = iota + 1
+	// Duplicate: the same statement was already the register value.
+	Duplicate
+	// Stale: a newer statement of the client is already held (a late or forwarded copy).
+	Stale
+	// Equivocation: a different statement with the same timestamp is held.
+	Equivocation
+)
+
+func (o Outcome) String() string {
+	return [...]string{"?", "accepted", "duplicate", "stale", "equivocation"}[o]
+}
+
+// Lock is one server's state for one lock.
+//
+// INVARIANT: highest[c] is the statement of c with the greatest timestamp
+// ever applied; hw is the Ticket with the greatest N ever applied (ties: the
+// first); seq counts the changes to highest (and so to the active set).
+type Lock struct {
+	Name    string
+	highest map[wire.ClientID]*Entry
+	hw      *Entry
+	seq     uint64
+	subs    map[wire.ClientID]*Subscription
+}
+
+// NewLock makes an empty lock.
+func NewLock(name string) *Lock {
+	return &Lock{Name: name, highest: make(map[wire.ClientID]*Entry), subs: make(map[wire.ClientID]*Subscription)}
+}
+
+// Apply makes e the register value of its client if it is newer (§2).
+// On Equivocation, the held entry is returned as the other half of the proof.
+func (l *Lock) Apply(e *Entry) (Outcome, *Entry) {
+	c := e.St.Client
+	prev := l.highest[c]
+	if prev != nil {
+		switch quorum.TimestampOf(e.St).Compare(quorum.TimestampOf(prev.St)) {
+		case -1:
+			return Stale, prev
+		case 0:
+			if bytes.Equal(prev.Signed.Signed.Body, e.Signed.Signed.Body) {
+				return Duplicate, prev
+			}
+			return Equivocation, prev
+		}
+	}
+	l.highest[c] = e
+	l.seq++
+	if e.St.Phase == wire.PhaseTicket && (l.hw == nil || e.St.N > l.hw.St.N) {
+		l.hw = e
+	}
+	return Accepted, prev
+}
+
+// Restore puts back an entry read from disk (no listeners exist yet).
+func (l *Lock) Restore(e *Entry) {
+	l.highest[e.St.Client] = e
+	l.seq++
+}
+
+// RestoreHW puts back the persisted high-water mark.
+func (l *Lock) RestoreHW(e *Entry) { l.hw = e }
+
+// VoidUpTo marks c's entry void if its session is ≤ upTo and reports whether
+// that removed c from the active set.
+func (l *Lock) VoidUpTo(c wire.ClientID, upTo uint64) bool {
+	e := l.highest[c]
+	if e == nil || e.Void || e.St.Session > upTo {
+		return false
+	}
+	was := e.Active()
+	e.Void = true
+	l.seq++
+	return was
+}
+
+// Highest returns c's register value, or nil.
+func (l *Lock) Highest(c wire.ClientID) *Entry { return l.highest[c] }
+
+// HW returns the highest Ticket ever applied, or nil.
+func (l *Lock) HW() *Entry { return l.hw }
+
+// Seq is the lock's change counter.
+func (l *Lock) Seq() uint64 { return l.seq }
+
+// IsMember reports whether c is in the active set.
+func (l *Lock) IsMember(c wire.ClientID) bool { return l.highest[c].Active() }
+
+// Members returns the active set's entries ordered by client id.
+func (l *Lock) Members() []*Entry {
+	out := make([]*Entry, 0, len(l.highest))
+	for _, e := range l.highest {
+		if e.Active() {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].St.Client.Less(out[j].St.Client) })
+	return out
+}
+
+// MemberCount is the size of the active set.
+func (l *Lock) MemberCount() int {
+	n := 0
+	for _, e := range l.highest {
+		if e.Active() {
+			n++
+		}
+	}
+	return n
+}
+
+// Clients is the number of clients with a register value here (members or not).
+func (l *Lock) Clients() int { return len(l.highest) }
+
+// Forget drops c's register value (a banned client).
+func (l *Lock) Forget(c wire.ClientID) bool {
+	e, ok := l.highest[c]
+	if !ok {
+		return false
+	}
+	delete(l.highest, c)
+	l.seq++
+	return e.Active()
+}
+
+// Signed returns the signed statements of entries.
+func Signed(es []*Entry) []wire.SignedStatement {
+	out := make([]wire.SignedStatement, len(es))
+	for i, e := range es {
+		out[i] = e.Signed
+	}
+	return out
+}
+
+// EncodeEntry is the stored form of an entry.
+func EncodeEntry(e *Entry) ([]byte, error) { return crypto.Marshal(e.Signed) }

@@ -1,0 +1,131 @@
+package bakery_test
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/core"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+type net struct {
+	t       *testing.T
+	now     time.Time
+	servers []*core.Core
+	clients []*bakery.Client
+	queue   []pkt
+	events  []bakery.Event
+}
+
+type pkt struct {
+	toServer bool
+	from, to int
+	data     []byte
+}
+
+func (n *net) clientOut(ci int, e bakery.Effects) {
+	for _, s := range e.Send {
+		b, err := wire.Encode(s.Msg)
+		require.NoError(n.t, err)
+		n.queue = append(n.queue, pkt{toServer: true, from: ci, to: int(s.To), data: b})
+	}
+	n.events = append(n.events, e.Events...)
+}
+
+func (n *net) serverOut(si int, e core.Effects) {
+	for _, o := range e.Send {
+		b, err := wire.Encode(o.Msg)
+		require.NoError(n.t, err)
+		if o.To.IsClient {
+			for ci, c := range n.clients {
+				if c.ID() == o.To.Client {
+					n.queue = append(n.queue, pkt{from: si, to: ci, data: b})
+				}
+			}
+		} else {
+			n.queue = append(n.queue, pkt{toServer: true, from: -1 - si, to: int(o.To.Server), data: b})
+		}
+	}
+}
+
+func (n *net) run() {
+	for len(n.queue) > 0 {
+		p := n.queue[0]
+		n.queue = n.queue[1:]
+		m, err := wire.Decode(p.data)
+		require.NoError(n.t, err)
+		n.now = n.now.Add(time.Millisecond)
+		if p.toServer {
+			from := wire.ServerPeer(wire.ServerID(-1 - p.from))
+			if p.from >= 0 {
+				from = wire.ClientPeer(n.clients[p.from].ID())
+			}
+			n.serverOut(p.to, n.servers[p.to].Step(n.now, core.Input{From: from, Msg: m}))
+		} else {
+			n.clientOut(p.to, n.clients[p.to].Step(n.now, wire.ServerID(p.from), m))
+		}
+	}
+}
+
+func TestSmokeTwoClients(t *testing.T) {
+	const nsrv, f = 4, 1
+	var keys wire.Keyring
+	var signers []*crypto.PrivateKey
+	for range nsrv {
+		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+		require.NoError(t, err)
+		keys = append(keys, k.Public)
+		signers = append(signers, k)
+	}
+	n := &net{t: t, now: time.Unix(1000, 0)}
+	for i := range nsrv {
+		c, err := core.New(core.DefaultConfig(wire.ServerID(i), nsrv, f, keys, signers[i]))
+		require.NoError(t, err)
+		n.servers = append(n.servers, c)
+	}
+	for range 2 {
+		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+		require.NoError(t, err)
+		c, err := bakery.NewClient(bakery.ClientConfig{Key: k, N: nsrv, F: f, Keys: keys, TTL: 5 * time.Second})
+		require.NoError(t, err)
+		n.clients = append(n.clients, c)
+		n.clientOut(len(n.clients)-1, c.Start(n.now))
+	}
+	n.run()
+	require.True(t, n.clients[0].LeaseHolds(n.now))
+
+	e, err := n.clients[0].Lock(n.now, "L", false)
+	require.NoError(t, err)
+	n.clientOut(0, e)
+	n.run()
+	require.Len(t, n.events, 1, "%v", n.events)
+	require.Equal(t, bakery.Acquired, n.events[0].Kind)
+	require.Equal(t, 2, n.clients[0].Accesses("L"))
+	tok0 := n.events[0].Token
+
+	e, err = n.clients[1].Lock(n.now, "L", false)
+	require.NoError(t, err)
+	n.clientOut(1, e)
+	n.run()
+	require.Len(t, n.events, 1, "client 1 must wait: %v", n.events)
+	require.Equal(t, 3, n.clients[1].Accesses("L"))
+
+	e, err = n.clients[0].Unlock(n.now, "L")
+	require.NoError(t, err)
+	n.clientOut(0, e)
+	n.run()
+	require.Len(t, n.events, 3, "%v", n.events)
+	var acq *bakery.Event
+	for i := range n.events[1:] {
+		if n.events[1+i].Kind == bakery.Acquired {
+			acq = &n.events[1+i]
+		}
+	}
+	require.NotNil(t, acq, "%v", n.events)
+	require.True(t, tok0.Less(acq.Token), "fencing tokens must increase: %s then %s", tok0, acq.Token)
+	t.Log(n.events)
+}

@@ -1,0 +1,100 @@
+package bakery
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// StatementVerifier verifies a signed statement (usually through a cache).
+type StatementVerifier func(*wire.SignedStatement) (*wire.Statement, error)
+
+// Attempt names one attempt of one client on one lock.
+type Attempt struct {
+	Lock    string
+	Client  wire.ClientID
+	Session uint64
+	Attempt uint64
+}
+
+func (a Attempt) String() string {
+	return fmt.Sprintf("%s %s sess=%d att=%d", a.Lock, a.Client, a.Session, a.Attempt)
+}
+
+// ErrBadJustification marks a justification that proves nothing: a Ticket
+// carrying it is evidence against its signer (PROTOCOL.md §6).
+var ErrBadJustification = errors.New("bakery: invalid justification")
+
+func badJ(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadJustification, fmt.Sprintf(format, args...))
+}
+
+// TicketFromJustification checks a justification J for attempt a and
+// returns the ticket it justifies (PROTOCOL.md §3.1–§3.2):
+//
+//	N = 1 + max(numbers of all member statements in J ∪ numbers of the hw statements in J)
+//
+// J must hold exactly q Views from q distinct servers, each validly signed,
+// each for this lock and attempt. Member and hw statements that fail
+// verification or belong to another lock are skipped: they cannot raise N
+// (and a correct server's View holds none). Client and server run this same
+// function, so they always agree on N.
+func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a Attempt, verify StatementVerifier) (uint64, error) {
+	if len(j) != q {
+		return 0, badJ("has %d views, needs exactly %d", len(j), q)
+	}
+	seen := make(map[wire.ServerID]bool, q)
+	var maxN uint64
+	for i := range j {
+		v, err := j[i].Verify(keys)
+		if err != nil {
+			return 0, badJ("view %d: %v", i, err)
+		}
+		if seen[v.Server] {
+			return 0, badJ("two views by %s", v.Server)
+		}
+		seen[v.Server] = true
+		if v.Lock != a.Lock || v.For != a.Client || v.ForSession != a.Session || v.ForAttempt != a.Attempt {
+			return 0, badJ("view by %s is for %s %s sess=%d att=%d, not %s", v.Server, v.Lock, v.For, v.ForSession, v.ForAttempt, a)
+		}
+		consider := func(ss *wire.SignedStatement) {
+			st, err := verify(ss)
+			if err != nil || st.Lock != a.Lock {
+				return
+			}
+			maxN = max(maxN, st.N)
+		}
+		for k := range v.Members {
+			consider(&v.Members[k])
+		}
+		if v.HW != nil {
+			consider(v.HW)
+		}
+	}
+	n := maxN + 1
+	if n >= wire.TicketCap {
+		return 0, fmt.Errorf("bakery: ticket %d reaches the cap 2^62: the lock's tickets were inflated by a faulty client and server", n)
+	}
+	return n, nil
+}
+
+// CheckTicket verifies that Ticket statement st is exactly justified by j
+// (its N and its H(J)); it returns nil or an error wrapping ErrBadJustification.
+func CheckTicket(st *wire.Statement, j []wire.SignedView, keys wire.Keyring, q int, verify StatementVerifier) error {
+	if st.Phase != wire.PhaseTicket || st.JHash == nil {
+		return badJ("not a Ticket")
+	}
+	if h := wire.JustificationHash(j); h != *st.JHash {
+		return badJ("J hashes to %s, the Ticket names %s", h, st.JHash)
+	}
+	a := Attempt{Lock: st.Lock, Client: st.Client, Session: st.Session, Attempt: st.Attempt}
+	n, err := TicketFromJustification(j, keys, q, a, verify)
+	if err != nil {
+		return err
+	}
+	if st.N != n {
+		return badJ("Ticket has N=%d, J justifies N=%d", st.N, n)
+	}
+	return nil
+}

@@ -1,0 +1,393 @@
+package detector
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// MutenessConfig configures the muteness detector of one server.
+type MutenessConfig struct {
+	Self   wire.ServerID
+	Quorum int
+	Keys   wire.Keyring
+	Signer *crypto.PrivateKey
+	// DefaultTTL is the lease of a session this server learned of without a
+	// SessionOpen (from a statement, a forward, or its own disk after a restart).
+	DefaultTTL time.Duration
+	// MinTTL and MaxTTL bound the TTL a client may ask for.
+	MinTTL, MaxTTL time.Duration
+	// DoorwayDeadline is how long a client may stay in a Doorway (§5).
+	DoorwayDeadline time.Duration
+	// MaxSessions bounds the live sessions tracked per client.
+	MaxSessions int
+	// MaxPendingVotes bounds the sessions per client with votes but no certificate.
+	MaxPendingVotes int
+}
+
+// Validate reports every problem with the configuration.
+func (c *MutenessConfig) Validate() error {
+	var errs []error
+	if c.Quorum < 1 || c.Quorum > len(c.Keys) {
+		errs = append(errs, fmt.Errorf("detector: quorum %d is not in 1..%d", c.Quorum, len(c.Keys)))
+	}
+	if c.Signer == nil {
+		errs = append(errs, errors.New("detector: no signing key"))
+	}
+	if c.MinTTL <= 0 || c.MaxTTL < c.MinTTL || c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
+		errs = append(errs, fmt.Errorf("detector: need 0 < MinTTL ≤ DefaultTTL ≤ MaxTTL, have %v ≤ %v ≤ %v", c.MinTTL, c.DefaultTTL, c.MaxTTL))
+	}
+	if c.DoorwayDeadline <= 0 {
+		errs = append(errs, errors.New("detector: DoorwayDeadline must be positive"))
+	}
+	if c.MaxSessions < 1 || c.MaxPendingVotes < 1 {
+		errs = append(errs, errors.New("detector: MaxSessions and MaxPendingVotes must be ≥ 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// lease is this server's lease on one session of one client.
+// INVARIANT: once suspected is set it is never cleared (the server refuses
+// the session from then on and its vote is on disk).
+type lease struct {
+	session   uint64
+	ttl       time.Duration
+	until     time.Time
+	suspected bool
+}
+
+type clientState struct {
+	leases    []*lease                                        // live and suspected sessions, ascending; at most MaxSessions
+	doorways  map[string]doorway                              // lock → Doorway in progress
+	votes     map[uint64]map[wire.ServerID]wire.SignedSuspect // session → votes not yet certified
+	cert      *wire.ResetCertificate                          // the highest-session certificate known
+	resetUpTo uint64                                          // cert.Session, or 0
+}
+
+type doorway struct {
+	session uint64
+	since   time.Time
+}
+
+// Muteness is the muteness detector of one server.
+type Muteness struct {
+	cfg     MutenessConfig
+	clients map[wire.ClientID]*clientState
+}
+
+// NewMuteness makes a detector; cfg must be valid.
+func NewMuteness(cfg MutenessConfig) (*Muteness, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Muteness{cfg: cfg, clients: make(map[wire.ClientID]*clientState)}, nil
+}
+
+func (m *Muteness) client(c wire.ClientID) *clientState {
+	cs := m.clients[c]
+	if cs == nil {
+		cs = &clientState{doorways: make(map[string]doorway), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect)}
+		m.clients[c] = cs
+	}
+	return cs
+}
+
+// Session errors.
+var (
+	ErrSessionReset     = errors.New("detector: session was reset; open a newer one")
+	ErrSessionSuspected = errors.New("detector: this server suspected the session; open a newer one")
+	ErrSessionOld       = errors.New("detector: a newer session of this client is open")
+	ErrTooManySessions  = errors.New("detector: too many live sessions for this client")
+	ErrBadTTL           = errors.New("detector: lease TTL out of bounds")
+)
+
+// Open opens (or renews) session sess of c with lease ttl at now.
+// Opening a newer session abandons the older ones: this server suspects them
+// at once (a correct client opens a new session only after giving up the old).
+func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now time.Time) error {
+	if ttl < m.cfg.MinTTL || ttl > m.cfg.MaxTTL {
+		return fmt.Errorf("%w: %v not in [%v, %v]", ErrBadTTL, ttl, m.cfg.MinTTL, m.cfg.MaxTTL)
+	}
+	cs := m.client(c)
+	l, err := m.lease(cs, sess, ttl, now)
+	if err != nil {
+		return err
+	}
+	l.ttl = ttl
+	l.until = now.Add(ttl)
+	for _, o := range cs.leases {
+		if o.session < sess && !o.suspected {
+			o.until = now // expires at the next Tick
+		}
+	}
+	return nil
+}
+
+// Heartbeat renews c's lease on sess. It fails if the session was suspected or reset.
+func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error {
+	cs := m.client(c)
+	l, err := m.lease(cs, sess, m.cfg.DefaultTTL, now)
+	if err != nil {
+		return err
+	}
+	l.until = now.Add(l.ttl)
+	return nil
+}
+
+// Observe notes that c acts in session sess (a statement was accepted): if
+// this server has no lease on it yet, one starts now with the default TTL,
+// so a client that never heartbeats here is still suspected in the end.
+func (m *Muteness) Observe(c wire.ClientID, sess uint64, now time.Time) error {
+	_, err := m.lease(m.client(c), sess, m.cfg.DefaultTTL, now)
+	return err
+}
+
+// lease finds or creates c's lease on sess.
+func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now time.Time) (*lease, error) {
+	if sess <= cs.resetUpTo {
+		return nil, ErrSessionReset
+	}
+	for _, l := range cs.leases {
+		if l.session == sess {
+			if l.suspected {
+				return nil, ErrSessionSuspected
+			}
+			return l, nil
+		}
+	}
+	if len(cs.leases) > 0 && cs.leases[len(cs.leases)-1].session > sess {
+		// An older session than one already seen: refuse new business in it.
+		return nil, ErrSessionOld
+	}
+	if live := len(cs.leases); live >= m.cfg.MaxSessions {
+		// Drop the oldest session that is already suspected, if any; else refuse.
+		dropped := false
+		for i, l := range cs.leases {
+			if l.suspected {
+				cs.leases = append(cs.leases[:i], cs.leases[i+1:]...)
+				dropped = true
+				break
+			}
+		}
+		if !dropped {
+			return nil, ErrTooManySessions
+		}
+	}
+	l := &lease{session: sess, ttl: ttl, until: now.Add(ttl)}
+	cs.leases = append(cs.leases, l)
+	return l, nil
+}
+
+// LeaseOK reports whether this server holds a live, unsuspected lease on (c, sess).
+func (m *Muteness) LeaseOK(c wire.ClientID, sess uint64, now time.Time) bool {
+	cs := m.clients[c]
+	if cs == nil || sess <= cs.resetUpTo {
+		return false
+	}
+	for _, l := range cs.leases {
+		if l.session == sess {
+			return !l.suspected && now.Before(l.until)
+		}
+	}
+	return false
+}
+
+// DoorwayStarted notes that c entered the Doorway of lock in session sess.
+func (m *Muteness) DoorwayStarted(c wire.ClientID, lock string, sess uint64, now time.Time) {
+	m.client(c).doorways[lock] = doorway{session: sess, since: now}
+}
+
+// DoorwayEnded notes that c left the Doorway of lock (Ticket, Exit or reset).
+func (m *Muteness) DoorwayEnded(c wire.ClientID, lock string) {
+	if cs := m.clients[c]; cs != nil {
+		delete(cs.doorways, lock)
+	}
+}
+
+// Tick returns this server's new Suspect votes at now: for every lease that
+// expired and every Doorway held past the deadline. The caller persists each
+// vote before sending it, and must also Add it.
+func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
+	var out []wire.SignedSuspect
+	for _, c := range m.sortedClients() {
+		cs := m.clients[c]
+		for _, l := range cs.leases {
+			if !l.suspected && !now.Before(l.until) {
+				l.suspected = true
+				out = append(out, m.sign(c, l.session, wire.SuspectMute))
+			}
+		}
+		locks := make([]string, 0, len(cs.doorways))
+		for lock := range cs.doorways {
+			locks = append(locks, lock)
+		}
+		sort.Strings(locks)
+		for _, lock := range locks {
+			d := cs.doorways[lock]
+			if now.Sub(d.since) < m.cfg.DoorwayDeadline {
+				continue
+			}
+			delete(cs.doorways, lock)
+			if l, err := m.lease(cs, d.session, m.cfg.DefaultTTL, now); err == nil {
+				l.suspected = true
+				out = append(out, m.sign(c, d.session, wire.SuspectDoorway))
+			}
+		}
+	}
+	return out
+}
+
+func (m *Muteness) sign(c wire.ClientID, sess uint64, why wire.SuspectReason) wire.SignedSuspect {
+	v, err := wire.SignSuspect(m.cfg.Signer, &wire.SuspectBody{Client: c, Session: sess, Server: m.cfg.Self, Reason: why})
+	if err != nil {
+		panic(fmt.Sprintf("detector: signing a vote: %v", err)) // our own struct always encodes: a bug
+	}
+	return v
+}
+
+// RestoreVote puts back one of this server's own persisted votes: the
+// session stays refused after a restart.
+func (m *Muteness) RestoreVote(v wire.SignedSuspect) error {
+	body, err := v.Verify(m.cfg.Keys)
+	if err != nil {
+		return err
+	}
+	cs := m.client(body.Client)
+	if l, err := m.lease(cs, body.Session, m.cfg.DefaultTTL, time.Time{}); err == nil {
+		l.suspected = true
+	}
+	_, _, err = m.AddVote(v)
+	return err
+}
+
+// AddVote verifies a vote (this server's or another's) and records it;
+// added reports whether it was new (so the caller forwards it once). When it
+// completes votes from q distinct servers on the same (client, session), the
+// new certificate is returned; the caller applies it (ApplyCertificate).
+func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCertificate, err error) {
+	body, err := v.Verify(m.cfg.Keys)
+	if err != nil {
+		return false, nil, err
+	}
+	cs := m.client(body.Client)
+	if body.Session <= cs.resetUpTo {
+		return false, nil, nil // already reset
+	}
+	votes := cs.votes[body.Session]
+	if votes == nil {
+		if len(cs.votes) >= m.cfg.MaxPendingVotes {
+			// Keep the highest sessions: evict the lowest pending one.
+			lowest := uint64(0)
+			first := true
+			for s := range cs.votes {
+				if first || s < lowest {
+					lowest, first = s, false
+				}
+			}
+			if body.Session < lowest {
+				return false, nil, nil
+			}
+			delete(cs.votes, lowest)
+		}
+		votes = make(map[wire.ServerID]wire.SignedSuspect)
+		cs.votes[body.Session] = votes
+	}
+	if _, dup := votes[body.Server]; dup {
+		return false, nil, nil
+	}
+	votes[body.Server] = v
+	if len(votes) < m.cfg.Quorum {
+		return true, nil, nil
+	}
+	ids := make([]int, 0, len(votes))
+	for s := range votes {
+		ids = append(ids, int(s))
+	}
+	sort.Ints(ids)
+	cert = &wire.ResetCertificate{Client: body.Client, Session: body.Session}
+	for _, s := range ids[:m.cfg.Quorum] {
+		cert.Votes = append(cert.Votes, votes[wire.ServerID(s)])
+	}
+	return true, cert, nil
+}
+
+// ApplyCertificate verifies cert and, if it resets sessions beyond those
+// already reset, records it and reports true: the caller must then void c's
+// statements with session ≤ cert.Session, notify listeners, persist and
+// forward the certificate.
+func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
+	if err := cert.Verify(m.cfg.Keys, m.cfg.Quorum); err != nil {
+		return false, err
+	}
+	cs := m.client(cert.Client)
+	if cert.Session <= cs.resetUpTo {
+		return false, nil
+	}
+	cs.resetUpTo = cert.Session
+	cs.cert = cert
+	for s := range cs.votes {
+		if s <= cert.Session {
+			delete(cs.votes, s)
+		}
+	}
+	kept := cs.leases[:0]
+	for _, l := range cs.leases {
+		if l.session > cert.Session {
+			kept = append(kept, l)
+		}
+	}
+	cs.leases = kept
+	for lock, d := range cs.doorways {
+		if d.session <= cert.Session {
+			delete(cs.doorways, lock)
+		}
+	}
+	return true, nil
+}
+
+// ResetUpTo is the highest session of c known to be reset (0 if none).
+func (m *Muteness) ResetUpTo(c wire.ClientID) uint64 {
+	if cs := m.clients[c]; cs != nil {
+		return cs.resetUpTo
+	}
+	return 0
+}
+
+// Certificate returns the highest-session certificate known for c, or nil.
+func (m *Muteness) Certificate(c wire.ClientID) *wire.ResetCertificate {
+	if cs := m.clients[c]; cs != nil {
+		return cs.cert
+	}
+	return nil
+}
+
+// Suspects lists clients with a session this server suspected that no
+// certificate has reset yet (for status).
+func (m *Muteness) Suspects() []wire.ClientID {
+	var out []wire.ClientID
+	for _, c := range m.sortedClients() {
+		for _, l := range m.clients[c].leases {
+			if l.suspected {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Forget drops everything about c (a banned client).
+func (m *Muteness) Forget(c wire.ClientID) { delete(m.clients, c) }
+
+func (m *Muteness) sortedClients() []wire.ClientID {
+	ids := make([]wire.ClientID, 0, len(m.clients))
+	for c := range m.clients {
+		ids = append(ids, c)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
+	return ids
+}

@@ -1,0 +1,522 @@
+// Package core is a bq server's protocol logic as a pure state machine
+// (PROTOCOL.md §2–§6, §9): it hosts the signed registers and active sets of
+// every lock, answers the bakery's accesses, forwards every newly accepted
+// object to the other servers, runs sessions and leases, and turns expired
+// leases into Suspect votes and votes into reset certificates.
+//
+// Inputs are Step (a message or a connection event) and Tick (time passes);
+// outputs are Effects: records to persist and messages to send. The core
+// never touches a socket, a disk, a clock or a random source; the runtime
+// (internal/server) and the simulator (test/) drive it.
+//
+// The caller must: call Restore once with what earlier runs persisted, before
+// anything else; persist every Record of an Effects before sending any of its
+// messages; feed Tick regularly (a few times per lease TTL at least).
+package core
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bq-lock/bq/activeset"
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/detector"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/quorum"
+)
+
+// Config configures one server's core.
+type Config struct {
+	Self   wire.ServerID
+	N, F   int
+	Keys   wire.Keyring
+	Signer *crypto.PrivateKey
+	// MaxPushes is T: the pushes one subscription gets before it ends (§3).
+	MaxPushes int
+	// Lease bounds (§5).
+	DefaultTTL, MinTTL, MaxTTL time.Duration
+	// DoorwayDeadline: a client in a Doorway longer than this is suspected (§5).
+	DoorwayDeadline time.Duration
+	// Bounds on what one client can make the server hold (§6).
+	MaxSessionsPerClient int
+	MaxLocksPerClient    int
+	MaxListenMembers     int
+	// VerifyCacheSize bounds the cache of verified statements.
+	VerifyCacheSize int
+}
+
+// DefaultConfig returns production defaults for server self of an (n, f) cluster.
+func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *crypto.PrivateKey) Config {
+	return Config{
+		Self: self, N: n, F: f, Keys: keys, Signer: signer,
+		MaxPushes:  256,
+		DefaultTTL: 10 * time.Second, MinTTL: 100 * time.Millisecond, MaxTTL: 5 * time.Minute,
+		DoorwayDeadline:      10 * time.Second,
+		MaxSessionsPerClient: 4,
+		MaxLocksPerClient:    1024,
+		MaxListenMembers:     4096,
+		VerifyCacheSize:      1 << 16,
+	}
+}
+
+// Validate reports every problem with the configuration, one error each.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := quorum.Check(c.N, c.F); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Keys) != c.N {
+		errs = append(errs, fmt.Errorf("core: %d server keys for n=%d", len(c.Keys), c.N))
+	}
+	if int(c.Self) >= c.N {
+		errs = append(errs, fmt.Errorf("core: self %s is not a server of n=%d", c.Self, c.N))
+	}
+	if c.Signer == nil {
+		errs = append(errs, errors.New("core: no signing key"))
+	} else if int(c.Self) < len(c.Keys) && c.Keys[c.Self] != nil && c.Keys[c.Self].ID != c.Signer.Public.ID {
+		errs = append(errs, errors.New("core: the signing key is not this server's key in the cluster file"))
+	}
+	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.VerifyCacheSize < 1 {
+		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers and VerifyCacheSize must be ≥ 1"))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats counts what the core did (for metrics and tests).
+type Stats struct {
+	Accesses     map[string]uint64 // by kind: doorway, ticket, held, exit, listen, getset, read
+	Pushes       uint64
+	Forwards     uint64
+	VotesCast    uint64
+	Resets       uint64
+	Rejected     uint64
+	CacheHits    uint64
+	CacheMisses  uint64
+	Equivocation uint64
+}
+
+// Core is one server's protocol state.
+//
+// INVARIANT: clientLocks[c] holds every lock where c has a register value or
+// a subscription; every statement in a lock verified under its client's key.
+type Core struct {
+	cfg         Config
+	q           int
+	locks       map[string]*activeset.Lock
+	clientLocks map[wire.ClientID]map[string]struct{}
+	mute        *detector.Muteness
+	cache       *verifyCache
+	// restored holds work that needs a clock after Restore (leases, deadlines).
+	restored []*activeset.Entry
+	Stats    Stats
+}
+
+// New makes a core; cfg must be valid.
+func New(cfg Config) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	q := quorum.Size(cfg.N, cfg.F)
+	mute, err := detector.NewMuteness(detector.MutenessConfig{
+		Self: cfg.Self, Quorum: q, Keys: cfg.Keys, Signer: cfg.Signer,
+		DefaultTTL: cfg.DefaultTTL, MinTTL: cfg.MinTTL, MaxTTL: cfg.MaxTTL,
+		DoorwayDeadline: cfg.DoorwayDeadline,
+		MaxSessions:     cfg.MaxSessionsPerClient, MaxPendingVotes: 2 * cfg.MaxSessionsPerClient,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Core{
+		cfg: cfg, q: q,
+		locks:       make(map[string]*activeset.Lock),
+		clientLocks: make(map[wire.ClientID]map[string]struct{}),
+		mute:        mute,
+		cache:       newVerifyCache(cfg.VerifyCacheSize),
+		Stats:       Stats{Accesses: make(map[string]uint64)},
+	}, nil
+}
+
+// Quorum is q.
+func (k *Core) Quorum() int { return k.q }
+
+// Step handles one input at time now.
+func (k *Core) Step(now time.Time, in Input) (e Effects) {
+	k.startRestored(now, &e)
+	switch in.Kind {
+	case InputDisconnected:
+		if in.From.IsClient {
+			k.dropSubscriptions(in.From.Client)
+		}
+		return e
+	case InputConnected:
+		return e
+	}
+	m := in.Msg
+	if in.From.IsClient {
+		k.fromClient(now, in.From.Client, m, &e)
+	} else {
+		k.fromServer(now, in.From.Server, m, &e)
+	}
+	return e
+}
+
+// Tick lets time pass: expired leases and overdue Doorways become votes.
+func (k *Core) Tick(now time.Time) (e Effects) {
+	k.startRestored(now, &e)
+	for _, v := range k.mute.Tick(now) {
+		k.Stats.VotesCast++
+		body, err := v.Verify(k.cfg.Keys)
+		if err != nil {
+			panic(fmt.Sprintf("core: our own vote does not verify: %v", err))
+		}
+		e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(body.Client, body.Session), Value: mustMarshal(v)})
+		k.addVote(v, &e)
+		// Tell the client too: it stops counting this server toward its lease.
+		e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(body.Client), Msg: &wire.Message{Suspect: &v}})
+	}
+	return e
+}
+
+func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Effects) {
+	reply := func(msg *wire.Message) { e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: msg}) }
+	fail := func(req uint64, code wire.ErrorCode, err error) {
+		k.Stats.Rejected++
+		detail := err.Error()
+		if len(detail) > wire.MaxDetail {
+			detail = detail[:wire.MaxDetail]
+		}
+		reply(&wire.Message{Error: &wire.Error{Req: req, Code: code, Detail: detail}})
+	}
+	switch {
+	case m.SessionOpen != nil:
+		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
+		err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
+		if errors.Is(err, detector.ErrBadTTL) || errors.Is(err, detector.ErrTooManySessions) {
+			fail(0, wire.ErrCodeLimit, err)
+		}
+		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.SessionOpen.Session, Seq: 0, LeaseOK: err == nil}})
+	case m.Heartbeat != nil:
+		err := k.mute.Heartbeat(c, m.Heartbeat.Session, now)
+		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil}})
+	case m.Submit != nil:
+		k.onSubmit(now, c, m.Submit, reply, fail, e)
+	case m.Listen != nil:
+		k.onListen(c, m.Listen, reply, fail)
+	case m.GetSet != nil:
+		k.Stats.Accesses["getset"]++
+		lock, err := k.lockFor(c, m.GetSet.Lock)
+		if err != nil {
+			fail(m.GetSet.Req, wire.ErrCodeLimit, err)
+			return
+		}
+		sub := &activeset.Subscription{Client: c, Req: m.GetSet.Req, Remaining: k.cfg.MaxPushes}
+		reply(&wire.Message{Update: lock.Subscribe(sub, k.mute.Certificate)})
+	case m.Read != nil:
+		k.Stats.Accesses["read"]++
+		rr := &wire.ReadReply{Req: m.Read.Req}
+		if lock := k.locks[m.Read.Lock]; lock != nil {
+			if en := lock.Highest(m.Read.Client); en != nil {
+				s := en.Signed
+				rr.Statement = &s
+				if en.Void {
+					rr.Reset = k.mute.Certificate(m.Read.Client)
+				}
+			}
+		}
+		reply(&wire.Message{ReadReply: rr})
+	default:
+		fail(0, wire.ErrCodeMalformed, fmt.Errorf("core: a client may not send %s", m))
+	}
+}
+
+func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error), e *Effects) {
+	st, err := k.verify(&m.Statement)
+	if err != nil {
+		fail(m.Req, wire.ErrCodeMalformed, err)
+		return
+	}
+	if st.Client != c {
+		fail(m.Req, wire.ErrCodeRejected, errors.New("core: a client may submit only its own statements"))
+		return
+	}
+	lock, err := k.lockFor(c, st.Lock)
+	if err != nil {
+		fail(m.Req, wire.ErrCodeLimit, err)
+		return
+	}
+	lock.Unsubscribe(c) // a client's next message for a lock ends its listen (§3)
+	k.Stats.Accesses[phaseName(st.Phase)]++
+	res := k.accept(now, lock, st, m.Statement, m.J, e)
+	if res.err != nil {
+		fail(m.Req, res.code, res.err)
+		return
+	}
+	switch st.Phase {
+	case wire.PhaseDoorway:
+		reply(&wire.Message{ViewReply: &wire.ViewReply{Req: m.Req, View: k.view(lock, st)}})
+	case wire.PhaseTicket:
+		reply(&wire.Message{MembersReply: &wire.MembersReply{Req: m.Req, Lock: lock.Name, Members: activeset.Signed(lock.Members())}})
+	default:
+		reply(&wire.Message{Ack: &wire.Ack{Req: m.Req}})
+	}
+}
+
+func (k *Core) onListen(c wire.ClientID, l *wire.Listen, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error)) {
+	k.Stats.Accesses["listen"]++
+	lock, err := k.lockFor(c, l.Lock)
+	if err != nil {
+		fail(l.Req, wire.ErrCodeLimit, err)
+		return
+	}
+	lock.Unsubscribe(c)
+	own := lock.Highest(c)
+	if own == nil || own.St.Session != l.Session || own.St.Attempt != l.Attempt ||
+		(own.St.Phase != wire.PhaseTicket && own.St.Phase != wire.PhaseHeld) {
+		fail(l.Req, wire.ErrCodeResend, errors.New("core: this server does not hold your Ticket for that attempt; resend it"))
+		return
+	}
+	if len(l.Members) > k.cfg.MaxListenMembers {
+		fail(l.Req, wire.ErrCodeLimit, fmt.Errorf("core: a Listen may name at most %d members", k.cfg.MaxListenMembers))
+		return
+	}
+	watch := make(map[wire.ClientID]bool, len(l.Members))
+	for _, x := range l.Members {
+		if x != c {
+			watch[x] = true
+		}
+	}
+	sub := &activeset.Subscription{Client: c, Req: l.Req, Watch: watch, Remaining: k.cfg.MaxPushes}
+	reply(&wire.Message{Update: lock.Subscribe(sub, k.mute.Certificate)})
+}
+
+func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Effects) {
+	switch {
+	case m.Forward != nil:
+		st, err := k.verify(&m.Forward.Statement)
+		if err != nil {
+			return // a faulty server relayed garbage; nothing to do
+		}
+		lock, err := k.lockFor(st.Client, st.Lock)
+		if err != nil {
+			return
+		}
+		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, e)
+	case m.Suspect != nil:
+		k.addVote(*m.Suspect, e)
+	case m.Reset != nil:
+		k.applyCert(m.Reset, e)
+	}
+}
+
+type acceptResult struct {
+	outcome activeset.Outcome
+	code    wire.ErrorCode
+	err     error
+}
+
+// accept applies a verified statement to its lock's register (§2, §3.2):
+// newer timestamps win; a Ticket must be exactly justified by J; a Held must
+// follow this server's copy of its Ticket. A newly accepted statement is
+// persisted, forwarded once to every other server, and pushed to listeners.
+func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, e *Effects) acceptResult {
+	c := st.Client
+	if st.Session <= k.mute.ResetUpTo(c) {
+		return acceptResult{code: wire.ErrCodeSuspected, err: fmt.Errorf("core: session %d of %s was reset; open a newer session", st.Session, c)}
+	}
+	if st.Phase != wire.PhaseExit {
+		if err := k.mute.Observe(c, st.Session, now); err != nil && !errors.Is(err, detector.ErrSessionOld) {
+			code := wire.ErrCodeSuspected
+			if errors.Is(err, detector.ErrTooManySessions) {
+				code = wire.ErrCodeLimit
+			}
+			return acceptResult{code: code, err: err}
+		}
+	}
+	if prev := lock.Highest(c); prev != nil {
+		switch quorum.TimestampOf(st).Compare(quorum.TimestampOf(prev.St)) {
+		case -1:
+			return acceptResult{outcome: activeset.Stale, code: wire.ErrCodeRejected, err: fmt.Errorf("core: a newer statement of %s is held: %s", c, prev.St)}
+		case 0:
+			if string(prev.Signed.Signed.Body) == string(ss.Signed.Body) {
+				return acceptResult{outcome: activeset.Duplicate}
+			}
+			k.Stats.Equivocation++
+			return acceptResult{outcome: activeset.Equivocation, code: wire.ErrCodeRejected, err: fmt.Errorf("core: equivocation: %s differs from the held %s", st, prev.St)}
+		}
+	}
+	switch st.Phase {
+	case wire.PhaseTicket:
+		if err := bakery.CheckTicket(st, j, k.cfg.Keys, k.q, k.verify); err != nil {
+			return acceptResult{code: wire.ErrCodeRejected, err: err}
+		}
+	case wire.PhaseHeld:
+		prev := lock.Highest(c)
+		if prev == nil || prev.St.Phase != wire.PhaseTicket || prev.St.Session != st.Session || prev.St.Attempt != st.Attempt || prev.St.N != st.N {
+			return acceptResult{code: wire.ErrCodeResend, err: errors.New("core: Held for a Ticket this server does not hold; resend the Ticket")}
+		}
+	}
+	entry := &activeset.Entry{Signed: ss, St: st}
+	hwBefore := lock.HW()
+	if out, _ := lock.Apply(entry); out != activeset.Accepted {
+		panic(fmt.Sprintf("core: Apply after checks gave %s", out))
+	}
+	k.noteClientLock(c, lock.Name)
+	e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(lock.Name, c), Value: mustMarshal(ss)})
+	if lock.HW() != hwBefore {
+		e.Persist = append(e.Persist, Record{Bucket: bucketHW, Key: []byte(lock.Name), Value: mustMarshal(ss)})
+	}
+	if st.Phase == wire.PhaseDoorway {
+		k.mute.DoorwayStarted(c, lock.Name, st.Session, now)
+	} else {
+		k.mute.DoorwayEnded(c, lock.Name)
+	}
+	fwd := &wire.Forward{Statement: ss}
+	if st.Phase == wire.PhaseTicket {
+		fwd.J = j
+	}
+	k.toServers(&wire.Message{Forward: fwd}, e)
+	k.push(lock, c, e)
+	return acceptResult{outcome: activeset.Accepted}
+}
+
+func (k *Core) push(lock *activeset.Lock, c wire.ClientID, e *Effects) {
+	for _, p := range lock.Changed(c, k.mute.Certificate) {
+		k.Stats.Pushes++
+		e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(p.To), Msg: &wire.Message{Update: p.Update}})
+	}
+}
+
+func (k *Core) addVote(v wire.SignedSuspect, e *Effects) {
+	added, cert, err := k.mute.AddVote(v)
+	if err != nil || !added {
+		return
+	}
+	k.toServers(&wire.Message{Suspect: &v}, e)
+	if cert != nil {
+		k.applyCert(cert, e)
+	}
+}
+
+// applyCert applies a reset certificate (§5): it voids every statement of
+// the client with session ≤ the certificate's, removes the client from the
+// active sets, notifies listeners, persists and forwards the certificate.
+func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
+	fresh, err := k.mute.ApplyCertificate(cert)
+	if err != nil || !fresh {
+		return
+	}
+	k.Stats.Resets++
+	for _, name := range sortedKeys(k.clientLocks[cert.Client]) {
+		lock := k.locks[name]
+		if lock.VoidUpTo(cert.Client, cert.Session) {
+			k.push(lock, cert.Client, e)
+		}
+	}
+	e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: cert.Client[:], Value: mustMarshal(cert)})
+	k.toServers(&wire.Message{Reset: cert}, e)
+}
+
+// view builds this server's signed View of lock for the attempt of st (§3.1).
+func (k *Core) view(lock *activeset.Lock, st *wire.Statement) wire.SignedView {
+	body := &wire.ViewBody{
+		Lock: lock.Name, For: st.Client, ForSession: st.Session, ForAttempt: st.Attempt,
+		Server: k.cfg.Self, Seq: lock.Seq(), Members: activeset.Signed(lock.Members()),
+	}
+	if hw := lock.HW(); hw != nil {
+		s := hw.Signed
+		body.HW = &s
+	}
+	v, err := wire.SignView(k.cfg.Signer, body)
+	if err != nil {
+		panic(fmt.Sprintf("core: signing a view: %v", err))
+	}
+	return v
+}
+
+func (k *Core) toServers(m *wire.Message, e *Effects) {
+	for i := range k.cfg.N {
+		if s := wire.ServerID(i); s != k.cfg.Self {
+			k.Stats.Forwards++
+			e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m})
+		}
+	}
+}
+
+// lockFor returns the lock named name, creating it, within c's lock bound.
+func (k *Core) lockFor(c wire.ClientID, name string) (*activeset.Lock, error) {
+	if err := wire.CheckLockName(name); err != nil {
+		return nil, err
+	}
+	if _, ok := k.clientLocks[c][name]; !ok && len(k.clientLocks[c]) >= k.cfg.MaxLocksPerClient {
+		return nil, fmt.Errorf("core: %s already uses %d locks here, the limit", c, k.cfg.MaxLocksPerClient)
+	}
+	lock := k.locks[name]
+	if lock == nil {
+		lock = activeset.NewLock(name)
+		k.locks[name] = lock
+	}
+	k.noteClientLock(c, name)
+	return lock, nil
+}
+
+func (k *Core) noteClientLock(c wire.ClientID, name string) {
+	m := k.clientLocks[c]
+	if m == nil {
+		m = make(map[string]struct{})
+		k.clientLocks[c] = m
+	}
+	m[name] = struct{}{}
+}
+
+func (k *Core) dropSubscriptions(c wire.ClientID) {
+	for name := range k.clientLocks[c] {
+		k.locks[name].Unsubscribe(c)
+	}
+}
+
+// startRestored starts, at the first moment the core knows the time, the
+// leases and Doorway deadlines of statements restored from disk.
+func (k *Core) startRestored(now time.Time, _ *Effects) {
+	for _, en := range k.restored {
+		if en.Void || en.St.Phase == wire.PhaseExit {
+			continue
+		}
+		_ = k.mute.Observe(en.St.Client, en.St.Session, now)
+		if en.St.Phase == wire.PhaseDoorway {
+			k.mute.DoorwayStarted(en.St.Client, en.St.Lock, en.St.Session, now)
+		}
+	}
+	k.restored = nil
+}
+
+// verify checks a signed statement through the cache.
+func (k *Core) verify(ss *wire.SignedStatement) (*wire.Statement, error) {
+	h := ss.Hash()
+	if st, ok := k.cache.get(h); ok {
+		k.Stats.CacheHits++
+		return st, nil
+	}
+	k.Stats.CacheMisses++
+	st, err := ss.Verify()
+	if err != nil {
+		return nil, err
+	}
+	k.cache.put(h, st)
+	return st, nil
+}
+
+func phaseName(p wire.Phase) string {
+	switch p {
+	case wire.PhaseDoorway:
+		return "doorway"
+	case wire.PhaseTicket:
+		return "ticket"
+	case wire.PhaseHeld:
+		return "held"
+	case wire.PhaseExit:
+		return "exit"
+	}
+	return "other"
+}

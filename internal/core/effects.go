@@ -1,0 +1,55 @@
+package core
+
+import "github.com/bq-lock/bq/internal/wire"
+
+// Record is one durable write the core asks for.
+type Record struct {
+	Bucket string
+	Key    []byte
+	Value  []byte // nil with Delete
+	Delete bool
+}
+
+// Outgoing is one message the core asks to send.
+type Outgoing struct {
+	To  wire.Peer
+	Msg *wire.Message
+}
+
+func (o Outgoing) String() string { return o.To.String() + " <- " + o.Msg.String() }
+
+// Effects is what the core asks the runtime to do after a step. The runtime
+// makes every Record durable before it sends any message of the same batch
+// (a reply must never acknowledge what a crash could lose, PROTOCOL.md §9).
+type Effects struct {
+	Persist []Record
+	Send    []Outgoing
+}
+
+// Append adds o's effects after e's.
+func (e *Effects) Append(o Effects) {
+	e.Persist = append(e.Persist, o.Persist...)
+	e.Send = append(e.Send, o.Send...)
+}
+
+// Reader reads what earlier runs persisted, one bucket at a time.
+type Reader interface {
+	ForEach(bucket string, fn func(k, v []byte) error) error
+}
+
+// Input is one thing the transport delivered.
+type Input struct {
+	Kind InputKind
+	From wire.Peer
+	Msg  *wire.Message // InputMessage only
+}
+
+// InputKind says what an Input is.
+type InputKind uint8
+
+// The kinds of Input.
+const (
+	InputMessage InputKind = iota
+	InputConnected
+	InputDisconnected
+)

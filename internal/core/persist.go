@@ -1,0 +1,158 @@
+package core
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/bq-lock/bq/activeset"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// The buckets a server persists (PROTOCOL.md §9).
+const (
+	bucketStmt = "stmt" // lock NUL client → highest SignedStatement
+	bucketHW   = "hw"   // lock → highest Ticket ever accepted
+	bucketVote = "vote" // client ‖ session → this server's own SignedSuspect
+	bucketCert = "cert" // client → highest ResetCertificate
+)
+
+func stmtKey(lock string, c wire.ClientID) []byte {
+	k := make([]byte, 0, len(lock)+1+len(c))
+	k = append(k, lock...)
+	k = append(k, 0)
+	return append(k, c[:]...)
+}
+
+func voteKey(c wire.ClientID, sess uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), c[:]...), sess)
+}
+
+func mustMarshal(v any) []byte {
+	b, err := crypto.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("core: encoding our own %T: %v", v, err))
+	}
+	return b
+}
+
+// Restore loads what earlier runs persisted. Everything is verified again,
+// so a corrupted file is reported instead of believed.
+func (k *Core) Restore(r Reader) error {
+	err := r.ForEach(bucketStmt, func(key, v []byte) error {
+		var ss wire.SignedStatement
+		if err := crypto.Unmarshal(v, &ss); err != nil {
+			return err
+		}
+		st, err := k.verify(&ss)
+		if err != nil {
+			return err
+		}
+		if string(key) != string(stmtKey(st.Lock, st.Client)) {
+			return fmt.Errorf("statement stored under the wrong key: %s", st)
+		}
+		lock := k.locks[st.Lock]
+		if lock == nil {
+			lock = activeset.NewLock(st.Lock)
+			k.locks[st.Lock] = lock
+		}
+		en := &activeset.Entry{Signed: ss, St: st}
+		lock.Restore(en)
+		k.noteClientLock(st.Client, st.Lock)
+		k.restored = append(k.restored, en)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring statements: %w", err)
+	}
+	err = r.ForEach(bucketHW, func(key, v []byte) error {
+		var ss wire.SignedStatement
+		if err := crypto.Unmarshal(v, &ss); err != nil {
+			return err
+		}
+		st, err := k.verify(&ss)
+		if err != nil {
+			return err
+		}
+		lock := k.locks[string(key)]
+		if lock == nil {
+			lock = activeset.NewLock(string(key))
+			k.locks[string(key)] = lock
+		}
+		lock.RestoreHW(&activeset.Entry{Signed: ss, St: st})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring high-water marks: %w", err)
+	}
+	err = r.ForEach(bucketCert, func(_, v []byte) error {
+		var cert wire.ResetCertificate
+		if err := crypto.Unmarshal(v, &cert); err != nil {
+			return err
+		}
+		if _, err := k.mute.ApplyCertificate(&cert); err != nil {
+			return err
+		}
+		for name := range k.clientLocks[cert.Client] {
+			k.locks[name].VoidUpTo(cert.Client, cert.Session)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring reset certificates: %w", err)
+	}
+	err = r.ForEach(bucketVote, func(_, v []byte) error {
+		var vote wire.SignedSuspect
+		if err := crypto.Unmarshal(v, &vote); err != nil {
+			return err
+		}
+		return k.mute.RestoreVote(vote)
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring votes: %w", err)
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// verifyCache remembers verified statements by hash. It evicts in insertion
+// order once full.
+// INVARIANT: len(entries) == len(order) ≤ size.
+type verifyCache struct {
+	size    int
+	entries map[wire.Digest]*wire.Statement
+	order   []wire.Digest
+	next    int
+}
+
+func newVerifyCache(size int) *verifyCache {
+	return &verifyCache{size: size, entries: make(map[wire.Digest]*wire.Statement, size)}
+}
+
+func (c *verifyCache) get(h wire.Digest) (*wire.Statement, bool) {
+	st, ok := c.entries[h]
+	return st, ok
+}
+
+func (c *verifyCache) put(h wire.Digest, st *wire.Statement) {
+	if _, ok := c.entries[h]; ok {
+		return
+	}
+	if len(c.order) < c.size {
+		c.order = append(c.order, h)
+	} else {
+		delete(c.entries, c.order[c.next])
+		c.order[c.next] = h
+		c.next = (c.next + 1) % c.size
+	}
+	c.entries[h] = st
+}
