@@ -61,10 +61,13 @@ const (
 	ReadDone
 	// SetDone: a getSet finished (Set set).
 	SetDone
+	// Ticketed: SET-TICKET completed (q servers hold the Ticket; Token set). Informational:
+	// first come first served is defined from this instant (§3, the bakery's doorway).
+	Ticketed
 )
 
 func (k EventKind) String() string {
-	return [...]string{"?", "acquired", "released", "lost", "failed", "read-done", "set-done"}[k]
+	return [...]string{"?", "acquired", "released", "lost", "failed", "read-done", "set-done", "ticketed"}[k]
 }
 
 // Event reports the end of an operation.
@@ -554,6 +557,7 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 		return
 	}
 	// SET-TICKET done: S' = union of the member sets of q answers (§3.2).
+	e.Events = append(e.Events, Event{Kind: Ticketed, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}})
 	union := make(map[wire.ClientID]bool)
 	for _, r := range a.members.First() {
 		for _, x := range r.Value {

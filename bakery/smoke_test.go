@@ -33,7 +33,11 @@ func (n *net) clientOut(ci int, e bakery.Effects) {
 		require.NoError(n.t, err)
 		n.queue = append(n.queue, pkt{toServer: true, from: ci, to: int(s.To), data: b})
 	}
-	n.events = append(n.events, e.Events...)
+	for _, ev := range e.Events {
+		if ev.Kind != bakery.Ticketed {
+			n.events = append(n.events, ev)
+		}
+	}
 }
 
 func (n *net) serverOut(si int, e core.Effects) {

@@ -5,11 +5,13 @@ import (
 	"crypto/ed25519"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
+	"path/filepath"
 	"time"
 )
 
@@ -102,4 +104,48 @@ func randomSerial(rand io.Reader) (*big.Int, error) {
 		return nil, fmt.Errorf("certs: reading randomness: %w", err)
 	}
 	return new(big.Int).SetBytes(b), nil
+}
+
+// LoadCA loads the cluster CA of cluster directory dir: the certificate from
+// DIR/cluster.yaml and the private key from DIR/ca/ca.key. Only adding
+// servers needs it; running servers never do.
+func LoadCA(dir string) (*CA, error) {
+	c, err := LoadCluster(filepath.Join(dir, ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, CADirName, CAKeyFile)
+	data, err := readPrivate(path, true)
+	if err != nil {
+		return nil, err
+	}
+	der, err := decodeOnePEM(data, "PRIVATE KEY")
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: %v", path, err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: malformed PKCS#8 private key: %v", path, err)
+	}
+	key, ok := k.(ed25519.PrivateKey)
+	if !ok || !key.Public().(ed25519.PublicKey).Equal(c.CA.PublicKey) {
+		return nil, fmt.Errorf("certs: %s is not the key of the cluster CA in %s", path, ClusterFileName)
+	}
+	return &CA{Cert: c.CA, Key: key}, nil
+}
+
+func encodePKCS8(key crypto.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: encoding private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+func parseDER(der []byte) (*x509.Certificate, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	return cert, nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/bq-lock/bq/crypto"
@@ -101,7 +102,7 @@ func checkLock(name string) error {
 		return errors.New("wire: lock name is not UTF-8")
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) { // C0, DEL and C1 (U+0080–U+009F, e.g. NEL)
 			return errors.New("wire: lock name contains a control character")
 		}
 	}
