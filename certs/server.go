@@ -1,0 +1,178 @@
+package certs
+
+import (
+	"bytes"
+	stdcrypto "crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// Names of a server's private files, inside DIR/server-<id>/.
+const (
+	TLSKeyFile     = "tls.key"     // PKCS#8 PEM "PRIVATE KEY"
+	TLSCertFile    = "tls.crt"     // PEM "CERTIFICATE", the same as the cluster file's
+	SigningKeyFile = "signing.key" // PEM "BQ SIGNING KEY"
+)
+
+// signingKeyPEMType is the PEM block type of a signing key file. Its
+// "Scheme" header names the scheme and its body is the key's seed.
+const signingKeyPEMType = "BQ SIGNING KEY"
+
+// maxKeyFileSize bounds what is read from a private file.
+const maxKeyFileSize = 1 << 20
+
+// ServerMaterial is everything one server needs to run: the cluster, its
+// TLS identity and its protocol signing key.
+type ServerMaterial struct {
+	Cluster    *Cluster
+	ID         wire.ServerID
+	TLS        tls.Certificate // with Leaf set
+	SigningKey *crypto.PrivateKey
+	Dir        string // DIR/server-<id>
+}
+
+// ServerDir is the directory of server id's private material in a cluster directory.
+func ServerDir(dir string, id int) string { return filepath.Join(dir, fmt.Sprintf("server-%d", id)) }
+
+// LoadServer loads DIR/cluster.yaml and the private material of server id
+// from DIR/server-<id>/, and checks that they belong together. It reports
+// every problem it finds, one error each.
+func LoadServer(dir string, id int) (*ServerMaterial, error) { return loadServer(dir, id, time.Now()) }
+
+func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
+	c, err := loadCluster(filepath.Join(dir, ClusterFileName), now)
+	if err != nil {
+		return nil, err
+	}
+	if id < 0 || id >= c.N {
+		return nil, fmt.Errorf("certs: server id %d is out of range: the cluster file %s has servers 0..%d",
+			id, filepath.Join(dir, ClusterFileName), c.N-1)
+	}
+	srv := &c.Servers[id]
+	sdir := ServerDir(dir, id)
+	var errs []error
+	fail := func(file, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("certs: %s: %s", file, fmt.Sprintf(format, args...)))
+	}
+
+	// TLS private key.
+	var tlsKey stdcrypto.Signer
+	keyPath := filepath.Join(sdir, TLSKeyFile)
+	if data, err := readPrivate(keyPath, true); err != nil {
+		errs = append(errs, err)
+	} else if der, err := decodeOnePEM(data, "PRIVATE KEY"); err != nil {
+		fail(keyPath, "%v; it must hold the server's TLS key as PKCS#8 PEM", err)
+	} else if k, err := x509.ParsePKCS8PrivateKey(der); err != nil {
+		fail(keyPath, "malformed PKCS#8 private key: %v", err)
+	} else if signer, ok := k.(stdcrypto.Signer); !ok {
+		fail(keyPath, "a %T cannot sign", k)
+	} else if pub, ok := signer.Public().(interface {
+		Equal(stdcrypto.PublicKey) bool
+	}); !ok || !pub.Equal(srv.Cert.PublicKey) {
+		fail(keyPath, "does not match the TLS certificate of server %d in %s: this key belongs to another server or another cluster; use the files made for server %d of this cluster",
+			id, ClusterFileName, id)
+	} else {
+		tlsKey = signer
+	}
+
+	// TLS certificate: a copy of the cluster file's, kept for tools that want a file.
+	certPath := filepath.Join(sdir, TLSCertFile)
+	if data, err := readPrivate(certPath, false); err != nil {
+		errs = append(errs, err)
+	} else if der, err := decodeOnePEM(data, "CERTIFICATE"); err != nil {
+		fail(certPath, "%v", err)
+	} else if !bytes.Equal(der, srv.Cert.Raw) {
+		fail(certPath, "differs from server %d's certificate in %s: the cluster file is authoritative; replace %s with server %d's certificate from it",
+			id, ClusterFileName, TLSCertFile, id)
+	}
+
+	// Protocol signing key.
+	var signing *crypto.PrivateKey
+	sigPath := filepath.Join(sdir, SigningKeyFile)
+	if data, err := readPrivate(sigPath, true); err != nil {
+		errs = append(errs, err)
+	} else if k, err := parseSigningKey(data); err != nil {
+		fail(sigPath, "%v", err)
+	} else if k.Public.ID != srv.SigningKey.ID {
+		fail(sigPath, "does not match the signing_key of server %d in %s: this key belongs to another server or another cluster; use the files made for server %d of this cluster",
+			id, ClusterFileName, id)
+	} else {
+		signing = k
+	}
+
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &ServerMaterial{
+		Cluster:    c,
+		ID:         srv.ID,
+		TLS:        tls.Certificate{Certificate: [][]byte{srv.Cert.Raw}, PrivateKey: tlsKey, Leaf: srv.Cert},
+		SigningKey: signing,
+		Dir:        sdir,
+	}, nil
+}
+
+// readPrivate reads a file of a server's private directory. For secret
+// files it refuses a mode that lets group or others read them.
+func readPrivate(path string, secret bool) ([]byte, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("certs: %s is missing: copy the whole %s directory made by \"bqserver init\" to this machine",
+			path, filepath.Base(filepath.Dir(path)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s cannot be read: %v", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("certs: %s is not a regular file", path)
+	}
+	if secret && runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("certs: %s holds a private key but is accessible to group or others (mode %04o): run chmod 600 %s",
+			path, st.Mode().Perm(), path)
+	}
+	data, err := readLimited(path, maxKeyFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s cannot be read: %v", path, err)
+	}
+	return data, nil
+}
+
+// encodeSigningKey renders a signing key file.
+func encodeSigningKey(k *crypto.PrivateKey) []byte {
+	return pem.EncodeToMemory(&pem.Block{
+		Type:    signingKeyPEMType,
+		Headers: map[string]string{"Scheme": k.Scheme()},
+		Bytes:   k.Seed(),
+	})
+}
+
+// parseSigningKey parses a signing key file.
+func parseSigningKey(data []byte) (*crypto.PrivateKey, error) {
+	b, rest := pem.Decode(data)
+	if b == nil || b.Type != signingKeyPEMType {
+		return nil, fmt.Errorf("not a signing key file: want one PEM %q block", signingKeyPEMType)
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return nil, fmt.Errorf("unexpected data after the PEM %q block", signingKeyPEMType)
+	}
+	scheme, ok := b.Headers["Scheme"]
+	if !ok || len(b.Headers) != 1 {
+		return nil, errors.New(`the PEM block must have exactly one header, "Scheme"`)
+	}
+	k, err := crypto.PrivateKeyFromSeed(scheme, b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("bad signing key: %v", err)
+	}
+	return k, nil
+}

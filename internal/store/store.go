@@ -1,0 +1,359 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Limits on what one Commit may carry. They keep a single transaction, and
+// the memory the writer pins for it, bounded.
+const (
+	// MaxBucketLen is the longest bucket name, in bytes.
+	MaxBucketLen = 255
+	// MaxKeyLen is the longest key, in bytes (bbolt's own limit).
+	MaxKeyLen = bolt.MaxKeySize
+	// MaxValueLen is the largest value, in bytes.
+	MaxValueLen = 16 << 20
+
+	// DefaultMaxBatchOps is Options.MaxBatchOps when it is zero.
+	DefaultMaxBatchOps = 4096
+	// DefaultMaxBatchBytes is Options.MaxBatchBytes when it is zero.
+	DefaultMaxBatchBytes = 64 << 20
+	// DefaultLockTimeout is Options.LockTimeout when it is zero.
+	DefaultLockTimeout = 2 * time.Second
+)
+
+var (
+	// ErrClosed is returned by every method called after Close, and by a
+	// Commit still queued when Close ran.
+	ErrClosed = errors.New("store: closed")
+	// ErrLocked is returned by Open when another process (or another Open in
+	// this process) holds the file.
+	ErrLocked = errors.New("store: database file is locked by another process")
+	// ErrCorrupt is returned by Open and Check when the file is not a valid
+	// bbolt database.
+	ErrCorrupt = errors.New("store: database file is corrupt")
+	// ErrUncertain is matched (errors.Is) by a Commit error whose
+	// transaction failed after its meta page was written: the ops were not
+	// acknowledged but may be visible and may survive (see the package doc).
+	ErrUncertain = errors.New("store: commit outcome uncertain")
+)
+
+// Options configures a Store. The zero value is usable.
+type Options struct {
+	// MaxBatchOps caps the ops in one transaction, and so in one Commit.
+	// Zero means DefaultMaxBatchOps.
+	MaxBatchOps int
+	// MaxBatchBytes caps the key and value bytes in one transaction, and so
+	// in one Commit. Zero means DefaultMaxBatchBytes.
+	MaxBatchBytes int
+	// LockTimeout is how long Open waits for the file lock before returning
+	// ErrLocked. Zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// Logger receives failed transactions. Nil means slog.Default().
+	Logger *slog.Logger
+	// Observe, if set, is called by the writer after each successful
+	// transaction with its duration (Begin to the end of the fsyncs) and its
+	// op count: the fsync latency metric. It must be quick (it delays the
+	// next batch) and must not call the Store.
+	Observe func(d time.Duration, ops int)
+
+	// hooks are fault and scheduling injection points for this package's
+	// tests only.
+	hooks *testHooks
+}
+
+// testHooks are called by the writer; nil fields are skipped.
+type testHooks struct {
+	// beforeTxn runs after the writer has taken a batch of commits, before
+	// it begins the transaction. A test blocks here to let Commits queue.
+	beforeTxn func(commits int)
+	// beforeCommit runs inside the transaction after every op is applied;
+	// an error fails the transaction as an I/O error would.
+	beforeCommit func() error
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.MaxBatchOps < 0 {
+		errs = append(errs, fmt.Errorf("store: Options.MaxBatchOps %d < 0", o.MaxBatchOps))
+	}
+	if o.MaxBatchBytes < 0 {
+		errs = append(errs, fmt.Errorf("store: Options.MaxBatchBytes %d < 0", o.MaxBatchBytes))
+	}
+	if o.LockTimeout < 0 {
+		errs = append(errs, fmt.Errorf("store: Options.LockTimeout %v < 0", o.LockTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxBatchOps == 0 {
+		o.MaxBatchOps = DefaultMaxBatchOps
+	}
+	if o.MaxBatchBytes == 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.hooks == nil {
+		o.hooks = &testHooks{}
+	}
+	return o
+}
+
+// Store is a durable key-value store: buckets of keys to values. It is safe
+// for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	path string
+	opts Options
+	log  *slog.Logger
+
+	// wake has room for one token; Commit leaves one after queueing so the
+	// writer, if idle, takes the queue.
+	wake chan struct{}
+	// quit is closed by Close; writerDone is closed by the writer on exit.
+	quit       chan struct{}
+	writerDone chan struct{}
+
+	mu sync.Mutex
+	// queue holds the Commits the writer has not taken yet, oldest first.
+	// INVARIANT: every request in queue has state queued; a request leaves
+	// the queue exactly once, either taken by the writer (state taken) or
+	// withdrawn by its own Commit on ctx (state withdrawn) or failed by
+	// Close (state withdrawn); only requests in state taken are ever applied.
+	queue  []*request
+	closed bool
+	stats  Stats
+}
+
+// Stats counts the writer's work since Open.
+type Stats struct {
+	// Txns is the number of transactions committed successfully.
+	Txns uint64
+	// FailedTxns is the number of transactions that failed.
+	FailedTxns uint64
+	// Commits is the number of Commit calls acknowledged (returned nil)
+	// by a transaction.
+	Commits uint64
+	// Ops is the number of ops applied by those Commits.
+	Ops uint64
+	// MaxBatchCommits is the most Commit calls seen in one transaction.
+	MaxBatchCommits int
+}
+
+// Open opens the store at path, creating the file (mode 0600) if it is
+// missing, and starts the writer.
+func Open(path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("store: open: empty path")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, fs.ErrNotExist)
+
+	db, err := openBolt(path, opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		// bbolt fsyncs the new file but not the directory entry naming
+		// it; without this a power loss could lose the whole file.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("store: open %s: sync directory: %w", path, err)
+		}
+	}
+
+	s := &Store{
+		db:         db,
+		path:       path,
+		opts:       opts,
+		log:        opts.Logger.With("store", path),
+		wake:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	go s.writer()
+	return s, nil
+}
+
+// openBolt opens the bbolt file, mapping its failures to ErrLocked and
+// ErrCorrupt. bbolt may fault or panic on some damaged files rather than
+// return an error; that is turned into ErrCorrupt too (the file descriptor
+// and lock of the failed open may then stay held until the process exits).
+func openBolt(path string, lockTimeout time.Duration) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("%w: open %s: %v", ErrCorrupt, path, r)
+		}
+	}()
+	// INVARIANT: NoSync and NoGrowSync stay false, so bbolt's Commit
+	// returns only after fdatasync of the data pages and then of the meta
+	// page; Commit's nil rests on this.
+	db, err = bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      lockTimeout,
+		FreelistType: bolt.FreelistMapType,
+	})
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("%w: open %s: no lock after %v", ErrLocked, path, lockTimeout)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
+		errors.Is(err, berrors.ErrVersionMismatch),
+		// bbolt's mmap reports a file shorter than its two meta pages
+		// only by this message.
+		strings.Contains(err.Error(), "file size too small"):
+		return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, path, err)
+	default:
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Get returns a copy of the value of key in bucket, or (nil, nil) if the
+// bucket or the key does not exist.
+func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
+	if err := checkName(bucket, key); err != nil {
+		return nil, err
+	}
+	var out []byte
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return nil
+		}
+		if v := b.Get(key); v != nil {
+			out = append(make([]byte, 0, len(v)), v...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ForEach calls fn for every key of bucket in key order, in one consistent
+// snapshot, and stops at the first error fn returns, returning it. A missing
+// bucket has no keys. k and v are valid only during the call; copy them to
+// keep them. fn must not call Commit or Close: the snapshot can hold up the
+// writer.
+func (s *Store) ForEach(bucket string, fn func(k, v []byte) error) error {
+	if err := checkBucket(bucket); err != nil {
+		return err
+	}
+	return s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(fn)
+	})
+}
+
+// Check walks the whole file and reports any inconsistency as ErrCorrupt.
+// It is slow on a large file; a server runs it at start-up or in tests.
+func (s *Store) Check() error {
+	return s.view(func(tx *bolt.Tx) error {
+		var errs []error
+		for err := range tx.Check() {
+			errs = append(errs, err)
+		}
+		if len(errs) > 0 {
+			return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))
+		}
+		return nil
+	})
+}
+
+// view runs fn in a read transaction, mapping a closed database to
+// ErrClosed. Errors returned by fn are passed through unchanged.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	tx, err := s.db.Begin(false)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("store: begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}
+
+// Stats returns the writer's counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close fails every queued Commit with ErrClosed, waits for the transaction
+// in flight, stops the writer and closes the file. Calls after the first
+// return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.closed = true
+	pending := s.queue
+	s.queue = nil
+	for _, r := range pending {
+		r.state = withdrawn
+	}
+	s.mu.Unlock()
+
+	for _, r := range pending {
+		r.done <- ErrClosed
+	}
+	close(s.quit)
+	<-s.writerDone
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close %s: %w", s.path, err)
+	}
+	return nil
+}
