@@ -17,6 +17,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/bq-lock/bq/activeset"
@@ -92,6 +93,7 @@ type Stats struct {
 	VotesCast    uint64
 	Resets       uint64
 	Rejected     uint64
+	Bans         uint64
 	CacheHits    uint64
 	CacheMisses  uint64
 	Equivocation uint64
@@ -110,7 +112,11 @@ type Core struct {
 	cache       *verifyCache
 	// restored holds work that needs a clock after Restore (leases, deadlines).
 	restored []*activeset.Entry
-	Stats    Stats
+	// banned holds the evidence against every client judged Byzantine (§6).
+	// INVARIANT: a banned client has no register value, subscription or
+	// lease here, and nothing it sends is applied.
+	banned map[wire.ClientID]*wire.Evidence
+	Stats  Stats
 }
 
 // New makes a core; cfg must be valid.
@@ -134,6 +140,7 @@ func New(cfg Config) (*Core, error) {
 		clientLocks: make(map[wire.ClientID]map[string]struct{}),
 		mute:        mute,
 		cache:       newVerifyCache(cfg.VerifyCacheSize),
+		banned:      make(map[wire.ClientID]*wire.Evidence),
 		Stats:       Stats{Accesses: make(map[string]uint64)},
 	}, nil
 }
@@ -189,6 +196,10 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		}
 		reply(&wire.Message{Error: &wire.Error{Req: req, Code: code, Detail: detail}})
 	}
+	if k.banned[c] != nil {
+		fail(requestID(m), wire.ErrCodeBanned, fmt.Errorf("core: %s was judged Byzantine (%s); this server ignores it", c, k.banned[c].Kind))
+		return
+	}
 	switch {
 	case m.SessionOpen != nil:
 		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
@@ -226,9 +237,44 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			}
 		}
 		reply(&wire.Message{ReadReply: rr})
+	case m.Status != nil:
+		k.Stats.Accesses["status"]++
+		reply(&wire.Message{StatusReply: k.status(m.Status)})
 	default:
 		fail(0, wire.ErrCodeMalformed, fmt.Errorf("core: a client may not send %s", m))
 	}
+}
+
+// maxStatusLocks caps the lock summaries in one StatusReply.
+const maxStatusLocks = 4096
+
+// status is this server's account of one lock or of all locks.
+func (k *Core) status(req *wire.Status) *wire.StatusReply {
+	r := &wire.StatusReply{Req: req.Req, Server: k.cfg.Self, Lock: req.Lock, Suspects: k.mute.Suspects()}
+	for c := range k.banned {
+		r.Banned = append(r.Banned, c)
+	}
+	sort.Slice(r.Banned, func(i, j int) bool { return r.Banned[i].Less(r.Banned[j]) })
+	if req.Lock != "" {
+		if lock := k.locks[req.Lock]; lock != nil {
+			r.Members = activeset.Signed(lock.Members())
+		}
+		return r
+	}
+	names := make([]string, 0, len(k.locks))
+	for name, lock := range k.locks {
+		if lock.MemberCount() > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	if len(names) > maxStatusLocks {
+		names, r.More = names[:maxStatusLocks], true
+	}
+	for _, name := range names {
+		r.Locks = append(r.Locks, wire.LockSummary{Name: name, Members: uint32(k.locks[name].MemberCount())})
+	}
+	return r
 }
 
 func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error), e *Effects) {
@@ -307,7 +353,55 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		k.addVote(*m.Suspect, e)
 	case m.Reset != nil:
 		k.applyCert(m.Reset, e)
+	case m.Evidence != nil:
+		c, err := detector.CheckEvidence(m.Evidence, k.cfg.Keys, k.q, k.verify)
+		if err == nil {
+			k.ban(c, m.Evidence, e)
+		}
 	}
+}
+
+// ban records a verdict of Byzantine behaviour (§6): the client leaves every
+// active set, its listeners and lease are dropped, the evidence is persisted
+// and forwarded once to every other server, which checks it and bans too.
+func (k *Core) ban(c wire.ClientID, ev *wire.Evidence, e *Effects) {
+	if k.banned[c] != nil {
+		return
+	}
+	k.banned[c] = ev
+	k.Stats.Bans++
+	for _, name := range sortedKeys(k.clientLocks[c]) {
+		lock := k.locks[name]
+		lock.Unsubscribe(c)
+		if lock.Forget(c) {
+			k.push(lock, c, e)
+		}
+		e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(name, c), Delete: true})
+	}
+	delete(k.clientLocks, c)
+	k.mute.Forget(c)
+	e.Persist = append(e.Persist, Record{Bucket: bucketBan, Key: c[:], Value: mustMarshal(ev)})
+	k.toServers(&wire.Message{Evidence: ev}, e)
+}
+
+// Banned reports whether c was judged Byzantine here.
+func (k *Core) Banned(c wire.ClientID) bool { return k.banned[c] != nil }
+
+// requestID is the request number of a client message, or 0.
+func requestID(m *wire.Message) uint64 {
+	switch {
+	case m.Submit != nil:
+		return m.Submit.Req
+	case m.Listen != nil:
+		return m.Listen.Req
+	case m.GetSet != nil:
+		return m.GetSet.Req
+	case m.Read != nil:
+		return m.Read.Req
+	case m.Status != nil:
+		return m.Status.Req
+	}
+	return 0
 }
 
 type acceptResult struct {
@@ -322,6 +416,9 @@ type acceptResult struct {
 // persisted, forwarded once to every other server, and pushed to listeners.
 func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, e *Effects) acceptResult {
 	c := st.Client
+	if k.banned[c] != nil {
+		return acceptResult{code: wire.ErrCodeBanned, err: fmt.Errorf("core: %s was judged Byzantine", c)}
+	}
 	if st.Session <= k.mute.ResetUpTo(c) {
 		return acceptResult{code: wire.ErrCodeSuspected, err: fmt.Errorf("core: session %d of %s was reset; open a newer session", st.Session, c)}
 	}
@@ -343,12 +440,19 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 				return acceptResult{outcome: activeset.Duplicate}
 			}
 			k.Stats.Equivocation++
-			return acceptResult{outcome: activeset.Equivocation, code: wire.ErrCodeRejected, err: fmt.Errorf("core: equivocation: %s differs from the held %s", st, prev.St)}
+			other := prev.Signed
+			k.ban(c, &wire.Evidence{Kind: wire.EvidenceEquivocation, A: ss, B: &other}, e)
+			return acceptResult{outcome: activeset.Equivocation, code: wire.ErrCodeBanned, err: fmt.Errorf("core: equivocation: %s differs from the held %s", st, prev.St)}
 		}
 	}
 	switch st.Phase {
 	case wire.PhaseTicket:
 		if err := bakery.CheckTicket(st, j, k.cfg.Keys, k.q, k.verify); err != nil {
+			// Only a J that the client committed to (its signed H(J)) convicts it.
+			if errors.Is(err, bakery.ErrBadJustification) && wire.JustificationHash(j) == *st.JHash {
+				k.ban(c, &wire.Evidence{Kind: wire.EvidenceInvalidTicket, A: ss, J: j}, e)
+				return acceptResult{code: wire.ErrCodeBanned, err: err}
+			}
 			return acceptResult{code: wire.ErrCodeRejected, err: err}
 		}
 	case wire.PhaseHeld:
@@ -480,7 +584,7 @@ func (k *Core) dropSubscriptions(c wire.ClientID) {
 // leases and Doorway deadlines of statements restored from disk.
 func (k *Core) startRestored(now time.Time, _ *Effects) {
 	for _, en := range k.restored {
-		if en.Void || en.St.Phase == wire.PhaseExit {
+		if en.Void || en.St.Phase == wire.PhaseExit || k.banned[en.St.Client] != nil {
 			continue
 		}
 		_ = k.mute.Observe(en.St.Client, en.St.Session, now)

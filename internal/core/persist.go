@@ -7,6 +7,7 @@ import (
 
 	"github.com/bq-lock/bq/activeset"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/detector"
 	"github.com/bq-lock/bq/internal/wire"
 )
 
@@ -16,6 +17,7 @@ const (
 	bucketHW   = "hw"   // lock → highest Ticket ever accepted
 	bucketVote = "vote" // client ‖ session → this server's own SignedSuspect
 	bucketCert = "cert" // client → highest ResetCertificate
+	bucketBan  = "ban"  // client → the Evidence that convicted it
 )
 
 func stmtKey(lock string, c wire.ClientID) []byte {
@@ -101,6 +103,25 @@ func (k *Core) Restore(r Reader) error {
 	})
 	if err != nil {
 		return fmt.Errorf("core: restoring reset certificates: %w", err)
+	}
+	err = r.ForEach(bucketBan, func(key, v []byte) error {
+		var ev wire.Evidence
+		if err := crypto.Unmarshal(v, &ev); err != nil {
+			return err
+		}
+		c, err := detector.CheckEvidence(&ev, k.cfg.Keys, k.q, k.verify)
+		if err != nil {
+			return err
+		}
+		k.banned[c] = &ev
+		for name := range k.clientLocks[c] {
+			k.locks[name].Forget(c)
+		}
+		delete(k.clientLocks, c)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring bans: %w", err)
 	}
 	err = r.ForEach(bucketVote, func(_, v []byte) error {
 		var vote wire.SignedSuspect

@@ -72,6 +72,10 @@ func (m *Message) Validate() error {
 		}
 	case m.Forward != nil:
 		return checkSignedStatement(m.Forward.Statement)
+	case m.Status != nil:
+		if m.Status.Lock != "" {
+			return checkLock(m.Status.Lock)
+		}
 	case m.Evidence != nil:
 		if m.Evidence.Kind != EvidenceInvalidTicket && m.Evidence.Kind != EvidenceEquivocation {
 			return fmt.Errorf("wire: unknown evidence kind %d", m.Evidence.Kind)

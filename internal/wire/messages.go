@@ -444,6 +444,44 @@ type Forward struct {
 func (f *Forward) String() string { return fmt.Sprintf("Forward(J=%d)", len(f.J)) }
 
 // ---------------------------------------------------------------------------
+// Observation (bqclient status). Unsigned: one server's account, on the
+// authenticated channel; a reader compares several servers' accounts.
+
+// Status asks a server for its view of one lock (Lock set) or of all locks.
+type Status struct {
+	Req  uint64 `cbor:"1,keyasint"`
+	Lock string `cbor:"2,keyasint,omitempty"`
+}
+
+func (s *Status) String() string { return fmt.Sprintf("Status(req=%d %q)", s.Req, s.Lock) }
+
+// LockSummary is one lock in a StatusReply.
+type LockSummary struct {
+	Name    string `cbor:"1,keyasint"`
+	Members uint32 `cbor:"2,keyasint"`
+}
+
+// StatusReply is one server's account: the lock's members with their highest
+// statements (Lock set), or a summary of every lock, plus the clients this
+// server suspects and the clients it banned.
+type StatusReply struct {
+	Req      uint64            `cbor:"1,keyasint"`
+	Server   ServerID          `cbor:"2,keyasint"`
+	Lock     string            `cbor:"3,keyasint,omitempty"`
+	Members  []SignedStatement `cbor:"4,keyasint,omitempty"`
+	Locks    []LockSummary     `cbor:"5,keyasint,omitempty"`
+	Suspects []ClientID        `cbor:"6,keyasint,omitempty"`
+	Banned   []ClientID        `cbor:"7,keyasint,omitempty"`
+	// More is set when Locks was cut at the reply size limit.
+	More bool `cbor:"8,keyasint,omitempty"`
+}
+
+func (s *StatusReply) String() string {
+	return fmt.Sprintf("StatusReply(req=%d by=%s %q members=%d locks=%d suspects=%d banned=%d)",
+		s.Req, s.Server, s.Lock, len(s.Members), len(s.Locks), len(s.Suspects), len(s.Banned))
+}
+
+// ---------------------------------------------------------------------------
 // The union.
 
 // Message is one frame: exactly one field is set.
@@ -468,6 +506,8 @@ type Message struct {
 	Suspect      *SignedSuspect    `cbor:"18,keyasint,omitempty"`
 	Reset        *ResetCertificate `cbor:"19,keyasint,omitempty"`
 	Evidence     *Evidence         `cbor:"20,keyasint,omitempty"`
+	Status       *Status           `cbor:"21,keyasint,omitempty"`
+	StatusReply  *StatusReply      `cbor:"22,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -500,6 +540,8 @@ func (m *Message) Body() fmt.Stringer {
 	set(m.Suspect, m.Suspect == nil)
 	set(m.Reset, m.Reset == nil)
 	set(m.Evidence, m.Evidence == nil)
+	set(m.Status, m.Status == nil)
+	set(m.StatusReply, m.StatusReply == nil)
 	if n != 1 {
 		return nil
 	}
