@@ -172,8 +172,11 @@ type operation struct {
 	id     uint64
 	lock   string
 	isRead bool
-	reads  *quorum.Access[quorum.RegisterValue]
-	set    *activeset.SetReader
+	x      wire.ClientID // whose register a Read reads
+	// exitAcks is set for ExitEarlier: the acks of its Exit.
+	exitAcks *quorum.Access[struct{}]
+	reads    *quorum.Access[quorum.RegisterValue]
+	set      *activeset.SetReader
 	// snapshotDue[s]: the next Update from s is a snapshot (first, or after Last).
 	snapshotDue map[wire.ServerID]bool
 }
@@ -363,7 +366,7 @@ func (c *Client) exit(a *attempt, outcome EventKind, err error, e *Effects) {
 
 // Read reads client x's register for lock from a quorum (§2).
 func (c *Client) Read(lock string, x wire.ClientID) (op uint64, e Effects) {
-	o := &operation{id: c.req(), lock: lock, isRead: true, reads: quorum.NewAccess[quorum.RegisterValue](c.q)}
+	o := &operation{id: c.req(), lock: lock, isRead: true, x: x, reads: quorum.NewAccess[quorum.RegisterValue](c.q)}
 	c.ops[o.id] = o
 	c.access(nil, "read")
 	c.toAll(&e, &wire.Message{Read: &wire.Read{Req: o.id, Lock: lock, Client: x}})
@@ -391,6 +394,8 @@ func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 	for _, id := range c.sortedOps() {
 		o := c.ops[id]
 		if o.isRead {
+			// The Read may have been lost with the old connection.
+			send(&wire.Message{Read: &wire.Read{Req: o.id, Lock: o.lock, Client: o.x}})
 			continue
 		}
 		send(&wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}})
@@ -453,15 +458,18 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 		if a.sess != c.sess {
 			continue
 		}
+		// The attempt ends now: the session is abandoned, so its statements
+		// will be reset anyway. The Exit is sent best effort, not waited for
+		// (the servers that made us lose the lease may never answer).
 		switch a.phase {
 		case phaseHeld:
 			e.Events = append(e.Events, Event{Kind: Lost, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}, Err: ErrLeaseLost})
-			c.exit(a, Released, nil, e)
-			a.outcome = 0 // Lost already reported
+			c.exit(a, 0, nil, e)
 		case phaseExiting:
 		default:
 			c.exit(a, Failed, ErrLeaseLost, e)
 		}
+		c.finish(a, e)
 	}
 	c.openSession(now, c.sess+1, e)
 }
@@ -495,6 +503,11 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 		if a := c.byReq[m.Ack.Req]; a != nil && a.phase == phaseExiting && m.Ack.Req == a.reqExit {
 			if a.exitAcks.Offer(s, struct{}{}) {
 				c.finish(a, &e)
+			}
+		} else if o := c.ops[m.Ack.Req]; o != nil && o.exitAcks != nil {
+			if o.exitAcks.Offer(s, struct{}{}) {
+				delete(c.ops, o.id)
+				e.Events = append(e.Events, Event{Kind: Released, Lock: o.lock, Op: o.id})
 			}
 		}
 	case m.ReadReply != nil:
@@ -731,6 +744,12 @@ func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *E
 }
 
 func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effects) {
+	if o := c.ops[er.Req]; o != nil && o.exitAcks != nil {
+		// An earlier session's Exit: a refusal (typically "session reset":
+		// the attempt is void anyway) says nothing about our own session.
+		o.exitAcks.Reject(s, fmt.Errorf("bakery: %s refused: %s: %s", s, er.Code, er.Detail))
+		return
+	}
 	switch er.Code {
 	case wire.ErrCodeResend:
 		if a := c.byReq[er.Req]; a != nil {
@@ -742,13 +761,17 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		c.checkLease(now, e)
 	default:
 		if a := c.byReq[er.Req]; a != nil {
+			// Only a refusal of the phase's own request counts against the
+			// server: a late refusal of an earlier request (say a resent
+			// Doorway that arrived after the server had the Ticket) must not
+			// keep the server's answer to the current one from counting.
 			err := fmt.Errorf("bakery: %s refused: %s: %s", s, er.Code, er.Detail)
-			switch a.phase {
-			case phaseGetTicket:
+			switch {
+			case a.phase == phaseGetTicket && er.Req == a.reqDoorway:
 				a.views.Reject(s, err)
-			case phaseSetTicket:
+			case a.phase == phaseSetTicket && er.Req == a.reqTicket:
 				a.members.Reject(s, err)
-			case phaseExiting:
+			case a.phase == phaseExiting && er.Req == a.reqExit:
 				a.exitAcks.Reject(s, err)
 			}
 		}
@@ -788,4 +811,24 @@ func (c *Client) sortedOps() []uint64 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// ExitEarlier sends Exit for an attempt of an earlier session of this same
+// identity (another process, or a run before a restart), found by reading the
+// client's own register (Read). It completes with a Released event carrying
+// the operation id once q servers applied it. A server that already reset
+// that session answers with an error, and the attempt is void anyway.
+func (c *Client) ExitEarlier(lock string, earlier *wire.Statement) (op uint64, e Effects, err error) {
+	if earlier == nil || earlier.Client != c.id || earlier.Lock != lock {
+		return 0, e, errors.New("bakery: not a statement of this client for this lock")
+	}
+	if a := c.attempts[lock]; a != nil && a.sess == earlier.Session && a.att == earlier.Attempt {
+		return 0, e, errors.New("bakery: that attempt is this client's own current one; use Unlock or Abandon")
+	}
+	o := &operation{id: c.req(), lock: lock, exitAcks: quorum.NewAccess[struct{}](c.q)}
+	c.ops[o.id] = o
+	c.access(nil, "exit")
+	exit := c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: earlier.Session, Attempt: earlier.Attempt, Phase: wire.PhaseExit})
+	c.toAll(&e, &wire.Message{Submit: &wire.Submit{Req: o.id, Statement: exit}})
+	return o.id, e, nil
 }

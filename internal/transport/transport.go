@@ -6,6 +6,24 @@
 // reconnect (PROTOCOL.md §6). Every message is encoded to bytes and decoded
 // strictly on receipt, in both implementations: QUIC (real) and an in-memory
 // network (tests). One contract suite (contract_test.go) runs against both.
+//
+// What a caller can rely on, in both implementations:
+//   - Messages from one peer arrive in the order it sent them, while its
+//     connection lasts. A connection that drops may lose what was in flight;
+//     EventConnected then says a new one is up (resend what matters).
+//   - A client's messages come after the EventConnected about it and before
+//     the EventDisconnected; a client is named by the ClientID its connection
+//     was bound to (a signed Hello over QUIC), never by what it claims.
+//   - A server's EventConnected/EventDisconnected about server j follow the
+//     link this server sends to j on; j's messages come on j's own link, so
+//     they may arrive before this server's EventConnected about j.
+//   - Nothing blocks on a peer: Send queues (bounded, see Limits) and fails at
+//     once when it cannot; a client that does not keep up is disconnected.
+//   - Bad bytes from a peer give EventBadInput (Err is a *BadInputError) and
+//     drop that peer's connection, never the transport.
+//
+// The caller must drain Inbound: while it does not, the transport stops
+// reading from peers (and their queues fill), but Close still returns.
 package transport
 
 import (
@@ -28,6 +46,17 @@ func ServerPeer(id wire.ServerID) Peer { return Peer{Server: id} }
 
 // ClientPeer names client c.
 func ClientPeer(c wire.ClientID) Peer { return Peer{IsClient: true, Client: c} }
+
+// norm clears the field a Peer of its kind does not use, so that equal
+// peers compare equal.
+func (p Peer) norm() Peer {
+	if p.IsClient {
+		p.Server = 0
+	} else {
+		p.Client = wire.ClientID{}
+	}
+	return p
+}
 
 func (p Peer) String() string {
 	if p.IsClient {
@@ -87,8 +116,13 @@ func (in Inbound) String() string {
 // Transport is one node's end of the network.
 type Transport interface {
 	// Send encodes msg and queues it for to, FIFO per peer. It never blocks
-	// on the network; it fails at once with ErrUnknownPeer, ErrNotConnected
-	// (a client that has no live connection here), ErrQueueFull or ErrClosed.
+	// on the network; it fails at once with ErrUnknownPeer (not a server of
+	// the cluster, this node itself, or a client when sent by a client),
+	// ErrNotConnected (a client that has no live connection here),
+	// ErrQueueFull or ErrClosed, or with an encoding error for a message
+	// that is invalid or over Limits.MaxFrame. To a server whose link is down
+	// it queues: the message goes out when the link is back, if the queue
+	// has not overflowed. ErrQueueFull to a client also disconnects it.
 	Send(to Peer, msg *wire.Message) error
 	// Inbound delivers messages and connection events. It is closed after Close.
 	Inbound() <-chan Inbound
