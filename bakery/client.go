@@ -158,7 +158,9 @@ type attempt struct {
 	heard     map[wire.ServerID]bool
 	reports   map[wire.ClientID]*report
 
-	held wire.SignedStatement
+	held     wire.SignedStatement
+	reqHeld  uint64
+	heldAcks *quorum.Access[struct{}]
 
 	exit     wire.SignedStatement
 	reqExit  uint64
@@ -177,6 +179,8 @@ type operation struct {
 	exitAcks *quorum.Access[struct{}]
 	reads    *quorum.Access[quorum.RegisterValue]
 	set      *activeset.SetReader
+	// joined: earlier getSets of the same lock that complete with this one.
+	joined []uint64
 	// snapshotDue[s]: the next Update from s is a snapshot (first, or after Last).
 	snapshotDue map[wire.ServerID]bool
 }
@@ -374,8 +378,18 @@ func (c *Client) Read(lock string, x wire.ClientID) (op uint64, e Effects) {
 }
 
 // GetSet reads lock's active set: a set reported by q distinct servers (Algorithm 1).
+//
+// A server keeps one subscription per client and lock, so a new getSet on a
+// lock replaces an unfinished one there: the older operations join the new
+// one and complete with its set (decided after they began, so still valid).
 func (c *Client) GetSet(lock string) (op uint64, e Effects) {
 	o := &operation{id: c.req(), lock: lock, set: activeset.NewSetReader(c.q), snapshotDue: make(map[wire.ServerID]bool)}
+	for _, id := range c.sortedOps() {
+		if old := c.ops[id]; old.set != nil && old.lock == lock {
+			o.joined = append(o.joined, append(old.joined, old.id)...)
+			delete(c.ops, id)
+		}
+	}
 	c.ops[o.id] = o
 	c.access(nil, "getset")
 	c.toAll(&e, &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: lock}})
@@ -398,6 +412,10 @@ func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 			send(&wire.Message{Read: &wire.Read{Req: o.id, Lock: o.lock, Client: o.x}})
 			continue
 		}
+		if o.set == nil {
+			continue // not a getSet (an ExitEarlier)
+		}
+		o.snapshotDue[s] = true // the server answers a new subscription with a snapshot
 		send(&wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}})
 	}
 	return e
@@ -415,7 +433,7 @@ func (c *Client) resend(a *attempt, s wire.ServerID, send func(*wire.Message)) {
 		send(&wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: a.others}})
 	case phaseHeld:
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
-		send(&wire.Message{Submit: &wire.Submit{Req: 0, Statement: a.held}})
+		send(&wire.Message{Submit: &wire.Submit{Req: a.reqHeld, Statement: a.held}})
 	case phaseExiting:
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqExit, Statement: a.exit}})
 	}
@@ -504,6 +522,8 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 			if a.exitAcks.Offer(s, struct{}{}) {
 				c.finish(a, &e)
 			}
+		} else if a != nil && a.phase == phaseHeld && m.Ack.Req == a.reqHeld {
+			a.heldAcks.Offer(s, struct{}{})
 		} else if o := c.ops[m.Ack.Req]; o != nil && o.exitAcks != nil {
 			if o.exitAcks.Offer(s, struct{}{}) {
 				delete(c.ops, o.id)
@@ -679,13 +699,16 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	}
 	a.phase = phaseHeld
 	a.held = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseHeld, N: a.n})
+	a.reqHeld = c.req()
+	c.byReq[a.reqHeld] = a
+	a.heldAcks = quorum.NewAccess[struct{}](c.q)
 	e.Events = append(e.Events, Event{Kind: Acquired, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}})
-	c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: 0, Statement: a.held}})
+	c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqHeld, Statement: a.held}})
 }
 
 func (c *Client) finish(a *attempt, e *Effects) {
 	delete(c.attempts, a.lock)
-	for _, r := range []uint64{a.reqDoorway, a.reqTicket, a.reqListen, a.reqExit} {
+	for _, r := range []uint64{a.reqDoorway, a.reqTicket, a.reqListen, a.reqHeld, a.reqExit} {
 		delete(c.byReq, r)
 	}
 	if a.outcome != 0 {
@@ -740,6 +763,9 @@ func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *E
 		return
 	}
 	delete(c.ops, o.id)
+	for _, id := range o.joined {
+		e.Events = append(e.Events, Event{Kind: SetDone, Lock: o.lock, Op: id, Set: set})
+	}
 	e.Events = append(e.Events, Event{Kind: SetDone, Lock: o.lock, Op: o.id, Set: set})
 }
 
@@ -831,4 +857,21 @@ func (c *Client) ExitEarlier(lock string, earlier *wire.Statement) (op uint64, e
 	exit := c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: earlier.Session, Attempt: earlier.Attempt, Phase: wire.PhaseExit})
 	c.toAll(&e, &wire.Message{Submit: &wire.Submit{Req: o.id, Statement: exit}})
 	return o.id, e, nil
+}
+
+// HeldAcknowledged reports whether q servers applied the Held of the holding
+// on lock (so observers see the holder); false if lock is not held.
+func (c *Client) HeldAcknowledged(lock string) bool {
+	a := c.attempts[lock]
+	return a != nil && a.phase == phaseHeld && a.heldAcks.Done()
+}
+
+// CloseSession ends the current session (SessionClose): servers reset it at
+// once instead of after its lease. Call it last, after every attempt ended.
+// It completes with a Released event (no lock) carrying the operation id.
+func (c *Client) CloseSession() (op uint64, e Effects) {
+	o := &operation{id: c.req(), exitAcks: quorum.NewAccess[struct{}](c.q)}
+	c.ops[o.id] = o
+	c.toAll(&e, &wire.Message{SessionClose: &wire.SessionClose{Req: o.id, Session: c.sess}})
+	return o.id, e
 }

@@ -58,6 +58,9 @@ type lease struct {
 	ttl       time.Duration
 	until     time.Time
 	suspected bool
+	// refused: the client overran the Doorway deadline; the lease is no
+	// longer renewed (the session is refused) and is voted on when it runs out.
+	refused bool
 }
 
 type clientState struct {
@@ -100,14 +103,17 @@ func (m *Muteness) client(c wire.ClientID) *clientState {
 var (
 	ErrSessionReset     = errors.New("detector: session was reset; open a newer one")
 	ErrSessionSuspected = errors.New("detector: this server suspected the session; open a newer one")
-	ErrSessionOld       = errors.New("detector: a newer session of this client is open")
 	ErrTooManySessions  = errors.New("detector: too many live sessions for this client")
 	ErrBadTTL           = errors.New("detector: lease TTL out of bounds")
 )
 
 // Open opens (or renews) session sess of c with lease ttl at now.
-// Opening a newer session abandons the older ones: this server suspects them
-// at once (a correct client opens a new session only after giving up the old).
+//
+// Opening a newer session does not end the older ones early: a correct
+// server votes only on a lease that expired (§5), which is what makes a
+// certificate impossible while the holder keeps q leases. (Another process
+// of the same identity — bqclient status beside a detached holding — opens
+// sessions of its own.)
 func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now time.Time) error {
 	if ttl < m.cfg.MinTTL || ttl > m.cfg.MaxTTL {
 		return fmt.Errorf("%w: %v not in [%v, %v]", ErrBadTTL, ttl, m.cfg.MinTTL, m.cfg.MaxTTL)
@@ -119,12 +125,22 @@ func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now tim
 	}
 	l.ttl = ttl
 	l.until = now.Add(ttl)
-	for _, o := range cs.leases {
-		if o.session < sess && !o.suspected {
-			o.until = now // expires at the next Tick
+	return nil
+}
+
+// Close ends c's session sess at its owner's request: the lease expires now,
+// so this server votes at the next Tick. Only the client itself can ask (the
+// request arrives on the connection bound to its key), so voting early is safe.
+func (m *Muteness) Close(c wire.ClientID, sess uint64, now time.Time) {
+	cs := m.clients[c]
+	if cs == nil {
+		return
+	}
+	for _, l := range cs.leases {
+		if l.session == sess && !l.suspected {
+			l.until = now
 		}
 	}
-	return nil
 }
 
 // Heartbeat renews c's lease on sess. It fails if the session was suspected or reset.
@@ -153,15 +169,11 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 	}
 	for _, l := range cs.leases {
 		if l.session == sess {
-			if l.suspected {
+			if l.suspected || l.refused {
 				return nil, ErrSessionSuspected
 			}
 			return l, nil
 		}
-	}
-	if len(cs.leases) > 0 && cs.leases[len(cs.leases)-1].session > sess {
-		// An older session than one already seen: refuse new business in it.
-		return nil, ErrSessionOld
 	}
 	if live := len(cs.leases); live >= m.cfg.MaxSessions {
 		// Drop the oldest session that is already suspected, if any; else refuse.
@@ -179,6 +191,7 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 	}
 	l := &lease{session: sess, ttl: ttl, until: now.Add(ttl)}
 	cs.leases = append(cs.leases, l)
+	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
 	return l, nil
 }
 
@@ -190,7 +203,7 @@ func (m *Muteness) LeaseOK(c wire.ClientID, sess uint64, now time.Time) bool {
 	}
 	for _, l := range cs.leases {
 		if l.session == sess {
-			return !l.suspected && now.Before(l.until)
+			return !l.suspected && !l.refused && now.Before(l.until)
 		}
 	}
 	return false
@@ -218,7 +231,11 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 		for _, l := range cs.leases {
 			if !l.suspected && !now.Before(l.until) {
 				l.suspected = true
-				out = append(out, m.sign(c, l.session, wire.SuspectMute))
+				why := wire.SuspectMute
+				if l.refused {
+					why = wire.SuspectDoorway
+				}
+				out = append(out, m.sign(c, l.session, why))
 			}
 		}
 		locks := make([]string, 0, len(cs.doorways))
@@ -233,8 +250,14 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 			}
 			delete(cs.doorways, lock)
 			if l, err := m.lease(cs, d.session, m.cfg.DefaultTTL, now); err == nil {
-				l.suspected = true
-				out = append(out, m.sign(c, d.session, wire.SuspectDoorway))
+				// Refuse the session now, but vote only when the lease runs
+				// out, exactly as for a mute client. A vote cast at once
+				// could join a certificate while the client's lease
+				// guarantee (§5) still counts this server's recent acks —
+				// and a client stuck in one lock's Doorway may hold another
+				// lock in the same session (found by the simulator, test/sim).
+				l.refused = true
+				l.until = now.Add(l.ttl)
 			}
 		}
 	}
@@ -363,6 +386,41 @@ func (m *Muteness) Certificate(c wire.ClientID) *wire.ResetCertificate {
 		return cs.cert
 	}
 	return nil
+}
+
+// VoteCount is the number of distinct servers whose votes on (c, sess) this
+// detector holds, while no certificate covers the session.
+func (m *Muteness) VoteCount(c wire.ClientID, sess uint64) int {
+	if cs := m.clients[c]; cs != nil {
+		return len(cs.votes[sess])
+	}
+	return 0
+}
+
+// PendingVotes returns every vote held on a session that no certificate has
+// reset yet, ordered by client, session and server (a server resends them
+// to a peer after a reconnect: forwards go only once).
+func (m *Muteness) PendingVotes() []wire.SignedSuspect {
+	var out []wire.SignedSuspect
+	for _, c := range m.sortedClients() {
+		cs := m.clients[c]
+		sessions := make([]uint64, 0, len(cs.votes))
+		for s := range cs.votes {
+			sessions = append(sessions, s)
+		}
+		sort.Slice(sessions, func(i, j int) bool { return sessions[i] < sessions[j] })
+		for _, s := range sessions {
+			ids := make([]int, 0, len(cs.votes[s]))
+			for id := range cs.votes[s] {
+				ids = append(ids, int(id))
+			}
+			sort.Ints(ids)
+			for _, id := range ids {
+				out = append(out, cs.votes[s][wire.ServerID(id)])
+			}
+		}
+	}
+	return out
 }
 
 // Suspects lists clients with a session this server suspected that no

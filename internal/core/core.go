@@ -158,6 +158,9 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 		}
 		return e
 	case InputConnected:
+		if !in.From.IsClient {
+			k.resync(in.From.Server, &e)
+		}
 		return e
 	}
 	m := in.Msg
@@ -179,7 +182,7 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 			panic(fmt.Sprintf("core: our own vote does not verify: %v", err))
 		}
 		e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(body.Client, body.Session), Value: mustMarshal(v)})
-		k.addVote(v, &e)
+		k.addVote(now, v, &e)
 		// Tell the client too: it stops counting this server toward its lease.
 		e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(body.Client), Msg: &wire.Message{Suspect: &v}})
 	}
@@ -208,6 +211,9 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			fail(0, wire.ErrCodeLimit, err)
 		}
 		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.SessionOpen.Session, Seq: 0, LeaseOK: err == nil}})
+	case m.SessionClose != nil:
+		k.mute.Close(c, m.SessionClose.Session, now)
+		reply(&wire.Message{Ack: &wire.Ack{Req: m.SessionClose.Req}})
 	case m.Heartbeat != nil:
 		err := k.mute.Heartbeat(c, m.Heartbeat.Session, now)
 		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil}})
@@ -350,7 +356,9 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		}
 		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, e)
 	case m.Suspect != nil:
-		k.addVote(*m.Suspect, e)
+		if !k.addVote(now, *m.Suspect, e) {
+			k.answerLateVote(s, m.Suspect, e)
+		}
 	case m.Reset != nil:
 		k.applyCert(m.Reset, e)
 	case m.Evidence != nil:
@@ -400,6 +408,8 @@ func requestID(m *wire.Message) uint64 {
 		return m.Read.Req
 	case m.Status != nil:
 		return m.Status.Req
+	case m.SessionClose != nil:
+		return m.SessionClose.Req
 	}
 	return 0
 }
@@ -423,7 +433,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 		return acceptResult{code: wire.ErrCodeSuspected, err: fmt.Errorf("core: session %d of %s was reset; open a newer session", st.Session, c)}
 	}
 	if st.Phase != wire.PhaseExit {
-		if err := k.mute.Observe(c, st.Session, now); err != nil && !errors.Is(err, detector.ErrSessionOld) {
+		if err := k.mute.Observe(c, st.Session, now); err != nil {
 			code := wire.ErrCodeSuspected
 			if errors.Is(err, detector.ErrTooManySessions) {
 				code = wire.ErrCodeLimit
@@ -492,14 +502,50 @@ func (k *Core) push(lock *activeset.Lock, c wire.ClientID, e *Effects) {
 	}
 }
 
-func (k *Core) addVote(v wire.SignedSuspect, e *Effects) {
+func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added bool) {
 	added, cert, err := k.mute.AddVote(v)
 	if err != nil || !added {
-		return
+		return false
 	}
 	k.toServers(&wire.Message{Suspect: &v}, e)
 	if cert != nil {
 		k.applyCert(cert, e)
+		return true
+	}
+	// Votes from f+1 servers include a correct one, so the session is real:
+	// if this server holds no lease on it (it was down, or cut off, when the
+	// client was last heard), one starts now, and this server votes too once
+	// it runs out unless the client shows up. Otherwise a silent client that
+	// only n−f−1 correct servers knew could never be reset (test/sim).
+	var body wire.SuspectBody
+	if crypto.Unmarshal(v.Signed.Body, &body) == nil && k.mute.VoteCount(body.Client, body.Session) > k.cfg.F {
+		_ = k.mute.Observe(body.Client, body.Session, now)
+	}
+	return true
+}
+
+// Forwards go once (§3.5), so a server that was cut off or down when votes
+// and certificates went round misses them; these two close the gap (found by
+// the simulator, test/sim):
+
+// resync sends a server whose channel just came (back) up every vote held
+// here that no certificate has settled yet: its own may have been lost on
+// the way out, and the peer may have missed others.
+func (k *Core) resync(s wire.ServerID, e *Effects) {
+	for _, v := range k.mute.PendingVotes() {
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Suspect: &v}})
+	}
+}
+
+// answerLateVote answers a vote on a session this server already reset with
+// the certificate: the voter missed it.
+func (k *Core) answerLateVote(s wire.ServerID, v *wire.SignedSuspect, e *Effects) {
+	var body wire.SuspectBody
+	if crypto.Unmarshal(v.Signed.Body, &body) != nil || body.Session > k.mute.ResetUpTo(body.Client) {
+		return
+	}
+	if cert := k.mute.Certificate(body.Client); cert != nil {
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Reset: cert}})
 	}
 }
 

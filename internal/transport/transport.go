@@ -33,36 +33,24 @@ import (
 	"github.com/bq-lock/bq/internal/wire"
 )
 
-// Peer names the other end of a channel: a server (by id) or a client (by
-// the ClientID its connection is bound to).
-type Peer struct {
-	IsClient bool
-	Server   wire.ServerID
-	Client   wire.ClientID
-}
+// Peer names the other end of a channel (see wire.Peer).
+type Peer = wire.Peer
 
 // ServerPeer names server id.
-func ServerPeer(id wire.ServerID) Peer { return Peer{Server: id} }
+func ServerPeer(id wire.ServerID) Peer { return wire.ServerPeer(id) }
 
 // ClientPeer names client c.
-func ClientPeer(c wire.ClientID) Peer { return Peer{IsClient: true, Client: c} }
+func ClientPeer(c wire.ClientID) Peer { return wire.ClientPeer(c) }
 
 // norm clears the field a Peer of its kind does not use, so that equal
 // peers compare equal.
-func (p Peer) norm() Peer {
+func norm(p Peer) Peer {
 	if p.IsClient {
 		p.Server = 0
 	} else {
 		p.Client = wire.ClientID{}
 	}
 	return p
-}
-
-func (p Peer) String() string {
-	if p.IsClient {
-		return p.Client.String()
-	}
-	return p.Server.String()
 }
 
 // EventKind says what an Inbound reports.

@@ -265,6 +265,18 @@ func (h *Heartbeat) String() string {
 	return fmt.Sprintf("Heartbeat(sess=%d seq=%d)", h.Session, h.Seq)
 }
 
+// SessionClose ends a session: its owner promises to send nothing more in
+// it, so servers may vote to reset it at once instead of after its lease.
+// Servers answer with an Ack of Req.
+type SessionClose struct {
+	Req     uint64 `cbor:"1,keyasint"`
+	Session uint64 `cbor:"2,keyasint"`
+}
+
+func (s *SessionClose) String() string {
+	return fmt.Sprintf("SessionClose(req=%d sess=%d)", s.Req, s.Session)
+}
+
 // SessionAck answers SessionOpen (Seq 0) and every Heartbeat. LeaseOK is false
 // once this server suspected the session; the client then counts it against its lease guarantee.
 type SessionAck struct {
@@ -508,6 +520,7 @@ type Message struct {
 	Evidence     *Evidence         `cbor:"20,keyasint,omitempty"`
 	Status       *Status           `cbor:"21,keyasint,omitempty"`
 	StatusReply  *StatusReply      `cbor:"22,keyasint,omitempty"`
+	SessionClose *SessionClose     `cbor:"23,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -542,6 +555,7 @@ func (m *Message) Body() fmt.Stringer {
 	set(m.Evidence, m.Evidence == nil)
 	set(m.Status, m.Status == nil)
 	set(m.StatusReply, m.StatusReply == nil)
+	set(m.SessionClose, m.SessionClose == nil)
 	if n != 1 {
 		return nil
 	}

@@ -1,0 +1,368 @@
+package bq
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/transport"
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// Config configures a Client.
+type Config struct {
+	// ClusterFile is the cluster's cluster.yaml (or set Cluster).
+	ClusterFile string
+	Cluster     *certs.Cluster
+	// IdentityFile is the client's key file (or set Identity). With
+	// CreateIdentity, a missing file is created.
+	IdentityFile   string
+	Identity       *crypto.PrivateKey
+	CreateIdentity bool
+	// TTL is the session lease (default 10s). A holder that stops
+	// heartbeating is removed within about 2×TTL.
+	TTL time.Duration
+	// Logger receives the client's logs (nil: discarded).
+	Logger *slog.Logger
+
+	// newTransport replaces QUIC (tests).
+	newTransport func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error)
+}
+
+// Client is a connection to a bq cluster with one identity and one session
+// at a time.
+type Client struct {
+	cluster *certs.Cluster
+	key     *crypto.PrivateKey
+	log     *slog.Logger
+	tr      transport.Transport
+
+	mu    sync.Mutex // guards bk, slots, ops, up
+	bk    *bakery.Client
+	slots map[string]*slot
+	ops   map[uint64]chan bakery.Event
+	up    map[wire.ServerID]bool
+	// status routes StatusReply by request id.
+	status     map[uint64]chan *wire.StatusReply
+	nextStatus uint64
+
+	leaseReady chan struct{}
+	readyOnce  sync.Once
+	closed     chan struct{}
+	closeOnce  sync.Once
+	done       chan struct{}
+}
+
+// slot is the client's state for one lock name.
+// INVARIANT: sem holds a token while a goroutine of this process owns the
+// name (from Lock until Unlock, loss or failure).
+type slot struct {
+	sem     chan struct{}
+	events  chan slotEvent
+	holding *Holding // set under Client.mu when Acquired is dispatched
+	mutex   *Mutex
+}
+
+// slotEvent is a bakery event for one lock name, with the holding it created.
+type slotEvent struct {
+	bakery.Event
+	holding *Holding
+}
+
+// Dial connects to the cluster, opens a session and waits until the lease
+// guarantee holds (q servers acknowledged the session) or ctx ends.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.TTL < 100*time.Millisecond {
+		return nil, fmt.Errorf("bq: TTL %v is below the minimum 100ms", cfg.TTL)
+	}
+	cluster := cfg.Cluster
+	if cluster == nil {
+		if cfg.ClusterFile == "" {
+			return nil, errors.New("bq: no cluster: set Config.ClusterFile (or BQ_CLUSTER for bqclient)")
+		}
+		var err error
+		if cluster, err = certs.LoadCluster(cfg.ClusterFile); err != nil {
+			return nil, err
+		}
+	}
+	key := cfg.Identity
+	if key == nil {
+		if cfg.IdentityFile == "" {
+			return nil, errors.New("bq: no identity: set Config.IdentityFile (or BQ_IDENTITY for bqclient)")
+		}
+		var err error
+		key, err = certs.LoadIdentity(cfg.IdentityFile)
+		if errors.Is(err, certs.ErrNoIdentity) && cfg.CreateIdentity {
+			key, err = certs.NewIdentity(cfg.IdentityFile, cluster.Scheme, rand.Reader)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	newTransport := cfg.newTransport
+	if newTransport == nil {
+		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
+			return transport.DialClient(transport.ClientConfig{
+				Key: key, Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert, Logger: cfg.Logger,
+			})
+		}
+	}
+	// Sessions must grow across restarts of this identity: the wall clock in
+	// microseconds is far above any earlier session of a correct client.
+	session := uint64(time.Now().UnixMicro())
+	bk, err := bakery.NewClient(bakery.ClientConfig{
+		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Session: session,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tr, err := newTransport(key, cluster)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cluster: cluster, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
+		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
+		status:     make(map[uint64]chan *wire.StatusReply),
+		leaseReady: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
+	}
+	c.mu.Lock()
+	c.apply(bk.Start(time.Now()))
+	c.mu.Unlock()
+	go c.loop(tickEvery(cfg.TTL))
+
+	select {
+	case <-c.leaseReady:
+		return c, nil
+	case <-ctx.Done():
+		reach := c.reachable()
+		_ = c.Close()
+		return nil, fmt.Errorf("%w: %d of %d servers answered, need %d (is the cluster running? check %s): %w",
+			ErrUnavailable, reach, cluster.N, cluster.Quorum, clusterWhere(cfg), ctx.Err())
+	}
+}
+
+func clusterWhere(cfg Config) string {
+	if cfg.ClusterFile != "" {
+		return "the addresses in " + cfg.ClusterFile
+	}
+	return "the cluster's addresses"
+}
+
+func tickEvery(ttl time.Duration) time.Duration {
+	return min(max(ttl/30, 5*time.Millisecond), 100*time.Millisecond)
+}
+
+// ID is the client's id (the hash of its public key).
+func (c *Client) ID() wire.ClientID { return wire.ClientID(c.key.Public.ID) }
+
+// Cluster is the cluster the client is connected to.
+func (c *Client) Cluster() *certs.Cluster { return c.cluster }
+
+func (c *Client) reachable() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, up := range c.up {
+		if up {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Client) loop(every time.Duration) {
+	defer close(c.done)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	in := c.tr.Inbound()
+	for {
+		select {
+		case <-c.closed:
+			return
+		case now := <-ticker.C:
+			c.mu.Lock()
+			c.apply(c.bk.Tick(now))
+			c.mu.Unlock()
+		case ev, ok := <-in:
+			if !ok {
+				return
+			}
+			if ev.From.IsClient {
+				continue
+			}
+			now := time.Now()
+			c.mu.Lock()
+			switch ev.Kind {
+			case transport.EventMessage:
+				if r := ev.Msg.StatusReply; r != nil {
+					if ch := c.status[r.Req]; ch != nil && r.Server == ev.From.Server {
+						select {
+						case ch <- r:
+						default:
+						}
+					}
+					break
+				}
+				c.apply(c.bk.Step(now, ev.From.Server, ev.Msg))
+			case transport.EventConnected:
+				c.up[ev.From.Server] = true
+				c.apply(c.bk.Reconnected(now, ev.From.Server))
+			case transport.EventDisconnected:
+				c.up[ev.From.Server] = false
+			case transport.EventBadInput:
+				c.log.Warn("bad input from server", "server", ev.From.String(), "err", ev.Err)
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// apply carries out a bakery step's effects. c.mu must be held.
+func (c *Client) apply(e bakery.Effects) {
+	for _, s := range e.Send {
+		if err := c.tr.Send(wire.ServerPeer(s.To), s.Msg); err != nil && !errors.Is(err, transport.ErrNotConnected) {
+			c.log.Debug("send failed", "server", s.To.String(), "err", err)
+		}
+	}
+	if c.bk.LeaseHolds(time.Now()) {
+		c.readyOnce.Do(func() { close(c.leaseReady) })
+	}
+	for _, ev := range e.Events {
+		switch ev.Kind {
+		case bakery.ReadDone, bakery.SetDone:
+			if ch := c.ops[ev.Op]; ch != nil {
+				delete(c.ops, ev.Op)
+				ch <- ev
+			}
+		case bakery.Released:
+			if ch := c.ops[ev.Op]; ev.Op != 0 && ch != nil {
+				delete(c.ops, ev.Op)
+				ch <- ev
+				break
+			}
+			c.toSlot(ev)
+		case bakery.Ticketed:
+		case bakery.Lost:
+			c.lost(ev)
+		default:
+			c.toSlot(ev)
+		}
+	}
+}
+
+// lost ends a holding whose lease guarantee failed. c.mu must be held.
+func (c *Client) lost(ev bakery.Event) {
+	s := c.slots[ev.Lock]
+	if s == nil || s.holding == nil {
+		return
+	}
+	c.log.Warn("lock lost: the lease guarantee failed", "lock", ev.Lock, "token", ev.Token.String())
+	s.holding.lose()
+	s.holding = nil
+	select {
+	case <-s.sem: // the holding is over; the name is free again
+	default:
+	}
+}
+
+// toSlot hands an attempt's event to the goroutine waiting on its lock name.
+// c.mu must be held.
+func (c *Client) toSlot(ev bakery.Event) {
+	s := c.slots[ev.Lock]
+	if s == nil || s.events == nil {
+		return
+	}
+	se := slotEvent{Event: ev}
+	switch ev.Kind {
+	case bakery.Acquired:
+		se.holding = &Holding{m: s.mutex, token: ev.Token, attempt: ev.Attempt, lost: make(chan struct{})}
+		s.holding = se.holding
+	case bakery.Released, bakery.Failed:
+		s.holding = nil
+	}
+	select {
+	case s.events <- se:
+	default:
+		c.log.Error("dropped an event: nobody waits for it", "event", ev.String())
+	}
+}
+
+func (c *Client) slot(m *Mutex) *slot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slots[m.name]
+	if s == nil {
+		s = &slot{sem: make(chan struct{}, 1), mutex: m}
+		c.slots[m.name] = s
+	}
+	return s
+}
+
+// Close abandons every attempt, releases every holding (best effort), and
+// disconnects.
+func (c *Client) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		now := time.Now()
+		names := make([]string, 0, len(c.slots))
+		for name := range c.slots {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			c.apply(c.bk.Abandon(now, name))
+		}
+		c.mu.Unlock()
+		c.waitIdle(names, closeGrace)
+		// End the session so servers reset it now rather than after its TTL
+		// (this identity's other processes then never meet the session bound).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = c.runOp(ctx, func() (uint64, bakery.Effects, error) {
+			op, e := c.bk.CloseSession()
+			return op, e, nil
+		})
+		cancel()
+		close(c.closed)
+		<-c.done
+		err = c.tr.Close()
+	})
+	return err
+}
+
+// closeGrace bounds how long Close waits for the Exits of abandoned attempts.
+const closeGrace = 2 * time.Second
+
+// waitIdle waits until no attempt on names is in progress, or grace passes.
+func (c *Client) waitIdle(names []string, grace time.Duration) {
+	deadline := time.Now().Add(grace)
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(deadline) {
+		busy := false
+		c.mu.Lock()
+		for _, n := range names {
+			busy = busy || c.bk.Attempt(n) != 0
+		}
+		c.mu.Unlock()
+		if !busy {
+			return
+		}
+		<-t.C
+	}
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/bq-lock/bq"
+)
+
+// lockIdentity takes an exclusive OS lock on IDENTITY.lock so that two
+// processes of this machine never use one identity at once: a second session
+// of an identity ends the first one's holdings. With try it fails at once
+// (ErrBusy) if another process has it; else it waits until ctx ends.
+func lockIdentity(ctx context.Context, identity string, try bool) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(identity), 0o700); err != nil {
+		return nil, err
+	}
+	path := identity + ".lock"
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open %s: %w", path, err)
+	}
+	release := func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	}
+	wait := 5 * time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return release, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("cannot lock %s: %w", path, err)
+		}
+		if try {
+			_ = f.Close()
+			return nil, fmt.Errorf("%w: another bqclient process is using identity %s", bq.ErrBusy, identity)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("waiting for another bqclient process using identity %s: %w", identity, ctx.Err())
+		case <-time.After(wait):
+			wait = min(2*wait, 100*time.Millisecond)
+		}
+	}
+}

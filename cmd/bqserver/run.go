@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bq-lock/bq/internal/server"
+)
+
+// stopBudget is how long a stopping server may take before we give up waiting.
+const stopBudget = 2 * time.Second
+
+func runServer(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bqserver run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "cluster directory made by 'bqserver init' (required)")
+	id := fs.Int("id", -1, "this server's id in DIR/cluster.yaml (required)")
+	logOpts := addLogFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *dir == "" || *id < 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "bqserver run: --dir and --id are required, and nothing else")
+		fs.Usage()
+		return 2
+	}
+	logger, err := logOpts.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "bqserver run:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	srv, err := server.Start(newServerConfig(*dir, *id, logger))
+	if err != nil {
+		logger.Error("cannot start", "err", err)
+		fmt.Fprintf(stderr, "bqserver run: %v\n", err)
+		return 1
+	}
+	<-ctx.Done()
+	logger.Info("stopping", "signal", context.Cause(ctx))
+	return closeWithin(srv.Close, stopBudget, logger)
+}
+
+// closeWithin runs closeFn and returns 0 if it finished in time without error.
+func closeWithin(closeFn func() error, budget time.Duration, logger *slog.Logger) int {
+	done := make(chan error, 1)
+	go func() { done <- closeFn() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			logger.Error("stopped with an error", "err", err)
+			return 1
+		}
+		return 0
+	case <-time.After(budget):
+		logger.Error("did not stop in time; exiting anyway", "budget", budget)
+		return 1
+	}
+}
+
+func newServerConfig(dir string, id int, logger *slog.Logger) server.Config {
+	return server.Config{Dir: dir, ID: id, Logger: logger}
+}
+
+type logFlags struct{ level, format *string }
+
+func addLogFlags(fs *flag.FlagSet) logFlags {
+	return logFlags{
+		level:  fs.String("log-level", "info", "log level: debug, info, warn, error"),
+		format: fs.String("log-format", "text", "log format: text or json"),
+	}
+}
+
+func (l logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*l.level)); err != nil {
+		return nil, fmt.Errorf("bad --log-level %q: want debug, info, warn or error", *l.level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(*l.format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("bad --log-format %q: want text or json", *l.format)
+}

@@ -1,0 +1,25 @@
+// Package bq is the Go client of bq, a distributed lock service that stays
+// correct when up to f of its n ≥ 3f+1 servers, and any number of clients,
+// are malicious.
+//
+// Dial connects to a cluster with a client identity (a signing key; its hash
+// is the client's id), opens a session and keeps it alive in the background.
+// Each lock name is a Mutex:
+//
+//	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key"})
+//	m := c.Mutex("orders")
+//	h, err := m.Lock(ctx)      // blocks; first come, first served
+//	defer h.Unlock(ctx)
+//	use(h.Token())            // a fencing token: pass it to the resource you protect
+//	select { case <-h.Lost(): /* the lease guarantee failed: stop at once */ }
+//
+// A holding stays valid only while the client's lease guarantee holds
+// (PROTOCOL.md §5); the moment it fails, Lost is closed. Give Token to the
+// resource you protect and have it refuse tokens lower than the highest it
+// has seen: that protects it even from a holder whose lease ran out.
+//
+// Cancelling the context of Lock or TryLock abandons the attempt and sends
+// its Exit; nothing is left behind. A Client is safe for concurrent use; one
+// client holds a given lock name at most once at a time (a second Lock on the
+// same name from the same client waits for the first Unlock).
+package bq

@@ -1,0 +1,277 @@
+// Package server is bqserver's runtime: it loads a server's material, opens
+// its bbolt store, runs its QUIC transport, and drives a pure protocol Core
+// with the inputs it receives and the time that passes.
+//
+// The loop is the raft Ready pattern: take every input waiting at that
+// moment, step the core with each, make all their records durable in one
+// group commit, and only then send their messages.
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/internal/core"
+	"github.com/bq-lock/bq/internal/store"
+	"github.com/bq-lock/bq/internal/transport"
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// Config configures one server.
+type Config struct {
+	// Dir is the cluster directory made by `bqserver init`.
+	Dir string
+	// ID is this server's id in Dir/cluster.yaml.
+	ID int
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// NewCore builds the protocol core for the loaded material; nil means the
+	// real one (NewProtocolCore) with default settings.
+	NewCore func(m *certs.ServerMaterial) (Core, error)
+	// TickEvery is how often time is fed to the core (default 10ms).
+	TickEvery time.Duration
+	// MaxBatch caps the inputs stepped before one group commit (default 256).
+	MaxBatch int
+	// Limits are the transport's limits (zero: defaults).
+	Limits transport.Limits
+}
+
+const (
+	metaBucket     = "meta"
+	incarnationKey = "incarnation"
+)
+
+// Server is one running bqserver.
+type Server struct {
+	cfg         Config
+	log         *slog.Logger
+	Material    *certs.ServerMaterial
+	Incarnation uint64
+
+	store     *store.Store
+	transport transport.Transport
+	core      Core
+
+	cancel    context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start loads the server's material, opens its store, records a new
+// incarnation durably, restores the core, and starts serving.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TickEvery <= 0 {
+		cfg.TickEvery = 10 * time.Millisecond
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	m, err := certs.LoadServer(cfg.Dir, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("server", m.ID.String())
+	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), store.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, Material: m, store: st, done: make(chan struct{})}
+	fail := func(err error) (*Server, error) {
+		if s.transport != nil {
+			_ = s.transport.Close()
+		}
+		_ = st.Close()
+		return nil, err
+	}
+
+	if s.Incarnation, err = s.nextIncarnation(); err != nil {
+		return fail(err)
+	}
+	newCore := cfg.NewCore
+	if newCore == nil {
+		newCore = func(m *certs.ServerMaterial) (Core, error) { return NewProtocolCore(m, nil) }
+	}
+	if s.core, err = newCore(m); err != nil {
+		return fail(fmt.Errorf("server: building core: %w", err))
+	}
+	if err := s.core.Restore(st); err != nil {
+		return fail(fmt.Errorf("server: restoring state from %s: %w", filepath.Join(m.Dir, "bq.db"), err))
+	}
+
+	c := m.Cluster
+	self := c.Servers[m.ID]
+	s.transport, err = transport.ListenServer(transport.ServerConfig{
+		ID:             m.ID,
+		ListenAddr:     self.Address,
+		Peers:          c.Addresses(),
+		Cert:           m.TLS,
+		CAPool:         c.CAPool(),
+		IdentifyServer: c.ServerByCert,
+		Limits:         cfg.Limits,
+		Logger:         log,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("server started", "addr", self.Address, "n", c.N, "f", c.F, "quorum", c.Quorum,
+		"incarnation", s.Incarnation, "dir", m.Dir)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.loop(ctx)
+	return s, nil
+}
+
+// nextIncarnation durably bumps the server's incarnation number, so every run
+// of a server is distinguishable (the crash-recovery model of seeds/004).
+func (s *Server) nextIncarnation() (uint64, error) {
+	var inc uint64
+	v, err := s.store.Get(metaBucket, []byte(incarnationKey))
+	if err != nil {
+		return 0, err
+	}
+	if len(v) == 8 {
+		inc = binary.BigEndian.Uint64(v)
+	}
+	inc++
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.store.Commit(ctx, store.Op{Bucket: metaBucket, Key: []byte(incarnationKey), Value: binary.BigEndian.AppendUint64(nil, inc)}); err != nil {
+		return 0, fmt.Errorf("server: recording incarnation: %w", err)
+	}
+	return inc, nil
+}
+
+func (s *Server) loop(ctx context.Context) {
+	defer close(s.done)
+	ticker := time.NewTicker(s.cfg.TickEvery)
+	defer ticker.Stop()
+	inbound := s.transport.Inbound()
+	batch := make([]transport.Inbound, 0, s.cfg.MaxBatch)
+	for {
+		var eff core.Effects
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticker.C:
+			eff = s.core.Tick(now)
+		case in, ok := <-inbound:
+			if !ok {
+				return
+			}
+			batch = append(batch, in)
+		drain:
+			for len(batch) < s.cfg.MaxBatch {
+				select {
+				case in, ok := <-inbound:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, in)
+				default:
+					break drain
+				}
+			}
+			now := time.Now()
+			for _, in := range batch {
+				s.observe(in)
+				if ci, ok := coreInput(in); ok {
+					eff.Append(s.core.Step(now, ci))
+				}
+			}
+		}
+		if !s.persist(ctx, eff.Persist) {
+			return
+		}
+		for _, o := range eff.Send {
+			if err := s.transport.Send(o.To, o.Msg); err != nil && !errors.Is(err, transport.ErrNotConnected) {
+				s.log.Debug("send failed", "to", o.To.String(), "msg", o.Msg.String(), "err", err)
+			}
+		}
+	}
+}
+
+// persist makes records durable, retrying with backoff until it succeeds or
+// the server stops: nothing is sent (so nothing is acknowledged) meanwhile.
+// It reports whether the loop should go on.
+func (s *Server) persist(ctx context.Context, recs []core.Record) bool {
+	if len(recs) == 0 {
+		return true
+	}
+	ops := make([]store.Op, len(recs))
+	for i, r := range recs {
+		ops[i] = store.Op{Bucket: r.Bucket, Key: r.Key, Value: r.Value, Delete: r.Delete}
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		err := s.store.Commit(ctx, ops...)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Error("cannot persist; holding every reply until the disk accepts writes again", "records", len(ops), "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// coreInput translates a transport event for the core; bad input stays in the runtime.
+func coreInput(in transport.Inbound) (core.Input, bool) {
+	switch in.Kind {
+	case transport.EventMessage:
+		return core.Input{Kind: core.InputMessage, From: in.From, Msg: in.Msg}, true
+	case transport.EventConnected:
+		return core.Input{Kind: core.InputConnected, From: in.From}, true
+	case transport.EventDisconnected:
+		return core.Input{Kind: core.InputDisconnected, From: in.From}, true
+	}
+	return core.Input{}, false
+}
+
+func (s *Server) observe(in transport.Inbound) {
+	switch in.Kind {
+	case transport.EventConnected, transport.EventDisconnected:
+		if !in.From.IsClient {
+			s.log.Info("peer "+in.Kind.String(), "peer", in.From.String())
+		} else {
+			s.log.Debug("client "+in.Kind.String(), "client", in.From.String())
+		}
+	case transport.EventBadInput:
+		s.log.Warn("bad input from peer", "peer", in.From.String(), "err", in.Err)
+	}
+}
+
+// Addr is the address this server serves on.
+func (s *Server) Addr() string { return s.Material.Cluster.Servers[s.Material.ID].Address }
+
+// ID is this server's id.
+func (s *Server) ID() wire.ServerID { return s.Material.ID }
+
+// Close stops serving, waits for the loop, and closes the transport and the store.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		<-s.done
+		s.closeErr = errors.Join(s.transport.Close(), s.store.Close())
+		s.log.Info("server stopped")
+	})
+	return s.closeErr
+}

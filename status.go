@@ -1,0 +1,289 @@
+package bq
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/quorum"
+)
+
+// Status is the cluster as this client sees it now.
+type Status struct {
+	N, F, Quorum int
+	// Reachable is how many servers answered.
+	Reachable int
+	// FaultsTolerated is how many more servers may fail (or lie) right now
+	// with locks still served: min(f, Reachable − Quorum); negative when too
+	// few servers answer to serve locks at all.
+	FaultsTolerated int
+	Servers         []ServerStatus
+	// Lock is set when Status was asked about one lock.
+	Lock *LockStatus
+	// Locks summarises every lock with members (when no lock was named).
+	Locks []LockSummary
+}
+
+// ServerStatus is one server's line in a Status.
+type ServerStatus struct {
+	ID        wire.ServerID
+	Address   string
+	Reachable bool
+}
+
+// LockSummary is one lock in a cluster-wide Status.
+type LockSummary struct {
+	Name string
+	// Members is the largest active-set size any server reported.
+	Members int
+}
+
+// LockStatus is one lock's state, combined from every server that answered.
+// A Byzantine server can hide members or repeat old statements, but cannot
+// invent statements: every participant below carries a verified signature.
+type LockStatus struct {
+	Name string
+	// Holder is the participant in the critical section (Held), if any.
+	Holder *Participant
+	// Queue is everyone else: tickets in bakery order, then clients still choosing (Doorway).
+	Queue []Participant
+	// Suspected are clients at least one server suspects (ReportedBy says how many).
+	Suspected []Flagged
+	// Banned are clients at least one server banned as Byzantine.
+	Banned []Flagged
+}
+
+// Participant is one client in a lock's active set.
+type Participant struct {
+	Client     wire.ClientID
+	Phase      wire.Phase
+	Ticket     uint64
+	Session    uint64
+	Attempt    uint64
+	ReportedBy int
+}
+
+// Flagged is a client flagged by some servers.
+type Flagged struct {
+	Client     wire.ClientID
+	ReportedBy int
+}
+
+const statusReqBase = uint64(1) << 62
+
+// Status asks every server for its account of lock (or of all locks when
+// lock is ""), waits for all of them or until ctx ends (or 2 s pass), and
+// combines what came back.
+func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
+	if lock != "" {
+		if err := wire.CheckLockName(lock); err != nil {
+			return nil, fmt.Errorf("bq: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c.mu.Lock()
+	c.nextStatus++
+	req := statusReqBase + c.nextStatus
+	ch := make(chan *wire.StatusReply, c.cluster.N)
+	c.status[req] = ch
+	for i := range c.cluster.N {
+		_ = c.tr.Send(wire.ServerPeer(wire.ServerID(i)), &wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.status, req)
+		c.mu.Unlock()
+	}()
+
+	replies := make(map[wire.ServerID]*wire.StatusReply)
+	for len(replies) < c.cluster.N {
+		select {
+		case r := <-ch:
+			replies[r.Server] = r
+		case <-ctx.Done():
+			return c.combine(lock, replies), nil
+		case <-c.closed:
+			return nil, ErrClosed
+		}
+	}
+	return c.combine(lock, replies), nil
+}
+
+func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusReply) *Status {
+	cl := c.cluster
+	st := &Status{N: cl.N, F: cl.F, Quorum: cl.Quorum, Reachable: len(replies)}
+	st.FaultsTolerated = min(cl.F, st.Reachable-cl.Quorum)
+	for i, s := range cl.Servers {
+		_, ok := replies[wire.ServerID(i)]
+		st.Servers = append(st.Servers, ServerStatus{ID: s.ID, Address: s.Address, Reachable: ok})
+	}
+	ids := make([]int, 0, len(replies))
+	for s := range replies {
+		ids = append(ids, int(s))
+	}
+	sort.Ints(ids)
+	if lock == "" {
+		sizes := make(map[string]int)
+		for _, s := range ids {
+			for _, l := range replies[wire.ServerID(s)].Locks {
+				sizes[l.Name] = max(sizes[l.Name], int(l.Members))
+			}
+		}
+		for name, n := range sizes {
+			st.Locks = append(st.Locks, LockSummary{Name: name, Members: n})
+		}
+		sort.Slice(st.Locks, func(i, j int) bool { return st.Locks[i].Name < st.Locks[j].Name })
+		return st
+	}
+	ls := &LockStatus{Name: lock}
+	best := make(map[wire.ClientID]*Participant)
+	suspects := make(map[wire.ClientID]int)
+	banned := make(map[wire.ClientID]int)
+	for _, s := range ids {
+		r := replies[wire.ServerID(s)]
+		for i := range r.Members {
+			stmt, err := r.Members[i].Verify()
+			if err != nil || stmt.Lock != lock {
+				continue
+			}
+			p := best[stmt.Client]
+			if p == nil || quorum.TimestampOf(stmt).Compare(quorum.Timestamp{Session: p.Session, Attempt: p.Attempt, Phase: p.Phase}) > 0 {
+				reported := 0
+				if p != nil && p.Session == stmt.Session && p.Attempt == stmt.Attempt {
+					reported = p.ReportedBy
+				}
+				p = &Participant{Client: stmt.Client, Phase: stmt.Phase, Ticket: stmt.N, Session: stmt.Session, Attempt: stmt.Attempt, ReportedBy: reported}
+				best[stmt.Client] = p
+			}
+			p.ReportedBy++
+		}
+		for _, x := range r.Suspects {
+			suspects[x]++
+		}
+		for _, x := range r.Banned {
+			banned[x]++
+		}
+	}
+	var tickets, choosing []Participant
+	for _, p := range best {
+		switch p.Phase {
+		case wire.PhaseHeld:
+			if ls.Holder == nil || (bakery.Token{N: p.Ticket, Client: p.Client}).Less(bakery.Token{N: ls.Holder.Ticket, Client: ls.Holder.Client}) {
+				if ls.Holder != nil {
+					tickets = append(tickets, *ls.Holder)
+				}
+				q := *p
+				ls.Holder = &q
+			} else {
+				tickets = append(tickets, *p)
+			}
+		case wire.PhaseTicket:
+			tickets = append(tickets, *p)
+		case wire.PhaseDoorway:
+			choosing = append(choosing, *p)
+		}
+	}
+	sort.Slice(tickets, func(i, j int) bool {
+		return (bakery.Token{N: tickets[i].Ticket, Client: tickets[i].Client}).Less(bakery.Token{N: tickets[j].Ticket, Client: tickets[j].Client})
+	})
+	sort.Slice(choosing, func(i, j int) bool { return choosing[i].Client.Less(choosing[j].Client) })
+	ls.Queue = append(tickets, choosing...)
+	ls.Suspected = flagged(suspects)
+	ls.Banned = flagged(banned)
+	st.Lock = ls
+	return st
+}
+
+func flagged(m map[wire.ClientID]int) []Flagged {
+	out := make([]Flagged, 0, len(m))
+	for c, n := range m {
+		out = append(out, Flagged{Client: c, ReportedBy: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Client.Less(out[j].Client) })
+	return out
+}
+
+// Release ends this identity's attempt or holding on lock that was made by
+// another process or an earlier run (for example `bqclient lock --detach`):
+// it reads the client's own register from a quorum and, if it is active,
+// sends Exit for it. It reports whether there was anything to release.
+func (c *Client) Release(ctx context.Context, lock string) (bool, error) {
+	if err := wire.CheckLockName(lock); err != nil {
+		return false, fmt.Errorf("bq: %w", err)
+	}
+	ev, err := c.runOp(ctx, func() (uint64, bakery.Effects, error) {
+		op, e := c.bk.Read(lock, c.ID())
+		return op, e, nil
+	})
+	if err != nil {
+		return false, err
+	}
+	own := ev.Statement
+	if own == nil || own.Phase == wire.PhaseExit {
+		return false, nil
+	}
+	_, err = c.runOp(ctx, func() (uint64, bakery.Effects, error) { return c.bk.ExitEarlier(lock, own) })
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// runOp starts a bakery operation and waits for its event.
+func (c *Client) runOp(ctx context.Context, start func() (uint64, bakery.Effects, error)) (bakery.Event, error) {
+	ch := make(chan bakery.Event, 1)
+	c.mu.Lock()
+	op, eff, err := start()
+	if err != nil {
+		c.mu.Unlock()
+		return bakery.Event{}, err
+	}
+	c.ops[op] = ch
+	c.apply(eff)
+	c.mu.Unlock()
+	select {
+	case ev := <-ch:
+		return ev, nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		delete(c.ops, op)
+		c.mu.Unlock()
+		return bakery.Event{}, fmt.Errorf("%w: %d of %d servers reachable, need %d", ctxErr(ctx), c.reachable(), c.cluster.N, c.cluster.Quorum)
+	case <-c.closed:
+		return bakery.Event{}, ErrClosed
+	}
+}
+
+// Detach disconnects without releasing anything: held locks stay held until
+// the session's lease runs out (about one TTL), then the servers reset them.
+// `bqclient lock --detach` uses it.
+func (c *Client) Detach() error {
+	var err error
+	c.closeOnce.Do(func() {
+		// Wait (briefly) until servers show every holding, so observers see the holder.
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			c.mu.Lock()
+			shown := true
+			for name, s := range c.slots {
+				if s.holding != nil && !c.bk.HeldAcknowledged(name) {
+					shown = false
+				}
+			}
+			c.mu.Unlock()
+			if shown {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(c.closed)
+		<-c.done
+		err = c.tr.Close()
+	})
+	return err
+}
