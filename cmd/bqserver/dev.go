@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bq-lock/bq"
 	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/internal/server"
 )
 
@@ -84,9 +86,48 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  %s  %s\n", s.ID(), s.Addr())
 	}
 	fmt.Fprintf(stdout, "cluster file: %s\n", clusterFile)
-	fmt.Fprintf(stdout, "to run the same servers as separate processes: bqserver run --dir %s --id 0   (and 1..%d)\n", *dir, cluster.N-1)
-	fmt.Fprintln(stdout, "press Ctrl-C (or send SIGTERM) to stop")
+	if err := selfCheck(ctx, cluster, stdout); err != nil {
+		fmt.Fprintf(stderr, "bqserver dev: self-check failed: %v\n", err)
+		_ = closeAll()
+		return 1
+	}
+	fmt.Fprintf(stdout, `
+try it (from the repository root):
+  export BQ_CLUSTER=%s
+  go run ./cmd/bqclient lock demo -- sh -c 'echo "holding $BQ_LOCK_NAME with token $BQ_LOCK_TOKEN"'
+  go run ./cmd/bqclient lock demo          # holds until Ctrl-C; run status in another shell:
+  go run ./cmd/bqclient status demo
+to run the same servers as separate processes instead: bqserver run --dir %s --id 0   (and 1..%d)
+press Ctrl-C (or send SIGTERM) to stop
+`, clusterFile, *dir, cluster.N-1)
 	<-ctx.Done()
 	logger.Info("stopping dev cluster")
 	return closeWithin(closeAll, stopBudget, logger)
+}
+
+// selfCheck takes and releases one lock through the SDK, as a user would.
+func selfCheck(ctx context.Context, cluster *certs.Cluster, stdout io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	key, err := crypto.GenerateKey(cluster.Scheme, rand.Reader)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	c, err := bq.Dial(ctx, bq.Config{Cluster: cluster, Identity: key})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	h, err := c.Mutex("bq-dev-self-check").Lock(ctx)
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	if err := h.Unlock(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "self-check: took lock %q (token %s) and released it, %v after connecting\n",
+		"bq-dev-self-check", h.Token(), took.Round(time.Millisecond))
+	return nil
 }
