@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bq-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../cmd/bqserver", "../../cmd/bqclient")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func bin(name string) string { return filepath.Join(binDir, name) }
+
+// freePortBase finds n consecutive free UDP ports on loopback.
+func freePortBase(t *testing.T, n int) int {
+	for try := 0; try < 50; try++ {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		require.NoError(t, err)
+		base := c.LocalAddr().(*net.UDPAddr).Port
+		_ = c.Close()
+		if base+n > 65000 {
+			continue
+		}
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				ok = false
+				continue
+			}
+			_ = c.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free port range")
+	return 0
+}
+
+// initCluster runs bqserver init for n servers and returns the directory.
+func initCluster(t *testing.T, n int) string {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	out, err := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", fmt.Sprint(n),
+		"--port-base", fmt.Sprint(freePortBase(t, n))).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return dir
+}
+
+// proc is a running process with its output in a buffer.
+type proc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+type lockedWriter struct{ p *proc }
+
+func (w lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.out.Write(b)
+}
+
+func start(t *testing.T, name string, env []string, args ...string) *proc {
+	p := &proc{t: t, name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(args[0], args[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = lockedWriter{p}, lockedWriter{p}
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("--- output of %s:\n%s", p.name, p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// waitFor waits until the process output contains every one of subs n times
+// (n ≥ 1), or fails after timeout. It polls the output it already captured:
+// the condition is an event in the log, not a guess at timing.
+func (p *proc) waitFor(timeout time.Duration, n int, subs ...string) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out := p.output()
+		ok := true
+		for _, s := range subs {
+			ok = ok && strings.Count(out, s) >= n
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-p.done:
+			p.t.Fatalf("%s exited (%v) before logging %q:\n%s", p.name, p.err, subs, out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s did not log %q within %v:\n%s", p.name, subs, timeout, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exitWithin signals the process and waits for it to exit.
+func (p *proc) stop(sig syscall.Signal, within time.Duration) (exitCode int, took time.Duration) {
+	p.t.Helper()
+	t0 := time.Now()
+	require.NoError(p.t, p.cmd.Process.Signal(sig))
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		p.t.Fatalf("%s did not exit within %v of %v", p.name, within, sig)
+	}
+	return p.cmd.ProcessState.ExitCode(), time.Since(t0)
+}
+
+// waitExit waits for the process to end by itself.
+func (p *proc) waitExit(within time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		p.t.Fatalf("%s still running after %v:\n%s", p.name, within, p.output())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// runServers starts bqserver run for every id of the cluster in dir.
+func runServers(t *testing.T, dir string, n int) []*proc {
+	var ps []*proc
+	for i := range n {
+		ps = append(ps, start(t, fmt.Sprintf("s%d", i), nil, bin("bqserver"), "run", "--dir", dir, "--id", fmt.Sprint(i)))
+	}
+	for _, p := range ps {
+		// Every server logs the n-1 peers it accepted, each with mutual TLS.
+		p.waitFor(20*time.Second, n-1, "accepted server connection")
+	}
+	return ps
+}
