@@ -17,7 +17,7 @@ const usage = `bqserver: the bq lock server
 Usage:
   bqserver init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S]
         make a cluster: CA, per-server TLS certificates and signing keys, DIR/cluster.yaml
-  bqserver run --dir DIR --id I [--log-level L] [--log-format text|json]
+  bqserver run --dir DIR --id I [--metrics ADDR] [--log-level L] [--log-format text|json]
         run server I of the cluster in DIR until SIGINT or SIGTERM
   bqserver dev [--dir DIR] [--servers 4]
         run a whole local cluster in one process (makes one in DIR if it has none)

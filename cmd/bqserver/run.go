@@ -22,6 +22,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "cluster directory made by 'bqserver init' (required)")
 	id := fs.Int("id", -1, "this server's id in DIR/cluster.yaml (required)")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this TCP address (e.g. 127.0.0.1:9400), at /metrics")
 	logOpts := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -39,7 +40,9 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	srv, err := server.Start(newServerConfig(*dir, *id, logger))
+	cfg := newServerConfig(*dir, *id, logger)
+	cfg.MetricsAddr = *metricsAddr
+	srv, err := server.Start(cfg)
 	if err != nil {
 		logger.Error("cannot start", "err", err)
 		fmt.Fprintf(stderr, "bqserver run: %v\n", err)

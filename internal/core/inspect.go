@@ -22,3 +22,17 @@ func (k *Core) Register(lock string, c wire.ClientID) (st *wire.Statement, void 
 	}
 	return en.St, en.Void
 }
+
+// Gauges summarises the core's current state for metrics: locks with a
+// non-empty active set, members over all of them, the largest set, clients
+// suspected and clients banned.
+func (k *Core) Gauges() (locks, members, maxMembers, suspected, banned int) {
+	for _, l := range k.locks {
+		if n := l.MemberCount(); n > 0 {
+			locks++
+			members += n
+			maxMembers = max(maxMembers, n)
+		}
+	}
+	return locks, members, maxMembers, len(k.mute.Suspects()), len(k.banned)
+}

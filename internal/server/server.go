@@ -13,12 +13,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/internal/core"
+	"github.com/bq-lock/bq/internal/metrics"
 	"github.com/bq-lock/bq/internal/store"
 	"github.com/bq-lock/bq/internal/transport"
 	"github.com/bq-lock/bq/internal/wire"
@@ -41,6 +44,8 @@ type Config struct {
 	MaxBatch int
 	// Limits are the transport's limits (zero: defaults).
 	Limits transport.Limits
+	// MetricsAddr, if set, serves Prometheus metrics at http://MetricsAddr/metrics.
+	MetricsAddr string
 }
 
 const (
@@ -58,6 +63,9 @@ type Server struct {
 	store     *store.Store
 	transport transport.Transport
 	core      Core
+	metrics   *metrics.Registry
+	http      *http.Server
+	published time.Time
 
 	cancel    context.CancelFunc
 	done      chan struct{}
@@ -82,17 +90,35 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("server", m.ID.String())
-	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), store.Options{Logger: log})
+	reg := metrics.NewRegistry()
+	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
+		reg.Fsync.ObserveDuration(d)
+		reg.Batches.Observe(float64(ops))
+	}})
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, Material: m, store: st, done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{})}
 	fail := func(err error) (*Server, error) {
 		if s.transport != nil {
 			_ = s.transport.Close()
 		}
+		if s.http != nil {
+			_ = s.http.Close()
+		}
 		_ = st.Close()
 		return nil, err
+	}
+	if cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fail(fmt.Errorf("server: metrics address %s: %w", cfg.MetricsAddr, err))
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", reg)
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = s.http.Serve(ln) }()
+		log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	}
 
 	if s.Incarnation, err = s.nextIncarnation(); err != nil {
@@ -167,6 +193,9 @@ func (s *Server) loop(ctx context.Context) {
 			return
 		case now := <-ticker.C:
 			eff = s.core.Tick(now)
+			if now.Sub(s.published) >= time.Second {
+				s.publish(now)
+			}
 		case in, ok := <-inbound:
 			if !ok {
 				return
@@ -259,6 +288,27 @@ func (s *Server) observe(in transport.Inbound) {
 	}
 }
 
+// publish copies the core's counters for the metrics endpoint.
+func (s *Server) publish(now time.Time) {
+	s.published = now
+	k, ok := s.core.(*core.Core)
+	if !ok {
+		return
+	}
+	snap := metrics.Snapshot{
+		Server: s.Material.ID.String(), Incarnation: s.Incarnation,
+		Accesses: make(map[string]uint64, len(k.Stats.Accesses)),
+		Pushes:   k.Stats.Pushes, Forwards: k.Stats.Forwards, Suspicions: k.Stats.VotesCast,
+		Resets: k.Stats.Resets, Bans: k.Stats.Bans, Equivocation: k.Stats.Equivocation,
+		Rejected: k.Stats.Rejected, CacheHits: k.Stats.CacheHits, CacheMisses: k.Stats.CacheMisses,
+	}
+	for kind, n := range k.Stats.Accesses {
+		snap.Accesses[kind] = n
+	}
+	snap.Locks, snap.Members, snap.MaxMembers, snap.Suspected, snap.Banned = k.Gauges()
+	s.metrics.Publish(snap)
+}
+
 // Addr is the address this server serves on.
 func (s *Server) Addr() string { return s.Material.Cluster.Servers[s.Material.ID].Address }
 
@@ -270,7 +320,11 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		<-s.done
-		s.closeErr = errors.Join(s.transport.Close(), s.store.Close())
+		var herr error
+		if s.http != nil {
+			herr = s.http.Close()
+		}
+		s.closeErr = errors.Join(s.transport.Close(), s.store.Close(), herr)
 		s.log.Info("server stopped")
 	})
 	return s.closeErr
