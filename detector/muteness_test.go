@@ -1,0 +1,225 @@
+package detector
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+type fixture struct {
+	keys    wire.Keyring
+	signers []*crypto.PrivateKey
+	dets    []*Muteness
+}
+
+func newFixture(t *testing.T, n, q int, ttl time.Duration) *fixture {
+	f := &fixture{}
+	for range n {
+		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+		require.NoError(t, err)
+		f.keys = append(f.keys, k.Public)
+		f.signers = append(f.signers, k)
+	}
+	for i := range n {
+		m, err := NewMuteness(MutenessConfig{
+			Self: wire.ServerID(i), Quorum: q, Keys: f.keys, Signer: f.signers[i],
+			DefaultTTL: ttl, MinTTL: time.Millisecond, MaxTTL: time.Hour,
+			DoorwayDeadline: 5 * ttl, MaxSessions: 4, MaxPendingVotes: 8,
+		})
+		require.NoError(t, err)
+		f.dets = append(f.dets, m)
+	}
+	return f
+}
+
+// gossip hands every vote to every detector and returns the certificates formed.
+func (f *fixture) gossip(t *testing.T, votes []wire.SignedSuspect) []*wire.ResetCertificate {
+	var certs []*wire.ResetCertificate
+	for _, v := range votes {
+		for _, d := range f.dets {
+			_, cert, err := d.AddVote(v)
+			require.NoError(t, err)
+			if cert != nil {
+				certs = append(certs, cert)
+			}
+		}
+	}
+	return certs
+}
+
+func clientID(t *testing.T) wire.ClientID {
+	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	return wire.ClientID(k.Public.ID)
+}
+
+// PROTOCOL.md §5: while a client keeps leases at q servers, no certificate
+// forms, even with f Byzantine servers voting against it every moment.
+func TestNoResetWhileQLeasesLive(t *testing.T) {
+	const n, q, byz = 4, 3, 1
+	ttl := time.Second
+	f := newFixture(t, n, q, ttl)
+	c := clientID(t)
+	now := time.Unix(0, 0)
+	for s := range n - byz {
+		require.NoError(t, f.dets[s].Open(c, 1, ttl, now))
+	}
+	for step := range 100 {
+		now = now.Add(ttl / 4)
+		// The client reaches only servers 0..2, every TTL/3 or so.
+		if step%1 == 0 {
+			for s := range n - byz {
+				require.NoError(t, f.dets[s].Heartbeat(c, 1, now))
+			}
+		}
+		var votes []wire.SignedSuspect
+		for s := range n - byz {
+			votes = append(votes, f.dets[s].Tick(now)...)
+		}
+		// The Byzantine server signs a vote against the client at every step.
+		bad, err := wire.SignSuspect(f.signers[n-1], &wire.SuspectBody{Client: c, Session: 1, Server: wire.ServerID(n - 1), Reason: wire.SuspectMute})
+		require.NoError(t, err)
+		votes = append(votes, bad)
+		require.Empty(t, f.gossip(t, votes), "step %d", step)
+	}
+	for s := range n {
+		require.Zero(t, f.dets[s].ResetUpTo(c))
+	}
+}
+
+// A client that goes silent is reset at every correct server within 2×TTL of
+// its last heartbeat.
+func TestSilentClientResetWithinTwoTTL(t *testing.T) {
+	const n, q = 4, 3
+	ttl := time.Second
+	f := newFixture(t, n, q, ttl)
+	c := clientID(t)
+	t0 := time.Unix(0, 0)
+	for s := range n {
+		require.NoError(t, f.dets[s].Open(c, 1, ttl, t0))
+	}
+	last := t0.Add(300 * time.Millisecond)
+	for s := range n {
+		require.NoError(t, f.dets[s].Heartbeat(c, 1, last))
+	}
+	var resetAt time.Time
+	for now := last; now.Before(last.Add(3 * ttl)); now = now.Add(10 * time.Millisecond) {
+		var votes []wire.SignedSuspect
+		for s := range n {
+			votes = append(votes, f.dets[s].Tick(now)...)
+		}
+		for _, cert := range f.gossip(t, votes) {
+			for _, d := range f.dets {
+				_, err := d.ApplyCertificate(cert)
+				require.NoError(t, err)
+			}
+		}
+		done := true
+		for _, d := range f.dets {
+			done = done && d.ResetUpTo(c) == 1
+		}
+		if done {
+			resetAt = now
+			break
+		}
+	}
+	require.False(t, resetAt.IsZero(), "never reset")
+	require.LessOrEqual(t, resetAt.Sub(last), 2*ttl)
+	// The session stays refused.
+	require.ErrorIs(t, f.dets[0].Heartbeat(c, 1, resetAt), ErrSessionReset)
+	require.NoError(t, f.dets[0].Open(c, 2, ttl, resetAt), "a newer session is welcome")
+}
+
+// A client that stays in its Doorway past the deadline is voted out even
+// while it heartbeats (§5).
+func TestDoorwayDeadline(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	c := clientID(t)
+	t0 := time.Unix(0, 0)
+	d := f.dets[0]
+	require.NoError(t, d.Open(c, 1, time.Second, t0))
+	d.DoorwayStarted(c, "L", 1, t0)
+	for now := t0; now.Before(t0.Add(4900 * time.Millisecond)); now = now.Add(100 * time.Millisecond) {
+		require.NoError(t, d.Heartbeat(c, 1, now))
+		require.Empty(t, d.Tick(now))
+	}
+	// At the deadline the session is refused at once (heartbeats no longer
+	// renew it) but the vote waits until the lease runs out, as for a mute
+	// client, so it can never join a certificate while the client's lease
+	// guarantee still counts this server.
+	require.Empty(t, d.Tick(t0.Add(5*time.Second)))
+	require.Error(t, d.Heartbeat(c, 1, t0.Add(5500*time.Millisecond)))
+	require.False(t, d.LeaseOK(c, 1, t0.Add(5500*time.Millisecond)))
+	require.Empty(t, d.Tick(t0.Add(5900*time.Millisecond)))
+	votes := d.Tick(t0.Add(6 * time.Second))
+	require.Len(t, votes, 1)
+	body, err := votes[0].Verify(f.keys)
+	require.NoError(t, err)
+	require.Equal(t, wire.SuspectDoorway, body.Reason)
+	// Leaving the Doorway in time means no vote.
+	c2 := clientID(t)
+	require.NoError(t, d.Open(c2, 1, time.Second, t0))
+	d.DoorwayStarted(c2, "L", 1, t0)
+	d.DoorwayEnded(c2, "L")
+	require.NoError(t, d.Heartbeat(c2, 1, t0.Add(6*time.Second)))
+	require.Empty(t, d.Tick(t0.Add(6*time.Second)))
+}
+
+// Certificates need q distinct, valid votes on one (client, session).
+func TestCertificateRules(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	c := clientID(t)
+	vote := func(s int, sess uint64) wire.SignedSuspect {
+		v, err := wire.SignSuspect(f.signers[s], &wire.SuspectBody{Client: c, Session: sess, Server: wire.ServerID(s), Reason: wire.SuspectMute})
+		require.NoError(t, err)
+		return v
+	}
+	d := f.dets[0]
+	added, cert, err := d.AddVote(vote(1, 5))
+	require.NoError(t, err)
+	require.True(t, added)
+	require.Nil(t, cert)
+	added, _, _ = d.AddVote(vote(1, 5))
+	require.False(t, added, "one server counts once")
+	_, cert, _ = d.AddVote(vote(2, 6))
+	require.Nil(t, cert, "votes on other sessions do not add up")
+	_, cert, _ = d.AddVote(vote(3, 5))
+	require.Nil(t, cert)
+	_, cert, _ = d.AddVote(vote(2, 5))
+	require.NotNil(t, cert)
+	require.NoError(t, cert.Verify(f.keys, 3))
+	// A vote signed by the wrong server is refused.
+	forged := vote(1, 7)
+	forged.Server = 2
+	_, _, err = d.AddVote(forged)
+	require.Error(t, err)
+	// A certificate with f+1 votes is not enough.
+	short := *cert
+	short.Votes = short.Votes[:2]
+	_, err = f.dets[1].ApplyCertificate(&short)
+	require.Error(t, err)
+	fresh, err := f.dets[1].ApplyCertificate(cert)
+	require.NoError(t, err)
+	require.True(t, fresh)
+	require.Equal(t, uint64(5), f.dets[1].ResetUpTo(c))
+}
+
+// After a restart a server keeps refusing the sessions it voted against.
+func TestRestoredVoteKeepsRefusing(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	c := clientID(t)
+	t0 := time.Unix(0, 0)
+	require.NoError(t, f.dets[0].Open(c, 3, time.Second, t0))
+	votes := f.dets[0].Tick(t0.Add(2 * time.Second))
+	require.Len(t, votes, 1)
+	again := newFixture(t, 4, 3, time.Second)
+	again.keys, again.signers = f.keys, f.signers
+	m, err := NewMuteness(f.dets[0].cfg)
+	require.NoError(t, err)
+	require.NoError(t, m.RestoreVote(votes[0]))
+	require.ErrorIs(t, m.Heartbeat(c, 3, t0.Add(3*time.Second)), ErrSessionSuspected)
+}
