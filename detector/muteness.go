@@ -292,6 +292,17 @@ func (m *Muteness) RestoreVote(v wire.SignedSuspect) error {
 // completes votes from q distinct servers on the same (client, session), the
 // new certificate is returned; the caller applies it (ApplyCertificate).
 func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCertificate, err error) {
+	// A vote that could add nothing (its session is reset, or its server's
+	// vote is held) is dropped before its signature is checked: every vote
+	// arrives once per forwarding server.
+	var pre wire.SuspectBody
+	if crypto.Unmarshal(v.Signed.Body, &pre) == nil {
+		if cs := m.clients[pre.Client]; cs != nil {
+			if _, dup := cs.votes[pre.Session][v.Server]; dup || pre.Session <= cs.resetUpTo {
+				return false, nil, nil
+			}
+		}
+	}
 	body, err := v.Verify(m.cfg.Keys)
 	if err != nil {
 		return false, nil, err
@@ -343,6 +354,9 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 // statements with session ≤ cert.Session, notify listeners, persist and
 // forward the certificate.
 func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
+	if cs := m.clients[cert.Client]; cs != nil && cert.Session <= cs.resetUpTo {
+		return false, nil // nothing new: skip the q signature checks
+	}
 	if err := cert.Verify(m.cfg.Keys, m.cfg.Quorum); err != nil {
 		return false, err
 	}
