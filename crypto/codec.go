@@ -61,11 +61,15 @@ func Marshal(v any) ([]byte, error) {
 }
 
 // Unmarshal strictly decodes data into v: it rejects input over
-// MaxMessageSize, duplicate map keys, indefinite lengths, tags, unknown
+// MaxMessageSize, more CBOR items than its size allows (see budget.go),
+// duplicate map keys, indefinite lengths, tags, unknown
 // fields, invalid UTF-8 and trailing bytes.
 func Unmarshal(data []byte, v any) error {
 	if len(data) > MaxMessageSize {
 		return ErrOversize
+	}
+	if err := checkItemBudget(data); err != nil {
+		return err
 	}
 	if err := decMode.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("crypto: decode: %w", err)

@@ -69,6 +69,11 @@ func (k PublicKey) Parse() (*Parsed, error) {
 	if len(k.Key) != sch.PublicKeySize() {
 		return nil, fmt.Errorf("crypto: %s public key has %d bytes, want %d", k.Scheme, len(k.Key), sch.PublicKeySize())
 	}
+	if k.Scheme == Ed25519 {
+		if err := checkEd25519Key(k.Key); err != nil {
+			return nil, err
+		}
+	}
 	pk, err := sch.UnmarshalBinaryPublicKey(k.Key)
 	if err != nil {
 		return nil, fmt.Errorf("crypto: malformed %s public key: %w", k.Scheme, err)
@@ -97,7 +102,10 @@ func ParsePublicKeyString(s string) (*Parsed, error) {
 	if !ok {
 		return nil, errors.New("crypto: public key must look like SCHEME:BASE64URL")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(b64)
+	if strings.ContainsAny(b64, "\r\n") {
+		return nil, errors.New("crypto: public key contains a line break")
+	}
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(b64)
 	if err != nil {
 		return nil, fmt.Errorf("crypto: public key: %w", err)
 	}

@@ -80,6 +80,12 @@ func (m *Message) Validate() error {
 		if m.Evidence.Kind != EvidenceInvalidTicket && m.Evidence.Kind != EvidenceEquivocation {
 			return fmt.Errorf("wire: unknown evidence kind %d", m.Evidence.Kind)
 		}
+		if err := checkSignedStatement(m.Evidence.A); err != nil {
+			return err
+		}
+		if m.Evidence.B != nil {
+			return checkSignedStatement(*m.Evidence.B)
+		}
 	}
 	return nil
 }

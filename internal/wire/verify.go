@@ -151,12 +151,18 @@ func (s *SignedSuspect) Verify(keys Keyring) (*SuspectBody, error) {
 	if body.Server != s.Server {
 		return nil, invalid("vote claims server %s but is signed by %s", body.Server, s.Server)
 	}
+	if body.Reason != SuspectMute && body.Reason != SuspectDoorway {
+		return nil, invalid("vote with unknown reason %d", body.Reason)
+	}
 	return &body, nil
 }
 
 // Verify checks that the certificate holds valid votes on (Client, Session)
 // from at least quorum distinct servers (PROTOCOL.md §5).
 func (r *ResetCertificate) Verify(keys Keyring, quorum int) error {
+	if quorum < 1 {
+		return invalid("certificate checked against quorum %d", quorum)
+	}
 	seen := make(map[ServerID]bool, len(r.Votes))
 	for i := range r.Votes {
 		body, err := r.Votes[i].Verify(keys)
