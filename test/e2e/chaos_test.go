@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	chaosDuration = flag.Duration("chaos.duration", 8*time.Second, "how long TestChaos injects faults (the overnight campaign: -chaos.duration 8h)")
+	chaosSeed     = flag.Uint64("chaos.seed", 0, "seed of TestChaos's fault schedule (0: from the clock; printed)")
+	chaosLoops    = flag.Int("chaos.loops", 6, "concurrent bqclient shell loops in TestChaos")
+)
+
+// TestChaos is process-level chaos: four real bqserver processes, shell
+// loops of real bqclient processes taking one lock with a mkdir probe in the
+// critical section, and a fault schedule that keeps at most f = 1 server
+// faulty at a time: kill -9 then restart from its bbolt file, or SIGSTOP
+// then SIGCONT. Checked from outside: no two holders overlap (the probe),
+// fencing tokens grow strictly, and every loop finishes once faults stop.
+//
+// Run it longer with: go test ./test/e2e -run TestChaos -v -chaos.duration 30m
+func TestChaos(t *testing.T) {
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("chaos seed %d (replay the schedule with -chaos.seed %d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+
+	dir := initCluster(t, 4)
+	servers := runServers(t, dir, 4)
+	work := t.TempDir()
+	probe := filepath.Join(work, "probe")
+	tokens := filepath.Join(work, "tokens")
+	cs := filepath.Join(work, "cs.sh")
+	require.NoError(t, os.WriteFile(cs, []byte(fmt.Sprintf("mkdir '%s' || exit 99\necho \"$BQ_LOCK_TOKEN\" >> '%s'\nsleep 0.01\nrmdir '%s'\n",
+		probe, tokens, probe)), 0o755))
+	stop := filepath.Join(work, "stop")
+	// Each loop takes the lock until the stop file appears (after the faults end).
+	script := fmt.Sprintf(`while [ ! -e '%s' ]; do '%s' --cluster '%s' lock chaos --timeout 120s --ttl 2s -- sh '%s' || exit $?; done`,
+		stop, bin("bqclient"), filepath.Join(dir, "cluster.yaml"), cs)
+
+	var wg sync.WaitGroup
+	errs := make([]error, *chaosLoops)
+	outs := make([][]byte, *chaosLoops)
+	for l := range *chaosLoops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(os.Environ(), "BQ_IDENTITY="+filepath.Join(work, fmt.Sprintf("loop-%d.key", l)))
+			outs[l], errs[l] = cmd.CombinedOutput()
+		}()
+	}
+
+	faults := 0
+	end := time.Now().Add(*chaosDuration)
+	for time.Now().Before(end) {
+		victim := rng.IntN(len(servers))
+		hold := time.Duration(200+rng.IntN(1500)) * time.Millisecond
+		switch rng.IntN(2) {
+		case 0:
+			t.Logf("fault %d: kill -9 s%d, restart after %v", faults, victim, hold)
+			require.NoError(t, servers[victim].cmd.Process.Signal(syscall.SIGKILL))
+			<-servers[victim].done
+			time.Sleep(hold)
+			servers[victim] = start(t, fmt.Sprintf("s%d-restarted", victim), nil,
+				bin("bqserver"), "run", "--dir", dir, "--id", itoa(victim))
+			servers[victim].waitFor(20*time.Second, 1, "server started")
+		case 1:
+			t.Logf("fault %d: SIGSTOP s%d for %v", faults, victim, hold)
+			require.NoError(t, servers[victim].cmd.Process.Signal(syscall.SIGSTOP))
+			time.Sleep(hold)
+			require.NoError(t, servers[victim].cmd.Process.Signal(syscall.SIGCONT))
+		}
+		faults++
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+	}
+	// Faults stop; every loop must finish its current round and see the stop file.
+	before := countLines(tokens)
+	require.NoError(t, os.WriteFile(stop, nil, 0o644))
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the loops did not finish within 3 minutes after the faults stopped (liveness)")
+	}
+	for l := range *chaosLoops {
+		require.NoError(t, errs[l], "loop %d (exit 99: two holders overlapped):\n%s", l, outs[l])
+	}
+	lines := readLines(t, tokens)
+	require.Greater(t, len(lines), *chaosLoops, "the loops made progress")
+	for i := 1; i < len(lines); i++ {
+		require.True(t, tokenLess(t, lines[i-1], lines[i]), "token %d (%s) is not above the one before (%s)", i, lines[i], lines[i-1])
+	}
+	t.Logf("%d faults, %d holdings (%d during faults), no overlap, tokens strictly increasing", faults, len(lines), before)
+}
