@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
@@ -51,22 +52,27 @@ type Client struct {
 	ops   map[uint64]chan bakery.Event
 	up    map[wire.ServerID]bool
 	// status routes StatusReply by request id.
-	status     map[uint64]chan *wire.StatusReply
+	status     map[uint64]*statusWait
 	nextStatus uint64
 
 	leaseReady chan struct{}
 	readyOnce  sync.Once
-	closed     chan struct{}
-	closeOnce  sync.Once
-	done       chan struct{}
+	// closing is set (under mu) when Close or Detach begins: no attempt
+	// starts after it.
+	closing   atomic.Bool
+	closed    chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
 }
 
 // slot is the client's state for one lock name.
 // INVARIANT: sem holds a token while a goroutine of this process owns the
-// name (from Lock until Unlock, loss or failure).
+// name (from Lock until Unlock, loss or failure); turn.end gives it back,
+// once per turn.
 type slot struct {
 	sem     chan struct{}
-	events  chan slotEvent
+	events  chan slotEvent // the current attempt's; set with turn under Client.mu
+	turn    *turn
 	holding *Holding // set under Client.mu when Acquired is dispatched
 	mutex   *Mutex
 }
@@ -137,7 +143,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		cluster: cluster, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
-		status:     make(map[uint64]chan *wire.StatusReply),
+		status:     make(map[uint64]*statusWait),
 		leaseReady: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
 	}
 	c.mu.Lock()
@@ -150,7 +156,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return c, nil
 	case <-ctx.Done():
 		reach := c.reachable()
-		_ = c.Close()
+		c.abort()
 		return nil, fmt.Errorf("%w: %d of %d servers answered, need %d (is the cluster running? check %s): %w",
 			ErrUnavailable, reach, cluster.N, cluster.Quorum, clusterWhere(cfg), ctx.Err())
 	}
@@ -210,12 +216,7 @@ func (c *Client) loop(every time.Duration) {
 			switch ev.Kind {
 			case transport.EventMessage:
 				if r := ev.Msg.StatusReply; r != nil {
-					if ch := c.status[r.Req]; ch != nil && r.Server == ev.From.Server {
-						select {
-						case ch <- r:
-						default:
-						}
-					}
+					c.statusReply(ev.From.Server, r)
 					break
 				}
 				c.apply(c.bk.Step(now, ev.From.Server, ev.Msg))
@@ -273,11 +274,8 @@ func (c *Client) lost(ev bakery.Event) {
 	}
 	c.log.Warn("lock lost: the lease guarantee failed", "lock", ev.Lock, "token", ev.Token.String())
 	s.holding.lose()
+	s.holding.turn.end() // the holding is over; the name is free again
 	s.holding = nil
-	select {
-	case <-s.sem: // the holding is over; the name is free again
-	default:
-	}
 }
 
 // toSlot hands an attempt's event to the goroutine waiting on its lock name.
@@ -290,7 +288,7 @@ func (c *Client) toSlot(ev bakery.Event) {
 	se := slotEvent{Event: ev}
 	switch ev.Kind {
 	case bakery.Acquired:
-		se.holding = &Holding{m: s.mutex, token: ev.Token, attempt: ev.Attempt, lost: make(chan struct{})}
+		se.holding = &Holding{m: s.mutex, token: ev.Token, attempt: ev.Attempt, turn: s.turn, lost: make(chan struct{})}
 		s.holding = se.holding
 	case bakery.Released, bakery.Failed:
 		s.holding = nil
@@ -313,12 +311,32 @@ func (c *Client) slot(m *Mutex) *slot {
 	return s
 }
 
+func (c *Client) isClosing() bool { return c.closing.Load() }
+
+// abort ends a client whose Dial failed, at once: it asks the servers to end
+// the session but does not wait for them (they reset it after its TTL
+// anyway), and disconnects.
+func (c *Client) abort() {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing.Store(true)
+		_, eff := c.bk.CloseSession()
+		c.apply(eff)
+		c.mu.Unlock()
+		close(c.closed)
+		<-c.done
+		_ = c.tr.Close()
+	})
+}
+
 // Close abandons every attempt, releases every holding (best effort), and
-// disconnects.
+// disconnects. Lock and TryLock calls waiting on this client return
+// ErrClosed; so does everything called after Close.
 func (c *Client) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
+		c.closing.Store(true)
 		now := time.Now()
 		names := make([]string, 0, len(c.slots))
 		for name := range c.slots {

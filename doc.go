@@ -21,5 +21,7 @@
 // Cancelling the context of Lock or TryLock abandons the attempt and sends
 // its Exit; nothing is left behind. A Client is safe for concurrent use; one
 // client holds a given lock name at most once at a time (a second Lock on the
-// same name from the same client waits for the first Unlock).
+// same name from the same client waits for the first Unlock; a second
+// TryLock returns ErrBusy). Close abandons every attempt (the Lock calls
+// waiting on them return ErrClosed) and releases every holding.
 package bq

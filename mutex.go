@@ -32,9 +32,20 @@ type Holding struct {
 	m       *Mutex
 	token   Token
 	attempt uint64
+	turn    *turn // the turn at the name this holding ends
 	lost    chan struct{}
 	once    sync.Once
 }
+
+// turn is one goroutine's turn at a lock name: it takes the slot's sem when
+// it begins and gives it back exactly once when it ends (failure, Unlock,
+// loss), whoever notices first.
+type turn struct {
+	sem  chan struct{}
+	once sync.Once
+}
+
+func (t *turn) end() { t.once.Do(func() { <-t.sem }) }
 
 // Token is the holding's fencing token.
 func (h *Holding) Token() Token { return h.token }
@@ -56,7 +67,8 @@ func (h *Holding) Unlock(ctx context.Context) error { return h.m.unlock(ctx, h) 
 func (m *Mutex) Lock(ctx context.Context) (*Holding, error) { return m.lock(ctx, false) }
 
 // TryLock takes the lock only if nobody is ahead; otherwise it cleans up its
-// attempt and returns ErrBusy.
+// attempt and returns ErrBusy. Another goroutine of this client holding (or
+// locking) the same name counts as ahead: TryLock does not wait for it.
 func (m *Mutex) TryLock(ctx context.Context) (*Holding, error) { return m.lock(ctx, true) }
 
 func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
@@ -65,39 +77,62 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 		return nil, fmt.Errorf("bq: %w", err)
 	}
 	s := c.slot(m)
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctxErr(ctx)
-	case <-c.closed:
+	if c.isClosing() {
 		return nil, ErrClosed
 	}
+	if try {
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			return nil, ErrBusy // this client holds or wants the name already
+		}
+	} else {
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctxErr(ctx)
+		case <-c.closed:
+			return nil, ErrClosed
+		}
+	}
+	t := &turn{sem: s.sem}
 	c.mu.Lock()
+	if c.isClosing() { // Close has abandoned every attempt it knew of already
+		c.mu.Unlock()
+		t.end()
+		return nil, ErrClosed
+	}
 	eff, err := c.bk.Lock(time.Now(), m.name, try)
 	if err != nil {
 		c.mu.Unlock()
-		<-s.sem
+		t.end()
 		return nil, err
 	}
-	s.events = make(chan slotEvent, 8)
+	// The attempt's events come on its own channel: once the turn ends, a
+	// later attempt's goroutine may replace s.events.
+	events := make(chan slotEvent, 8)
+	s.events, s.turn = events, t
 	c.apply(eff)
 	c.mu.Unlock()
 
 	for {
 		select {
-		case ev := <-s.events:
+		case ev := <-events:
 			switch ev.Kind {
 			case bakery.Acquired:
 				return ev.holding, nil
 			case bakery.Failed, bakery.Released:
-				<-s.sem
+				t.end()
 				if ev.Err == nil {
 					return nil, ErrNotHeld
+				}
+				if errors.Is(ev.Err, bakery.ErrAbandoned) {
+					return nil, ErrClosed // only Close abandons an attempt it does not wait for itself
 				}
 				return nil, mapBakeryErr(ev.Err)
 			}
 		case <-ctx.Done():
-			m.abandon(s)
+			m.abandon(events, t)
 			return nil, ctxErr(ctx)
 		case <-c.closed:
 			return nil, ErrClosed
@@ -106,27 +141,32 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 }
 
 // abandon gives up the attempt, waits (bounded) for its Exit to complete,
-// and frees the name.
-func (m *Mutex) abandon(s *slot) {
+// and ends the turn.
+func (m *Mutex) abandon(events <-chan slotEvent, t *turn) {
 	c := m.c
 	c.mu.Lock()
 	c.apply(c.bk.Abandon(time.Now(), m.name))
 	c.mu.Unlock()
 	timer := time.NewTimer(closeGrace)
 	defer timer.Stop()
+	var lost <-chan struct{}
 	for {
 		select {
-		case ev := <-s.events:
-			if ev.Kind == bakery.Failed || ev.Kind == bakery.Released {
-				<-s.sem
+		case ev := <-events:
+			switch ev.Kind {
+			case bakery.Failed, bakery.Released:
+				t.end()
 				return
+			case bakery.Acquired:
+				// Raced with the cancellation: the Abandon releases it,
+				// unless the lease guarantee fails first.
+				lost = ev.holding.lost
 			}
-			if ev.Kind == bakery.Acquired {
-				continue // raced with the cancellation: the Abandon releases it
-			}
+		case <-lost:
+			return // the holding was lost, which ended the turn; no Exit will be reported
 		case <-timer.C:
 			c.log.Warn("the Exit of an abandoned attempt did not reach a quorum in time; the session lease will clear it", "lock", m.name)
-			<-s.sem
+			t.end()
 			return
 		case <-c.closed:
 			return
@@ -144,28 +184,35 @@ func (m *Mutex) unlock(ctx context.Context, h *Holding) error {
 		case <-h.lost:
 			return ErrLockLost
 		default:
-			return ErrNotHeld
 		}
+		if c.isClosing() {
+			return ErrClosed // Close released it
+		}
+		return ErrNotHeld
 	}
 	eff, err := c.bk.Unlock(time.Now(), m.name)
 	if err != nil {
 		c.mu.Unlock()
+		if c.isClosing() {
+			return ErrClosed // Close is releasing it
+		}
 		return err
 	}
 	s.holding = nil
+	events := s.events
 	c.apply(eff)
 	c.mu.Unlock()
 	for {
 		select {
-		case ev := <-s.events:
+		case ev := <-events:
 			if ev.Kind == bakery.Released || ev.Kind == bakery.Failed {
-				<-s.sem
+				h.turn.end()
 				return nil
 			}
 		case <-ctx.Done():
 			// The Exit is on its way to every server; the name stays busy
 			// here until it completes.
-			go m.drain(s)
+			go m.drain(events, h.turn)
 			return ctxErr(ctx)
 		case <-c.closed:
 			return ErrClosed
@@ -173,13 +220,13 @@ func (m *Mutex) unlock(ctx context.Context, h *Holding) error {
 	}
 }
 
-// drain frees the name once an Unlock whose caller gave up completes.
-func (m *Mutex) drain(s *slot) {
+// drain ends the turn once an Unlock whose caller gave up completes.
+func (m *Mutex) drain(events <-chan slotEvent, t *turn) {
 	for {
 		select {
-		case ev := <-s.events:
+		case ev := <-events:
 			if ev.Kind == bakery.Released || ev.Kind == bakery.Failed {
-				<-s.sem
+				t.end()
 				return
 			}
 		case <-m.c.closed:

@@ -74,6 +74,25 @@ type Flagged struct {
 
 const statusReqBase = uint64(1) << 62
 
+// statusWait is one Status call waiting for replies.
+// INVARIANT: at most one reply per server goes to ch (whose capacity is n),
+// so a server that repeats itself cannot crowd out the others.
+type statusWait struct {
+	ch   chan *wire.StatusReply
+	seen map[wire.ServerID]bool
+}
+
+// statusReply hands server's reply to the Status call waiting for it, if
+// any. c.mu must be held.
+func (c *Client) statusReply(server wire.ServerID, r *wire.StatusReply) {
+	w := c.status[r.Req]
+	if w == nil || r.Server != server || w.seen[server] {
+		return
+	}
+	w.seen[server] = true
+	w.ch <- r
+}
+
 // Status asks every server for its account of lock (or of all locks when
 // lock is ""), waits for all of them or until ctx ends (or 2 s pass), and
 // combines what came back.
@@ -89,7 +108,7 @@ func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
 	c.nextStatus++
 	req := statusReqBase + c.nextStatus
 	ch := make(chan *wire.StatusReply, c.cluster.N)
-	c.status[req] = ch
+	c.status[req] = &statusWait{ch: ch, seen: make(map[wire.ServerID]bool, c.cluster.N)}
 	for i := range c.cluster.N {
 		_ = c.tr.Send(wire.ServerPeer(wire.ServerID(i)), &wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
 	}
@@ -265,6 +284,9 @@ func (c *Client) runOp(ctx context.Context, start func() (uint64, bakery.Effects
 func (c *Client) Detach() error {
 	var err error
 	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing.Store(true) // no attempt starts now: Lock and TryLock return ErrClosed
+		c.mu.Unlock()
 		// Wait (briefly) until servers show every holding, so observers see the holder.
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {

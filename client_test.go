@@ -1,0 +1,258 @@
+package bq
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/stretchr/testify/require"
+)
+
+// Dial's configuration errors come at once, one clear error each, and an
+// identity file is made only when asked to.
+func TestDialConfig(t *testing.T) {
+	tc := newCluster(t, 4)
+	ctx := ctxFor(t, waitTimeout)
+	key, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+
+	_, err = Dial(ctx, Config{Identity: key})
+	require.ErrorContains(t, err, "no cluster")
+	_, err = Dial(ctx, Config{Cluster: tc.cluster})
+	require.ErrorContains(t, err, "no identity")
+	_, err = Dial(ctx, Config{Cluster: tc.cluster, Identity: key, TTL: 50 * time.Millisecond})
+	require.ErrorContains(t, err, "below the minimum")
+	_, err = Dial(ctx, Config{ClusterFile: filepath.Join(t.TempDir(), "missing.yaml"), Identity: key})
+	require.Error(t, err)
+
+	idFile := filepath.Join(t.TempDir(), "me.key")
+	_, err = Dial(ctx, Config{ClusterFile: tc.clusterFile(), IdentityFile: idFile})
+	require.ErrorIs(t, err, certs.ErrNoIdentity, "no CreateIdentity: a missing file is an error")
+	_, statErr := os.Stat(idFile)
+	require.ErrorIs(t, statErr, os.ErrNotExist)
+
+	c, err := Dial(ctx, Config{ClusterFile: tc.clusterFile(), IdentityFile: idFile, CreateIdentity: true})
+	require.NoError(t, err)
+	id := c.ID()
+	require.Equal(t, tc.cluster.N, c.Cluster().N)
+	require.NoError(t, c.Close())
+	c, err = Dial(ctx, Config{ClusterFile: tc.clusterFile(), IdentityFile: idFile, CreateIdentity: true})
+	require.NoError(t, err)
+	require.Equal(t, id, c.ID(), "the identity file made by the first Dial is used again")
+	require.NoError(t, c.Close())
+}
+
+// Dial with too few servers up fails with ErrUnavailable when its context
+// ends, not later, and says how many servers answered.
+func TestDialUnavailable(t *testing.T) {
+	for _, up := range []int{0, 2} {
+		t.Run(fmt.Sprintf("%d-up", up), func(t *testing.T) {
+			tc := newCluster(t, 4)
+			for i := up; i < 4; i++ {
+				tc.stop(i)
+			}
+			key, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+			require.NoError(t, err)
+			const wait = 1500 * time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			start := time.Now()
+			c, err := Dial(ctx, Config{Cluster: tc.cluster, Identity: key})
+			took := time.Since(start)
+			require.Nil(t, c)
+			require.ErrorIs(t, err, ErrUnavailable)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.ErrorContains(t, err, fmt.Sprintf("%d of 4 servers answered, need 3", up))
+			require.Less(t, took, wait+500*time.Millisecond, "Dial must return at its deadline")
+			t.Logf("Dial returned after %v: %v", took, err)
+		})
+	}
+}
+
+// PROTOCOL.md §5: a holder whose lease guarantee fails (here: two of four
+// servers stop, so no quorum acknowledges its heartbeats) sees Lost closed
+// promptly, and Unlock says ErrLockLost. Once the servers are back, the
+// client locks again in a new session, and its new holding has a higher
+// token; the next client is not held up by the lost one.
+func TestLostWhenLeaseFails(t *testing.T) {
+	const ttl = 500 * time.Millisecond
+	tc := newCluster(t, 4)
+	c := tc.dial(Config{TTL: ttl})
+	other := tc.dial(Config{})
+	ctx := ctxFor(t, 2*waitTimeout)
+
+	h, err := c.Mutex("lease").Lock(ctx)
+	require.NoError(t, err)
+	c.mu.Lock()
+	session := c.bk.Session()
+	c.mu.Unlock()
+
+	start := time.Now()
+	tc.stop(2)
+	tc.stop(3)
+	select {
+	case <-h.Lost():
+	case <-time.After(waitTimeout):
+		t.Fatal("Lost was not closed after the lease guarantee failed")
+	}
+	took := time.Since(start)
+	t.Logf("Lost closed %v after two servers stopped (TTL %v)", took, ttl)
+	require.Less(t, took, 2*ttl, "Lost must close within about one TTL")
+	require.ErrorIs(t, h.Unlock(ctx), ErrLockLost)
+	require.ErrorIs(t, h.Unlock(ctx), ErrLockLost, "still lost")
+
+	tc.start(2)
+	tc.start(3)
+	h2, err := c.Mutex("lease").Lock(ctx)
+	require.NoError(t, err, "after the servers are back, a new Lock works")
+	c.mu.Lock()
+	require.Greater(t, c.bk.Session(), session, "in a new session")
+	c.mu.Unlock()
+	require.True(t, h.Token().Less(h2.Token()), "token %s after the lost %s", h2.Token(), h.Token())
+	select {
+	case <-h2.Lost():
+		t.Fatal("the new holding is lost")
+	default:
+	}
+	r := lockAsync(ctx, other, "lease")
+	require.NoError(t, h2.Unlock(ctx))
+	got := await(t, r)
+	require.NoError(t, got.err, "the next client is not held up by the lost holding")
+	require.True(t, h2.Token().Less(got.h.Token()))
+	require.NoError(t, got.h.Unlock(ctx))
+}
+
+// Release ends a holding this identity left behind in another process (here
+// a client that took the lock and Detached): the next client gets the lock
+// without waiting for the detached session's lease to run out.
+func TestReleaseDetachedHolding(t *testing.T) {
+	tc := newCluster(t, 4)
+	idFile := filepath.Join(t.TempDir(), "shared.key")
+	ctx := ctxFor(t, waitTimeout)
+	cfg := Config{ClusterFile: tc.clusterFile(), IdentityFile: idFile, CreateIdentity: true, TTL: time.Minute}
+
+	a, err := Dial(ctx, cfg)
+	require.NoError(t, err)
+	h, err := a.Mutex("detached").Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, a.Detach())
+	require.NoError(t, a.Close(), "Close after Detach does nothing")
+
+	third := tc.dial(Config{})
+	ls := lockStatus(t, third, "detached")
+	require.True(t, holderIs(ls, a.ID()), "the detached holding stays: %s", describe(ls))
+	waiting := lockAsync(ctx, third, "detached")
+
+	b := tc.dial(cfg) // the same identity, in another "process"
+	require.Equal(t, a.ID(), b.ID())
+	released, err := b.Release(ctx, "detached")
+	require.NoError(t, err)
+	require.True(t, released, "Release found the detached holding")
+	start := time.Now()
+	got := await(t, waiting)
+	require.NoError(t, got.err)
+	require.Less(t, time.Since(start), 10*time.Second, "the waiter got the lock long before the detached lease (1 min) ran out")
+	require.True(t, h.Token().Less(got.h.Token()))
+
+	released, err = b.Release(ctx, "detached")
+	require.NoError(t, err)
+	require.False(t, released, "nothing of this identity is left")
+	released, err = b.Release(ctx, "never-used")
+	require.NoError(t, err)
+	require.False(t, released, "nothing held")
+	require.NoError(t, got.h.Unlock(ctx))
+}
+
+// Status: the cluster's shape and how many more faults it tolerates, with
+// every server up, with one down, and with too few to serve locks.
+func TestStatusServers(t *testing.T) {
+	tc := newCluster(t, 4)
+	c := tc.dial(Config{})
+	ctx := ctxFor(t, waitTimeout)
+
+	st, err := c.Status(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, 4, st.N)
+	require.Equal(t, 1, st.F)
+	require.Equal(t, 3, st.Quorum)
+	require.Equal(t, 4, st.Reachable)
+	require.Equal(t, 1, st.FaultsTolerated)
+	require.Len(t, st.Servers, 4)
+	for i, s := range st.Servers {
+		require.True(t, s.Reachable, "server %d", i)
+		require.Equal(t, tc.cluster.Servers[i].Address, s.Address)
+		require.Equal(t, tc.cluster.Servers[i].ID, s.ID)
+	}
+	require.Nil(t, st.Lock)
+
+	for _, tt := range []struct{ down, tolerated int }{{1, 0}, {2, -1}} {
+		down, tolerated := tt.down, tt.tolerated
+		tc.stop(4 - down)
+		sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond) // the stopped servers never answer
+		st, err = c.Status(sctx, "")
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, 4-down, st.Reachable, "%d down", down)
+		require.Equal(t, tolerated, st.FaultsTolerated, "%d down", down)
+		for i, s := range st.Servers {
+			require.Equal(t, i < 4-down, s.Reachable, "server %d with %d down", i, down)
+		}
+	}
+}
+
+// Status of one lock: the holder, then the queue in ticket order (the
+// order they will enter in), every entry signed by its client; and the
+// cluster-wide summary counts the lock's members.
+func TestStatusHolderAndQueue(t *testing.T) {
+	tc := newCluster(t, 4)
+	holder := tc.dial(Config{})
+	waiters := []*Client{tc.dial(Config{}), tc.dial(Config{}), tc.dial(Config{})}
+	ctx := ctxFor(t, 2*waitTimeout)
+
+	h, err := holder.Mutex("queue").Lock(ctx)
+	require.NoError(t, err)
+	results := make([]<-chan lockResult, len(waiters))
+	for i, w := range waiters {
+		results[i] = lockAsync(ctx, w, "queue")
+		waitStatus(t, holder, "queue", fmt.Sprintf("waiter %d's ticket", i), func(ls *LockStatus) bool { return queuedWithTicket(ls, w.ID()) })
+	}
+	ls := lockStatus(t, holder, "queue")
+	require.Equal(t, "queue", ls.Name)
+	require.NotNil(t, ls.Holder, describe(ls))
+	require.Equal(t, holder.ID(), ls.Holder.Client)
+	require.Equal(t, h.Token().N, ls.Holder.Ticket)
+	require.Positive(t, ls.Holder.ReportedBy)
+	require.Len(t, ls.Queue, len(waiters), describe(ls))
+	prev := Token{N: ls.Holder.Ticket, Client: ls.Holder.Client}
+	for i, p := range ls.Queue {
+		require.Equal(t, waiters[i].ID(), p.Client, "queue position %d: %s", i, describe(ls))
+		tok := Token{N: p.Ticket, Client: p.Client}
+		require.True(t, prev.Less(tok), "queue position %d", i)
+		require.Positive(t, p.ReportedBy)
+		prev = tok
+	}
+	require.Empty(t, ls.Suspected)
+	require.Empty(t, ls.Banned)
+
+	st, err := holder.Status(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, []LockSummary{{Name: "queue", Members: 1 + len(waiters)}}, st.Locks)
+
+	// They enter in queue order.
+	require.NoError(t, h.Unlock(ctx))
+	for i := range waiters {
+		got := await(t, results[i])
+		require.NoError(t, got.err)
+		require.Equal(t, waiters[i].ID(), got.h.Token().Client, "entry %d", i)
+		for j := i + 1; j < len(waiters); j++ {
+			pending(t, results[j], fmt.Sprintf("waiter %d while %d holds", j, i))
+		}
+		require.NoError(t, got.h.Unlock(ctx))
+	}
+}

@@ -1,0 +1,126 @@
+package bq
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/server"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine is left running
+// (STYLE.md §13): every Client, holding and server a test starts must end.
+func TestMain(m *testing.M) {
+	// quic-go warns once on stderr when it cannot enlarge the UDP buffers.
+	os.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
+	goleak.VerifyTestMain(m)
+}
+
+// waitTimeout bounds every wait for an event; generous for -race on a busy
+// two-core machine. A test that needs it has already failed.
+const waitTimeout = 15 * time.Second
+
+// testCluster is a cluster of real servers in this process, over QUIC on
+// loopback, each with its own bbolt store in a temporary directory.
+type testCluster struct {
+	t       *testing.T
+	dir     string
+	cluster *certs.Cluster
+	servers []*server.Server // nil while stopped
+}
+
+// newCluster makes and starts an n-server cluster (f as large as n allows);
+// it is stopped when the test ends.
+func newCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "cluster")
+	cl, err := certs.Init(certs.InitOptions{Dir: dir, Servers: n, F: -1, Host: "127.0.0.1", PortBase: freePortBase(t, n)}, time.Now(), rand.Reader)
+	require.NoError(t, err)
+	tc := &testCluster{t: t, dir: dir, cluster: cl, servers: make([]*server.Server, n)}
+	t.Cleanup(func() {
+		for i := range tc.servers {
+			tc.stop(i)
+		}
+	})
+	for i := range n {
+		tc.start(i)
+	}
+	return tc
+}
+
+// start (re)starts server i from its directory (its store survives a stop).
+func (tc *testCluster) start(i int) {
+	tc.t.Helper()
+	require.Nil(tc.t, tc.servers[i], "server %d is already running", i)
+	s, err := server.Start(server.Config{Dir: tc.dir, ID: i})
+	require.NoError(tc.t, err)
+	tc.servers[i] = s
+}
+
+// stop stops server i (Close: its connections end, its store is closed).
+func (tc *testCluster) stop(i int) {
+	if s := tc.servers[i]; s != nil {
+		require.NoError(tc.t, s.Close())
+		tc.servers[i] = nil
+	}
+}
+
+// clusterFile is the path of the cluster's cluster.yaml.
+func (tc *testCluster) clusterFile() string { return filepath.Join(tc.dir, certs.ClusterFileName) }
+
+// dial connects a new client with a fresh identity (cfg may set TTL and the
+// like); the client is closed when the test ends.
+func (tc *testCluster) dial(cfg Config) *Client {
+	tc.t.Helper()
+	if cfg.Cluster == nil && cfg.ClusterFile == "" {
+		cfg.Cluster = tc.cluster
+	}
+	if cfg.Identity == nil && cfg.IdentityFile == "" {
+		key, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+		require.NoError(tc.t, err)
+		cfg.Identity = key
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c, err := Dial(ctx, cfg)
+	require.NoError(tc.t, err)
+	tc.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// freePortBase finds n consecutive free UDP ports on loopback.
+func freePortBase(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		require.NoError(t, err)
+		base := c.LocalAddr().(*net.UDPAddr).Port
+		_ = c.Close()
+		if base+n > 65000 {
+			continue
+		}
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", base+i))
+			if err != nil {
+				ok = false
+				continue
+			}
+			_ = c.Close()
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no free range of UDP ports")
+	return 0
+}

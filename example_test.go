@@ -1,0 +1,146 @@
+package bq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/bq-lock/bq"
+)
+
+// These examples compile with the tests but do not run (they have no Output
+// comment): they need a running cluster, such as `go run ./cmd/bqserver dev`,
+// whose cluster file they name.
+
+// fencedStore stands for the resource a lock protects. It remembers the
+// highest token it has accepted and refuses writes with a lower one, so a
+// holder whose lease ran out cannot overwrite a newer holder's work.
+type fencedStore struct{ highest bq.Token }
+
+func (s *fencedStore) Write(token bq.Token, data string) error {
+	if token.Less(s.highest) {
+		return fmt.Errorf("stale token %s: %s has written since", token, s.highest)
+	}
+	s.highest = token
+	// ... write data ...
+	return nil
+}
+
+var store fencedStore
+
+func ExampleDial() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := bq.Dial(ctx, bq.Config{
+		ClusterFile:    "cluster.yaml", // from `bqserver init` or `bqserver dev`
+		IdentityFile:   "me.key",       // this client's signing key
+		CreateIdentity: true,           // make me.key on first use
+		TTL:            10 * time.Second,
+	})
+	if errors.Is(err, bq.ErrUnavailable) {
+		log.Fatalf("too few servers answer: %v", err)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close() // releases whatever this client still holds
+	fmt.Println("connected as", c.ID())
+}
+
+func ExampleMutex_Lock() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key", CreateIdentity: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	lockCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := c.Mutex("orders").Lock(lockCtx) // waits its turn: first come, first served
+	if errors.Is(err, bq.ErrTimeout) {
+		log.Fatal("still not our turn after 30s")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		if err := h.Unlock(ctx); err != nil && !errors.Is(err, bq.ErrLockLost) {
+			log.Print(err)
+		}
+	}()
+
+	// Pass the fencing token to the resource with every write.
+	for i := range 3 {
+		select {
+		case <-h.Lost():
+			// The lease guarantee failed: another client may hold the lock
+			// now. Stop at once; the token keeps late writes out anyway.
+			log.Print("lock lost; stopping")
+			return
+		default:
+		}
+		if err := store.Write(h.Token(), fmt.Sprint("batch ", i)); err != nil {
+			log.Print(err)
+			return
+		}
+	}
+}
+
+func ExampleMutex_TryLock() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	h, err := c.Mutex("nightly-report").TryLock(ctx)
+	if errors.Is(err, bq.ErrBusy) {
+		fmt.Println("another worker is on it")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Unlock(ctx)
+	fmt.Println("running the report with token", h.Token())
+}
+
+func ExampleClient_Status() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	st, err := c.Status(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d of %d servers answered; %d more may fail\n", st.Reachable, st.N, st.FaultsTolerated)
+	if h := st.Lock.Holder; h != nil {
+		fmt.Printf("held by %s (ticket %d)\n", h.Client, h.Ticket)
+	}
+	for i, p := range st.Lock.Queue {
+		fmt.Printf("%d. %s %s ticket %d\n", i+1, p.Client, p.Phase, p.Ticket)
+	}
+}
+
+func ExampleClient_Release() {
+	ctx := context.Background()
+	// The identity of an earlier `bqclient lock --detach orders`.
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	released, err := c.Release(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("released:", released)
+}

@@ -1,0 +1,128 @@
+package bq
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// ctxFor is a context that ends after d, cancelled when the test ends.
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lockResult is what one Lock returned.
+type lockResult struct {
+	h   *Holding
+	err error
+}
+
+// lockAsync runs Lock on name in a goroutine and delivers its result.
+func lockAsync(ctx context.Context, c *Client, name string) <-chan lockResult {
+	out := make(chan lockResult, 1)
+	go func() {
+		h, err := c.Mutex(name).Lock(ctx)
+		out <- lockResult{h, err}
+	}()
+	return out
+}
+
+// await waits for a lockResult (failing the test after waitTimeout).
+func await(t *testing.T, ch <-chan lockResult) lockResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(waitTimeout):
+		t.Fatal("Lock did not return")
+		return lockResult{}
+	}
+}
+
+// pending fails the test if ch already delivered a result.
+func pending(t *testing.T, ch <-chan lockResult, what string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("%s returned early: holding %v, err %v", what, r.h != nil, r.err)
+	default:
+	}
+}
+
+// lockStatus asks c for lock's status and requires every server to answer.
+func lockStatus(t *testing.T, c *Client, lock string) *LockStatus {
+	t.Helper()
+	st, err := c.Status(ctxFor(t, waitTimeout), lock)
+	require.NoError(t, err)
+	require.Equal(t, st.N, st.Reachable, "every server should answer")
+	require.NotNil(t, st.Lock)
+	return st.Lock
+}
+
+// waitStatus polls observer's status of lock until cond holds. Each poll is
+// a full round trip to every server: it waits on the servers' state, not on
+// a guess at timing.
+func waitStatus(t *testing.T, observer *Client, lock string, what string, cond func(*LockStatus) bool) *LockStatus {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		ls := lockStatus(t, observer, lock)
+		if cond(ls) {
+			return ls
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status of %s never showed %s; last: %s", lock, what, describe(ls))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// queuedWithTicket reports whether id waits in ls's queue with a Ticket.
+func queuedWithTicket(ls *LockStatus, id wire.ClientID) bool {
+	for _, p := range ls.Queue {
+		if p.Client == id && p.Phase == wire.PhaseTicket {
+			return true
+		}
+	}
+	return false
+}
+
+// isMember reports whether id holds or waits for ls in any phase.
+func isMember(ls *LockStatus, id wire.ClientID) bool {
+	if ls.Holder != nil && ls.Holder.Client == id {
+		return true
+	}
+	for _, p := range ls.Queue {
+		if p.Client == id {
+			return true
+		}
+	}
+	return false
+}
+
+// holderIs reports whether id is ls's holder.
+func holderIs(ls *LockStatus, id wire.ClientID) bool {
+	return ls.Holder != nil && ls.Holder.Client == id
+}
+
+func describe(ls *LockStatus) string {
+	s := "holder="
+	if ls.Holder != nil {
+		s += ls.Holder.Client.String() + "/" + ls.Holder.Phase.String()
+	} else {
+		s += "none"
+	}
+	s += " queue=["
+	for i, p := range ls.Queue {
+		if i > 0 {
+			s += " "
+		}
+		s += p.Client.String() + "/" + p.Phase.String()
+	}
+	return s + "]"
+}

@@ -1,0 +1,130 @@
+package bq
+
+import (
+	"crypto/rand"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/transport"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// scriptedServers is a transport to n scripted servers: each acknowledges
+// sessions, heartbeats and SessionClose at once, and answers Status with
+// whatever onStatus returns (any server may claim to be any other: the
+// client must check).
+type scriptedServers struct {
+	in       chan transport.Inbound
+	onStatus func(to wire.ServerID, req *wire.Status) []transport.Inbound
+
+	mu     sync.Mutex
+	closed bool
+}
+
+func newScriptedServers(onStatus func(to wire.ServerID, req *wire.Status) []transport.Inbound) *scriptedServers {
+	return &scriptedServers{in: make(chan transport.Inbound, 4096), onStatus: onStatus}
+}
+
+func (f *scriptedServers) Send(to transport.Peer, m *wire.Message) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return transport.ErrClosed
+	}
+	reply := func(r *wire.Message) {
+		f.in <- transport.Inbound{Kind: transport.EventMessage, From: to, Msg: r}
+	}
+	switch {
+	case m.SessionOpen != nil:
+		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.SessionOpen.Session, LeaseOK: true}})
+	case m.Heartbeat != nil:
+		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: true}})
+	case m.SessionClose != nil:
+		reply(&wire.Message{Ack: &wire.Ack{Req: m.SessionClose.Req}})
+	case m.Status != nil:
+		for _, in := range f.onStatus(to.Server, m.Status) {
+			f.in <- in
+		}
+	}
+	return nil
+}
+
+func (f *scriptedServers) Inbound() <-chan transport.Inbound { return f.in }
+
+func (f *scriptedServers) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.in)
+	}
+	return nil
+}
+
+// A Byzantine server cannot crowd the correct servers out of a Status by
+// repeating its reply, nor answer in another server's name, nor make up a
+// holder: every member shown carries its client's valid signature.
+func TestStatusByzantineServer(t *testing.T) {
+	cl, err := certs.Init(certs.InitOptions{Dir: filepath.Join(t.TempDir(), "cluster"), Servers: 4, F: -1, Host: "127.0.0.1", PortBase: 7400}, time.Now(), rand.Reader)
+	require.NoError(t, err)
+	holder, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	require.NoError(t, err)
+	framed, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	require.NoError(t, err)
+
+	held, err := wire.SignStatement(holder, &wire.Statement{Lock: "x", Client: wire.ClientID(holder.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 7})
+	require.NoError(t, err)
+	elsewhere, err := wire.SignStatement(framed, &wire.Statement{Lock: "y", Client: wire.ClientID(framed.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 1})
+	require.NoError(t, err)
+	forged, err := wire.SignStatement(framed, &wire.Statement{Lock: "x", Client: wire.ClientID(framed.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 1})
+	require.NoError(t, err)
+	forged.Signed.Sig = append([]byte(nil), forged.Signed.Sig...)
+	forged.Signed.Sig[0] ^= 1
+
+	msg := func(from wire.ServerID, r *wire.StatusReply) transport.Inbound {
+		return transport.Inbound{Kind: transport.EventMessage, From: wire.ServerPeer(from), Msg: &wire.Message{StatusReply: r}}
+	}
+	servers := newScriptedServers(func(to wire.ServerID, req *wire.Status) []transport.Inbound {
+		if to != 0 {
+			return []transport.Inbound{msg(to, &wire.StatusReply{Req: req.Req, Server: to, Lock: req.Lock, Members: []wire.SignedStatement{held}})}
+		}
+		// Server 0 floods: its own reply many times, with a forged holder, a
+		// statement about another lock and a suspicion, and replies in the
+		// names of the others, which claim nobody holds the lock.
+		var out []transport.Inbound
+		for range 20 {
+			out = append(out, msg(0, &wire.StatusReply{Req: req.Req, Server: 0, Lock: req.Lock,
+				Members: []wire.SignedStatement{forged, elsewhere}, Suspects: []wire.ClientID{wire.ClientID(framed.Public.ID)}}))
+			for s := wire.ServerID(1); s < 4; s++ {
+				out = append(out, msg(0, &wire.StatusReply{Req: req.Req, Server: s, Lock: req.Lock}))
+			}
+		}
+		return out
+	})
+	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	require.NoError(t, err)
+	c, err := Dial(ctxFor(t, waitTimeout), Config{Cluster: cl, Identity: key,
+		newTransport: func(*crypto.PrivateKey, *certs.Cluster) (transport.Transport, error) { return servers, nil }})
+	require.NoError(t, err)
+	defer c.Close()
+
+	for range 5 {
+		st, err := c.Status(ctxFor(t, waitTimeout), "x")
+		require.NoError(t, err)
+		require.Equal(t, 4, st.Reachable, "every server's reply counts once")
+		require.Equal(t, 1, st.FaultsTolerated)
+		ls := st.Lock
+		require.NotNil(t, ls.Holder, describe(ls))
+		require.Equal(t, wire.ClientID(holder.Public.ID), ls.Holder.Client)
+		require.Equal(t, uint64(7), ls.Holder.Ticket)
+		require.Equal(t, 3, ls.Holder.ReportedBy)
+		require.Empty(t, ls.Queue, "a forged statement is not shown: %s", describe(ls))
+		require.Equal(t, []Flagged{{Client: wire.ClientID(framed.Public.ID), ReportedBy: 1}}, ls.Suspected)
+		require.Empty(t, ls.Banned)
+	}
+}
