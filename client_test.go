@@ -256,3 +256,50 @@ func TestStatusHolderAndQueue(t *testing.T) {
 		require.NoError(t, got.h.Unlock(ctx))
 	}
 }
+
+// A Lock that is waiting (holding nothing) when its session's lease guarantee
+// fails starts over in a new session and still gets the lock: it returns
+// only when held or when its context ends.
+func TestWaitingLockSurvivesSessionLoss(t *testing.T) {
+	tc := newCluster(t, 4)
+	holder := tc.dial(Config{})
+	waiter := tc.dial(Config{TTL: 500 * time.Millisecond})
+	ctx := ctxFor(t, 2*waitTimeout)
+
+	h, err := holder.Mutex("retry").Lock(ctx)
+	require.NoError(t, err)
+	waiter.mu.Lock()
+	first := waiter.bk.Session()
+	waiter.mu.Unlock()
+	r := lockAsync(ctx, waiter, "retry")
+	waitStatus(t, holder, "retry", "the waiter queued", func(ls *LockStatus) bool { return len(ls.Queue) == 1 })
+
+	tc.stop(2)
+	tc.stop(3)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		waiter.mu.Lock()
+		lost := waiter.bk.Session() > first || waiter.bk.Attempt("retry") == 0
+		waiter.mu.Unlock()
+		if lost {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the waiter's session never failed")
+		time.Sleep(10 * time.Millisecond)
+	}
+	tc.start(2)
+	tc.start(3)
+	select {
+	case got := <-r:
+		t.Fatalf("the waiting Lock returned while the lock was held: %+v", got)
+	default:
+	}
+	require.NoError(t, h.Unlock(ctx))
+	got := await(t, r)
+	require.NoError(t, got.err, "the waiter gets the lock in its new session")
+	waiter.mu.Lock()
+	require.Greater(t, waiter.bk.Session(), first)
+	waiter.mu.Unlock()
+	require.True(t, h.Token().Less(got.h.Token()))
+	require.NoError(t, got.h.Unlock(ctx))
+}

@@ -18,6 +18,10 @@
 // resource you protect and have it refuse tokens lower than the highest it
 // has seen: that protects it even from a holder whose lease ran out.
 //
+// Lock returns only when the lock is held or its context ends: if the
+// session's lease guarantee fails while it waits, it starts over in a new
+// session (behind whoever came first meanwhile).
+//
 // Cancelling the context of Lock or TryLock abandons the attempt and sends
 // its Exit; nothing is left behind. A Client is safe for concurrent use; one
 // client holds a given lock name at most once at a time (a second Lock on the

@@ -96,24 +96,30 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 		}
 	}
 	t := &turn{sem: s.sem}
-	c.mu.Lock()
-	if c.isClosing() { // Close has abandoned every attempt it knew of already
-		c.mu.Unlock()
-		t.end()
-		return nil, ErrClosed
+	// begin starts an attempt within this turn; a waiting attempt whose
+	// session lost its lease guarantee is begun again in a new session.
+	begin := func() (chan slotEvent, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.isClosing() { // Close has abandoned every attempt it knew of already
+			return nil, ErrClosed
+		}
+		eff, err := c.bk.Lock(time.Now(), m.name, try)
+		if err != nil {
+			return nil, err
+		}
+		// The attempt's events come on its own channel: once the turn ends, a
+		// later attempt's goroutine may replace s.events.
+		events := make(chan slotEvent, 8)
+		s.events, s.turn = events, t
+		c.apply(eff)
+		return events, nil
 	}
-	eff, err := c.bk.Lock(time.Now(), m.name, try)
+	events, err := begin()
 	if err != nil {
-		c.mu.Unlock()
 		t.end()
 		return nil, err
 	}
-	// The attempt's events come on its own channel: once the turn ends, a
-	// later attempt's goroutine may replace s.events.
-	events := make(chan slotEvent, 8)
-	s.events, s.turn = events, t
-	c.apply(eff)
-	c.mu.Unlock()
 
 	for {
 		select {
@@ -122,6 +128,16 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 			case bakery.Acquired:
 				return ev.holding, nil
 			case bakery.Failed, bakery.Released:
+				if !try && errors.Is(ev.Err, bakery.ErrLeaseLost) && ctx.Err() == nil {
+					// Nothing was held: wait on, in a new session (the old
+					// one's place in the queue is gone with it).
+					c.log.Info("session lost while waiting; trying again in a new session", "lock", m.name)
+					if events, err = begin(); err == nil {
+						continue
+					}
+					t.end()
+					return nil, err
+				}
 				t.end()
 				if ev.Err == nil {
 					return nil, ErrNotHeld
