@@ -63,6 +63,12 @@ func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor) {
 		return
 	}
 	u.Absent = append(u.Absent, c)
+	if e != nil && !e.Void {
+		// The Exit itself too: the listener takes the highest statement over
+		// all reports (§3.3), so one correct server's Exit outranks a stale
+		// Ticket that a server which missed the Exit still reports (test/sim).
+		u.Statements = append(u.Statements, e.Signed)
+	}
 	if e != nil && e.Void && certFor != nil {
 		if cert := certFor(c); cert != nil {
 			u.Resets = append(u.Resets, *cert)

@@ -141,6 +141,7 @@ type attempt struct {
 	sess     uint64
 	phase    attemptPhase
 	tryOnly  bool
+	since    time.Time // when the current phase's request went out
 	accesses int
 
 	doorway    wire.SignedStatement
@@ -198,6 +199,11 @@ type Client struct {
 	hbSeq     uint64
 	nextHB    time.Time
 	leaseHeld bool
+	opened    time.Time // when this session was opened
+	// reopen: the session failed; the next Lock opens a new one. Opening it
+	// at once let a faulty server that acks and then suspects every session
+	// make a client churn through sessions without end (test/sim).
+	reopen bool
 
 	nextAtt uint64
 	nextReq uint64
@@ -266,6 +272,7 @@ func (c *Client) openSession(now time.Time, sess uint64, e *Effects) {
 	c.sess = sess
 	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)
 	c.leaseHeld = false
+	c.opened = now
 	c.hbSeq = 0
 	c.lease.Sent(0, now)
 	c.nextHB = now.Add(c.cfg.TTL / 3)
@@ -297,7 +304,11 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 	if a := c.attempts[lock]; a != nil {
 		return e, fmt.Errorf("bakery: an attempt on %q is already in progress", lock)
 	}
-	a := &attempt{lock: lock, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly}
+	if c.reopen {
+		c.reopen = false
+		c.openSession(now, c.sess+1, &e)
+	}
+	a := &attempt{lock: lock, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly, since: now}
 	c.nextAtt++
 	c.attempts[lock] = a
 	a.doorway = c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseDoorway})
@@ -401,7 +412,9 @@ func (c *Client) GetSet(lock string) (op uint64, e Effects) {
 // attempt (servers ask for exactly this, §6), and its Listen.
 func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 	send := func(m *wire.Message) { e.Send = append(e.Send, Send{To: s, Msg: m}) }
-	send(&wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+	if !c.reopen {
+		send(&wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+	}
 	for _, lock := range c.sortedLocks() {
 		c.resend(c.attempts[lock], s, send)
 	}
@@ -441,7 +454,7 @@ func (c *Client) resend(a *attempt, s wire.ServerID, send func(*wire.Message)) {
 
 // Tick sends heartbeats and checks the lease guarantee.
 func (c *Client) Tick(now time.Time) (e Effects) {
-	if c.lease == nil {
+	if c.lease == nil || c.reopen {
 		return e
 	}
 	if !now.Before(c.nextHB) {
@@ -455,10 +468,14 @@ func (c *Client) Tick(now time.Time) (e Effects) {
 }
 
 // checkLease reports held locks as Lost the moment the guarantee fails, and
-// moves to a new session: the old one will be reset by the servers.
+// leaves the session: the servers will reset it, and the next Lock opens a new one.
 func (c *Client) checkLease(now time.Time, e *Effects) {
+	if c.reopen {
+		return // between sessions: nothing is held, nothing to check
+	}
 	holds := c.lease.Holds(now)
-	if holds {
+	stuck := c.stuck(now, holds)
+	if holds && !stuck {
 		c.leaseHeld = true
 		for _, lock := range c.sortedLocks() {
 			if a := c.attempts[lock]; a.phase == phaseListen {
@@ -467,7 +484,7 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 		}
 		return
 	}
-	if !c.leaseHeld && c.lease.Suspicions() <= c.cfg.N-c.q {
+	if !stuck && !c.leaseHeld && c.lease.Suspicions() <= c.cfg.N-c.q {
 		return // still starting up, and the guarantee can still come
 	}
 	// The guarantee failed: every attempt of this session is over.
@@ -489,7 +506,29 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 		}
 		c.finish(a, e)
 	}
-	c.openSession(now, c.sess+1, e)
+	c.reopen = true
+}
+
+// stuck reports a session that may never make progress: a server that
+// suspected it refuses it for good, so the client depends on the others,
+// and up to f of those may be faulty and never answer while still acking
+// heartbeats. Once an access (GET-TICKET, SET-TICKET) of the session has
+// waited a TTL with such a suspicion, or the guarantee has not come a TTL
+// after the session opened, the client starts over in a new session instead
+// of waiting forever (found by the simulator, test/sim).
+func (c *Client) stuck(now time.Time, holds bool) bool {
+	if c.lease.Suspicions() == 0 {
+		return false
+	}
+	if !holds && !c.leaseHeld && now.Sub(c.opened) >= c.cfg.TTL {
+		return true
+	}
+	for _, a := range c.attempts {
+		if a.sess == c.sess && (a.phase == phaseGetTicket || a.phase == phaseSetTicket) && now.Sub(a.since) >= c.cfg.TTL {
+			return true
+		}
+	}
+	return false
 }
 
 // Step handles one message from server s.
@@ -566,6 +605,7 @@ func (c *Client) onView(now time.Time, a *attempt, s wire.ServerID, sv wire.Sign
 	h := wire.JustificationHash(a.j)
 	a.ticket = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseTicket, N: n, JHash: &h})
 	a.phase = phaseSetTicket
+	a.since = now
 	a.reqTicket = c.req()
 	c.byReq[a.reqTicket] = a
 	a.members = quorum.NewAccess[[]wire.ClientID](c.q)
@@ -747,8 +787,8 @@ func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *E
 	var members []wire.ClientID
 	for i := range u.Statements {
 		st, err := c.verify(&u.Statements[i])
-		if err != nil || st.Lock != o.lock {
-			continue
+		if err != nil || st.Lock != o.lock || st.Phase == wire.PhaseExit {
+			continue // an Exit says its client left
 		}
 		members = append(members, st.Client)
 	}
@@ -783,8 +823,14 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 			c.resend(a, s, send)
 		}
 	case wire.ErrCodeSuspected:
-		c.lease.Suspected(s)
-		c.checkLease(now, e)
+		// Only a refusal of a request of this session counts against its
+		// lease: the best-effort Exit of an abandoned session is refused
+		// once that session is reset, and must not doom the new one (found
+		// by the simulator, test/sim: it made sessions churn without end).
+		if a := c.byReq[er.Req]; a != nil && a.sess == c.sess {
+			c.lease.Suspected(s)
+			c.checkLease(now, e)
+		}
 	default:
 		if a := c.byReq[er.Req]; a != nil {
 			// Only a refusal of the phase's own request counts against the

@@ -116,7 +116,21 @@ type Core struct {
 	// INVARIANT: a banned client has no register value, subscription or
 	// lease here, and nothing it sends is applied.
 	banned map[wire.ClientID]*wire.Evidence
-	Stats  Stats
+	// justified holds, for every register whose value is a Ticket or its
+	// Held, the Ticket and its J as accepted (memory only: lost on restart),
+	// so resync can hand them to a peer that missed them.
+	justified map[regKey]justifiedTicket
+	Stats     Stats
+}
+
+type regKey struct {
+	lock   string
+	client wire.ClientID
+}
+
+type justifiedTicket struct {
+	ticket wire.SignedStatement
+	j      []wire.SignedView
 }
 
 // New makes a core; cfg must be valid.
@@ -141,6 +155,7 @@ func New(cfg Config) (*Core, error) {
 		mute:        mute,
 		cache:       newVerifyCache(cfg.VerifyCacheSize),
 		banned:      make(map[wire.ClientID]*wire.Evidence),
+		justified:   make(map[regKey]justifiedTicket),
 		Stats:       Stats{Accesses: make(map[string]uint64)},
 	}, nil
 }
@@ -486,6 +501,13 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	} else {
 		k.mute.DoorwayEnded(c, lock.Name)
 	}
+	switch rk := (regKey{lock.Name, c}); st.Phase {
+	case wire.PhaseTicket:
+		k.justified[rk] = justifiedTicket{ticket: ss, j: j}
+	case wire.PhaseHeld: // follows its Ticket, whose J stays
+	default:
+		delete(k.justified, rk)
+	}
 	fwd := &wire.Forward{Statement: ss}
 	if st.Phase == wire.PhaseTicket {
 		fwd.J = j
@@ -528,12 +550,44 @@ func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added b
 // and certificates went round misses them; these two close the gap (found by
 // the simulator, test/sim):
 
-// resync sends a server whose channel just came (back) up every vote held
-// here that no certificate has settled yet: its own may have been lost on
-// the way out, and the peer may have missed others.
+// resync sends a server whose channel just came (back) up what it may have
+// missed while it was down or cut off: the register value of every client
+// here that no reset voids (a Ticket with its J, a Held after its Ticket;
+// a Ticket restored from disk has lost its J and is skipped), and every vote
+// that no certificate has settled yet (its own may have been lost on the way
+// out). Without it, a statement or vote forwarded while the peer was away
+// is never seen there, and a silent client that only one correct server
+// heard of, or an Exit that one correct server missed, blocks the lock.
 func (k *Core) resync(s wire.ServerID, e *Effects) {
+	send := func(m *wire.Message) { e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m}) }
+	clients := make([]wire.ClientID, 0, len(k.clientLocks))
+	for c := range k.clientLocks {
+		clients = append(clients, c)
+	}
+	sort.Slice(clients, func(i, j int) bool { return clients[i].Less(clients[j]) })
+	for _, c := range clients {
+		for _, name := range sortedKeys(k.clientLocks[c]) {
+			en := k.locks[name].Highest(c)
+			if en == nil || en.Void {
+				continue
+			}
+			jt, ok := k.justified[regKey{name, c}]
+			switch en.St.Phase {
+			case wire.PhaseTicket, wire.PhaseHeld:
+				if !ok {
+					continue
+				}
+				send(&wire.Message{Forward: &wire.Forward{Statement: jt.ticket, J: jt.j}})
+				if en.St.Phase == wire.PhaseHeld {
+					send(&wire.Message{Forward: &wire.Forward{Statement: en.Signed}})
+				}
+			default:
+				send(&wire.Message{Forward: &wire.Forward{Statement: en.Signed}})
+			}
+		}
+	}
 	for _, v := range k.mute.PendingVotes() {
-		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Suspect: &v}})
+		send(&wire.Message{Suspect: &v})
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -44,15 +43,17 @@ func TestMetrics(t *testing.T) {
 		resp.Body.Close()
 		require.NoError(t, err)
 		body = string(b)
-		if strings.Contains(body, `kind="exit"} 1`) {
+		if regexp.MustCompile(`kind="exit"\} [1-9]`).MatchString(body) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// A client resends its latest statement when a connection comes up (§6),
+	// so a statement sent before the connection finished may count twice.
+	for _, kind := range []string{"doorway", "ticket", "exit"} {
+		require.Regexp(t, `bq_accesses_total\{server="s0",kind="`+kind+`"\} [1-9]`, body)
+	}
 	for _, want := range []string{
-		`bq_accesses_total{server="s0",kind="doorway"} 1`,
-		`bq_accesses_total{server="s0",kind="ticket"} 1`,
-		`bq_accesses_total{server="s0",kind="exit"} 1`,
 		`bq_server_incarnation{server="s0"} 1`,
 		"# TYPE bq_fsync_seconds histogram",
 		`bq_active_set_members{server="s0"} 0`,
