@@ -1,0 +1,472 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/core"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/quorum"
+)
+
+// Malice as hooks (STYLE.md §4): a faulty server runs the honest core and
+// its Behaviors rewrite what that core would send. Behaviors compose: each
+// one rewrites the output of the one before it. A faulty server holds its
+// own signing key, so it can sign Views and Suspect votes of its own; it
+// cannot forge anyone else's signature.
+
+// Behavior is one way a faulty server misbehaves.
+type Behavior interface {
+	Name() string
+	// Rewrite turns one message the faulty server was about to send into
+	// what it sends instead (nil: nothing).
+	Rewrite(b *Byz, o core.Outgoing) []core.Outgoing
+}
+
+// Ticker is a Behavior that also acts on its own, at every tick of its server.
+type Ticker interface {
+	Tick(b *Byz) []core.Outgoing
+}
+
+// Garbler is a Behavior that tampers with the encoded bytes of what it sends.
+type Garbler interface {
+	Garble(b *Byz, to wire.Peer, data []byte) []byte
+}
+
+// BehaviorInfo describes one behaviour for bqsim -list.
+type BehaviorInfo struct {
+	Name string
+	Doc  string
+	New  func() Behavior
+}
+
+var behaviors = []BehaviorInfo{
+	{"silent", "sends nothing at all (crashed, or withholding everything)", func() Behavior { return silent{} }},
+	{"stale", "replays older signed values: older statements in Updates, ReadReplies, MembersReplies, Forwards and in Views it re-signs (with a lower hw); re-sends older Updates", func() Behavior { return stale{} }},
+	{"lying-membership", "omits every other member from the Views it signs, from MembersReplies and Updates, claims them Absent, and answers Reads with nothing", func() Behavior { return lying{} }},
+	{"selective", "acks sessions and heartbeats (so it counts toward leases) but drops every reply to an access", func() Behavior { return selective{} }},
+	{"suspect-all", "signs a Suspect vote on every session of every client it sees, and keeps re-sending them", func() Behavior { return suspectAll{} }},
+	{"garble", "flips random bytes in a fifth of what it sends", func() Behavior { return garble{} }},
+}
+
+// Behaviors lists every behaviour, in a fixed order.
+func Behaviors() []BehaviorInfo { return slices.Clone(behaviors) }
+
+// BehaviorNames lists the behaviours' names.
+func BehaviorNames() []string {
+	out := make([]string, len(behaviors))
+	for i, b := range behaviors {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// NewBehavior makes the behaviour called name.
+func NewBehavior(name string) (Behavior, error) {
+	for _, b := range behaviors {
+		if b.Name == name {
+			return b.New(), nil
+		}
+	}
+	return nil, fmt.Errorf("sim: no behaviour %q (have %v)", name, BehaviorNames())
+}
+
+// Byz is a faulty server's memory and tools, shared by its behaviours.
+type Byz struct {
+	Self wire.ServerID
+	N    int
+	Key  *crypto.PrivateKey
+	Keys wire.Keyring
+	Rand *rand.Rand
+	Now  time.Time
+
+	behaviors []Behavior
+	// seen: every statement received, per lock and client, ascending by timestamp.
+	seen map[string]map[wire.ClientID][]seenStatement
+	// sessions: the highest session seen of each client.
+	sessions map[wire.ClientID]uint64
+	// updates: the last honest Updates sent to each client.
+	updates map[wire.ClientID][]*wire.Update
+	// votes: suspect-all's vote on each client's highest session.
+	votes      map[wire.ClientID]vote
+	nextResend time.Time
+}
+
+type vote struct {
+	session uint64
+	signed  wire.SignedSuspect
+}
+
+type seenStatement struct {
+	ts quorum.Timestamp
+	st *wire.Statement
+	ss wire.SignedStatement
+}
+
+func newByz(self wire.ServerID, n int, key *crypto.PrivateKey, keys wire.Keyring, r *rand.Rand, names []string) (*Byz, error) {
+	b := &Byz{
+		Self: self, N: n, Key: key, Keys: keys, Rand: r,
+		seen:     make(map[string]map[wire.ClientID][]seenStatement),
+		sessions: make(map[wire.ClientID]uint64),
+		updates:  make(map[wire.ClientID][]*wire.Update),
+		votes:    make(map[wire.ClientID]vote),
+	}
+	for _, name := range names {
+		beh, err := NewBehavior(name)
+		if err != nil {
+			return nil, err
+		}
+		b.behaviors = append(b.behaviors, beh)
+	}
+	return b, nil
+}
+
+// observe notes what the faulty server received.
+func (b *Byz) observe(from wire.Peer, m *wire.Message) {
+	switch {
+	case m.Submit != nil:
+		b.remember(m.Submit.Statement)
+	case m.Forward != nil:
+		b.remember(m.Forward.Statement)
+	case m.SessionOpen != nil && from.IsClient:
+		b.sessions[from.Client] = max(b.sessions[from.Client], m.SessionOpen.Session)
+	case m.Heartbeat != nil && from.IsClient:
+		b.sessions[from.Client] = max(b.sessions[from.Client], m.Heartbeat.Session)
+	}
+}
+
+// remember keeps a statement (unverified: a faulty server need not check).
+func (b *Byz) remember(ss wire.SignedStatement) {
+	st := decodeStatement(ss)
+	if st == nil {
+		return
+	}
+	if st.Session > b.sessions[st.Client] {
+		b.sessions[st.Client] = st.Session
+	}
+	byClient := b.seen[st.Lock]
+	if byClient == nil {
+		byClient = make(map[wire.ClientID][]seenStatement)
+		b.seen[st.Lock] = byClient
+	}
+	list := byClient[st.Client]
+	ts := quorum.TimestampOf(st)
+	i := sort.Search(len(list), func(i int) bool { return list[i].ts.Compare(ts) >= 0 })
+	if i < len(list) && list[i].ts == ts {
+		return
+	}
+	list = slices.Insert(list, i, seenStatement{ts: ts, st: st, ss: ss})
+	if len(list) > 32 {
+		list = list[len(list)-32:]
+	}
+	byClient[st.Client] = list
+}
+
+// older returns a random remembered statement of the same client and lock
+// that is older than ss, or ss itself if there is none.
+func (b *Byz) older(ss wire.SignedStatement) wire.SignedStatement {
+	st := decodeStatement(ss)
+	if st == nil {
+		return ss
+	}
+	list := b.seen[st.Lock][st.Client]
+	ts := quorum.TimestampOf(st)
+	n := sort.Search(len(list), func(i int) bool { return list[i].ts.Compare(ts) >= 0 })
+	if n == 0 {
+		return ss
+	}
+	return list[b.Rand.IntN(n)].ss
+}
+
+// lowestTicket returns the remembered Ticket of lock with the smallest N, or nil.
+func (b *Byz) lowestTicket(lock string) *wire.SignedStatement {
+	var best *seenStatement
+	for _, c := range sortedClientIDs(b.seen[lock]) {
+		for i := range b.seen[lock][c] {
+			s := &b.seen[lock][c][i]
+			if s.st.Phase == wire.PhaseTicket && (best == nil || s.st.N < best.st.N) {
+				best = s
+			}
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	ss := best.ss
+	return &ss
+}
+
+// resignView decodes a View this server signed, lets edit change it, and signs it again.
+func (b *Byz) resignView(sv wire.SignedView, edit func(*wire.ViewBody)) wire.SignedView {
+	var body wire.ViewBody
+	if err := crypto.Unmarshal(sv.Signed.Body, &body); err != nil {
+		return sv
+	}
+	edit(&body)
+	out, err := wire.SignView(b.Key, &body)
+	if err != nil {
+		return sv
+	}
+	return out
+}
+
+// rewrite runs the honest core's output through every behaviour in order.
+func (b *Byz) rewrite(now time.Time, outs []core.Outgoing) []core.Outgoing {
+	b.Now = now
+	for _, o := range outs {
+		if o.To.IsClient && o.Msg.Update != nil {
+			l := append(b.updates[o.To.Client], o.Msg.Update)
+			if len(l) > 8 {
+				l = l[1:]
+			}
+			b.updates[o.To.Client] = l
+		}
+	}
+	for _, beh := range b.behaviors {
+		var next []core.Outgoing
+		for _, o := range outs {
+			next = append(next, beh.Rewrite(b, o)...)
+		}
+		outs = next
+	}
+	return outs
+}
+
+// tick collects what the behaviours send on their own.
+func (b *Byz) tick(now time.Time) []core.Outgoing {
+	b.Now = now
+	var out []core.Outgoing
+	for _, beh := range b.behaviors {
+		if t, ok := beh.(Ticker); ok {
+			out = append(out, t.Tick(b)...)
+		}
+	}
+	return out
+}
+
+// garble lets byte-level behaviours tamper with an encoded message.
+func (b *Byz) garble(to wire.Peer, data []byte) []byte {
+	for _, beh := range b.behaviors {
+		if g, ok := beh.(Garbler); ok {
+			data = g.Garble(b, to, data)
+		}
+	}
+	return data
+}
+
+func (b *Byz) toServers(m *wire.Message) []core.Outgoing {
+	var out []core.Outgoing
+	for i := range b.N {
+		if s := wire.ServerID(i); s != b.Self {
+			out = append(out, core.Outgoing{To: wire.ServerPeer(s), Msg: m})
+		}
+	}
+	return out
+}
+
+func one(to wire.Peer, m *wire.Message) []core.Outgoing {
+	return []core.Outgoing{{To: to, Msg: m}}
+}
+
+// ---------------------------------------------------------------------------
+
+type silent struct{}
+
+func (silent) Name() string                                { return "silent" }
+func (silent) Rewrite(*Byz, core.Outgoing) []core.Outgoing { return nil }
+
+// ---------------------------------------------------------------------------
+
+type stale struct{}
+
+func (stale) Name() string { return "stale" }
+
+func (stale) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	m := o.Msg
+	olderAll := func(in []wire.SignedStatement) []wire.SignedStatement {
+		out := make([]wire.SignedStatement, len(in))
+		for i, ss := range in {
+			out[i] = b.older(ss)
+		}
+		return out
+	}
+	switch {
+	case m.Update != nil:
+		u := *m.Update
+		u.Statements = olderAll(u.Statements)
+		if b.Rand.IntN(2) == 0 {
+			u.Resets = nil
+		}
+		out := one(o.To, &wire.Message{Update: &u})
+		// Now and then, also replay an older Update this server sent the client.
+		if old := b.updates[o.To.Client]; len(old) > 1 && b.Rand.IntN(3) == 0 {
+			out = append(out, core.Outgoing{To: o.To, Msg: &wire.Message{Update: old[b.Rand.IntN(len(old)-1)]}})
+		}
+		return out
+	case m.ReadReply != nil:
+		rr := *m.ReadReply
+		if rr.Statement != nil {
+			s := b.older(*rr.Statement)
+			rr.Statement = &s
+		}
+		rr.Reset = nil
+		return one(o.To, &wire.Message{ReadReply: &rr})
+	case m.MembersReply != nil:
+		mr := *m.MembersReply
+		mr.Members = olderAll(mr.Members)
+		return one(o.To, &wire.Message{MembersReply: &mr})
+	case m.ViewReply != nil:
+		vr := *m.ViewReply
+		vr.View = b.resignView(vr.View, func(v *wire.ViewBody) {
+			v.Members = olderAll(v.Members)
+			v.HW = b.lowestTicket(v.Lock)
+		})
+		return one(o.To, &wire.Message{ViewReply: &vr})
+	case m.Forward != nil:
+		f := *m.Forward
+		if s := b.older(f.Statement); string(s.Signed.Body) != string(f.Statement.Signed.Body) {
+			f.Statement, f.J = s, nil
+		}
+		return one(o.To, &wire.Message{Forward: &f})
+	}
+	return one(o.To, m)
+}
+
+// ---------------------------------------------------------------------------
+
+type lying struct{}
+
+func (lying) Name() string { return "lying-membership" }
+
+func (lying) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	m := o.Msg
+	own := func(in []wire.SignedStatement, self wire.ClientID) []wire.SignedStatement {
+		var out []wire.SignedStatement
+		for _, ss := range in {
+			if st := decodeStatement(ss); st != nil && st.Client == self {
+				out = append(out, ss)
+			}
+		}
+		return out
+	}
+	switch {
+	case m.ViewReply != nil:
+		vr := *m.ViewReply
+		vr.View = b.resignView(vr.View, func(v *wire.ViewBody) {
+			v.Members = own(v.Members, v.For)
+			v.HW = nil
+		})
+		return one(o.To, &wire.Message{ViewReply: &vr})
+	case m.MembersReply != nil:
+		mr := *m.MembersReply
+		mr.Members = own(mr.Members, o.To.Client)
+		return one(o.To, &wire.Message{MembersReply: &mr})
+	case m.Update != nil:
+		u := *m.Update
+		u.Absent = slices.Clone(u.Absent)
+		for _, ss := range u.Statements {
+			if st := decodeStatement(ss); st != nil {
+				u.Absent = append(u.Absent, st.Client)
+			}
+		}
+		u.Statements, u.Resets = nil, nil
+		return one(o.To, &wire.Message{Update: &u})
+	case m.ReadReply != nil:
+		return one(o.To, &wire.Message{ReadReply: &wire.ReadReply{Req: m.ReadReply.Req}})
+	}
+	return one(o.To, m)
+}
+
+// ---------------------------------------------------------------------------
+
+type selective struct{}
+
+func (selective) Name() string { return "selective" }
+
+func (selective) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	m := o.Msg
+	if m.ViewReply != nil || m.MembersReply != nil || m.Ack != nil || m.Update != nil || m.ReadReply != nil {
+		return nil
+	}
+	return one(o.To, m)
+}
+
+// ---------------------------------------------------------------------------
+
+type suspectAll struct{}
+
+func (suspectAll) Name() string                                    { return "suspect-all" }
+func (suspectAll) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(o.To, o.Msg) }
+
+const suspectResend = 500 * time.Millisecond
+
+func (suspectAll) Tick(b *Byz) []core.Outgoing {
+	var out []core.Outgoing
+	resend := !b.Now.Before(b.nextResend)
+	if resend {
+		b.nextResend = b.Now.Add(suspectResend)
+	}
+	for _, c := range sortedClientIDs(b.sessions) {
+		sess := b.sessions[c]
+		v, ok := b.votes[c]
+		fresh := false
+		if !ok || v.session != sess {
+			sv, err := wire.SignSuspect(b.Key, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute})
+			if err != nil {
+				continue
+			}
+			v = vote{session: sess, signed: sv}
+			b.votes[c] = v
+			fresh = true
+		}
+		if fresh || resend {
+			m := &wire.Message{Suspect: &v.signed}
+			out = append(out, b.toServers(m)...)
+			out = append(out, core.Outgoing{To: wire.ClientPeer(c), Msg: m})
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+
+type garble struct{}
+
+func (garble) Name() string                                    { return "garble" }
+func (garble) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(o.To, o.Msg) }
+
+func (garble) Garble(b *Byz, _ wire.Peer, data []byte) []byte {
+	if len(data) == 0 || b.Rand.IntN(5) > 0 {
+		return data
+	}
+	out := slices.Clone(data)
+	for range 1 + b.Rand.IntN(3) {
+		out[b.Rand.IntN(len(out))] ^= byte(1 + b.Rand.IntN(255))
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+
+// decodeStatement decodes a statement's body without checking its signature
+// (for the simulator's own bookkeeping and for faulty servers).
+func decodeStatement(ss wire.SignedStatement) *wire.Statement {
+	var st wire.Statement
+	if err := crypto.Unmarshal(ss.Signed.Body, &st); err != nil {
+		return nil
+	}
+	return &st
+}
+
+func sortedClientIDs[V any](m map[wire.ClientID]V) []wire.ClientID {
+	out := make([]wire.ClientID, 0, len(m))
+	for c := range m {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}

@@ -1,0 +1,534 @@
+package sim
+
+// The invariants every run is checked against (PROTOCOL.md sections):
+//
+//   - mutual-exclusion (§4): holdings of one lock by live clients never
+//     overlap; a holding runs from Acquired to the Unlock/Abandon call or the
+//     Lost event, and for a client silenced while holding, to the instant its
+//     lease guarantee would have lapsed.
+//   - fcfs (§7): if A's SET-TICKET completed (Ticketed) before B called Lock
+//     on the same lock and both acquire, A acquires first.
+//   - fencing (§7): each holding's token exceeds the previous holding's.
+//   - quorum-accesses (§10): Acquired after exactly 2 accesses when S'\{c} was
+//     empty (no LISTEN sent), exactly 3 otherwise; Unlock is 1 access.
+//   - register-regularity (§2): a Read begun after a write completed returns
+//     it or a newer statement (unless a reset voids it), and only statements
+//     the client wrote.
+//   - getset (§3, Algorithm 1): a getSet holds every client whose Doorway
+//     completed before it began (and that did not start to leave or get reset
+//     before it ended), and no client whose Exit completed before it began
+//     (and that did not start to join again before it ended).
+//   - reset (§5): no server knows a certificate on a live client's session
+//     while that client's lease guarantee holds; a silenced client is out of
+//     every correct server's active sets within 2×TTL of its last heartbeat
+//     (or of the quiet period's start, if later).
+//   - durability (§9): a restarted server holds every statement it
+//     acknowledged before its crash, or a newer one.
+//   - liveness: once the quiet period starts (faults healed, crashed servers
+//     restarted), every operation of a live client completes within the
+//     scenario's LivenessBound of max(its start, the quiet period's start).
+//   - no-crash (§8): nothing panics; every honest message encodes and decodes.
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/quorum"
+)
+
+// Instant orders what happens in a run: simulated time, then trace line.
+type Instant struct {
+	At   time.Duration
+	Line int
+}
+
+// Before reports whether a happened before b.
+func (a Instant) Before(b Instant) bool {
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	return a.Line < b.Line
+}
+
+func (a Instant) String() string { return fmt.Sprintf("%.6fs#%d", a.At.Seconds(), a.Line) }
+
+// never is after every instant of a run.
+var never = Instant{At: 1<<62 - 1}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Checker string
+	At      Instant
+	Msg     string
+}
+
+func (v Violation) String() string { return fmt.Sprintf("[%s] at %s: %s", v.Checker, v.At, v.Msg) }
+
+// The checkers' names.
+const (
+	CheckMutex      = "mutual-exclusion"
+	CheckFCFS       = "fcfs"
+	CheckLiveness   = "liveness"
+	CheckAccesses   = "quorum-accesses"
+	CheckFencing    = "fencing"
+	CheckRegularity = "register-regularity"
+	CheckGetSet     = "getset"
+	CheckReset      = "reset"
+	CheckDurability = "durability"
+	CheckCrash      = "no-crash"
+)
+
+// Hold is one interval during which a client held a lock: from its Acquired
+// event to its Unlock (or Abandon) call, its Lost event, or — for a client
+// that went silent while holding — the instant its lease guarantee lapsed.
+type Hold struct {
+	Lock    string
+	Client  int
+	Attempt uint64
+	Token   bakery.Token
+	From    Instant
+	To      Instant // never while open
+}
+
+// MutualExclusion reports overlapping holds of one lock (PROTOCOL.md §4).
+func MutualExclusion(holds []Hold) []Violation {
+	var out []Violation
+	for _, lock := range holdLocks(holds) {
+		hs := holdsOf(holds, lock)
+		for i := 1; i < len(hs); i++ {
+			for j := range i {
+				if hs[i].From.Before(hs[j].To) {
+					out = append(out, Violation{CheckMutex, hs[i].From, fmt.Sprintf(
+						"%s: c%d acquired (att=%d token=%s) at %s while c%d held it (att=%d token=%s, from %s to %s)",
+						lock, hs[i].Client, hs[i].Attempt, hs[i].Token, hs[i].From, hs[j].Client, hs[j].Attempt, hs[j].Token, hs[j].From, endString(hs[j].To))})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Fencing reports a holding whose token is not greater than the
+// previous holding's on the same lock (PROTOCOL.md §7).
+func Fencing(holds []Hold) []Violation {
+	var out []Violation
+	for _, lock := range holdLocks(holds) {
+		hs := holdsOf(holds, lock)
+		for i := 1; i < len(hs); i++ {
+			if !hs[i-1].Token.Less(hs[i].Token) {
+				out = append(out, Violation{CheckFencing, hs[i].From, fmt.Sprintf(
+					"%s: c%d's token %s (att=%d) does not exceed the previous holder c%d's %s (att=%d)",
+					lock, hs[i].Client, hs[i].Token, hs[i].Attempt, hs[i-1].Client, hs[i-1].Token, hs[i-1].Attempt)})
+			}
+		}
+	}
+	return out
+}
+
+func endString(t Instant) string {
+	if t == never {
+		return "the end"
+	}
+	return t.String()
+}
+
+func holdLocks(holds []Hold) []string {
+	var locks []string
+	for _, h := range holds {
+		if !slices.Contains(locks, h.Lock) {
+			locks = append(locks, h.Lock)
+		}
+	}
+	sort.Strings(locks)
+	return locks
+}
+
+func holdsOf(holds []Hold, lock string) []Hold {
+	var hs []Hold
+	for _, h := range holds {
+		if h.Lock == lock {
+			hs = append(hs, h)
+		}
+	}
+	sort.SliceStable(hs, func(i, j int) bool { return hs[i].From.Before(hs[j].From) })
+	return hs
+}
+
+// ---------------------------------------------------------------------------
+// The history the world records for the checkers.
+
+type attemptKey struct {
+	client int
+	lock   string
+	att    uint64
+}
+
+// attemptRec is one Lock call and what became of it.
+type attemptRec struct {
+	attemptKey
+	try        bool
+	start      Instant
+	ticketed   *Instant
+	acquired   *Instant
+	failed     *Instant // Failed event (busy, abandoned, lease lost, ...)
+	lost       bool
+	listenSent bool
+}
+
+func (a *attemptRec) completed() *Instant {
+	if a.acquired != nil {
+		return a.acquired
+	}
+	return a.failed
+}
+
+type regKey struct {
+	lock   string
+	client int
+}
+
+// write is one statement of a client: sent (signed and sent to servers), or
+// completed (q servers acknowledged it).
+type write struct {
+	at   Instant
+	ts   quorum.Timestamp
+	done bool
+}
+
+type opKey struct {
+	client int
+	op     uint64
+}
+
+type readRec struct {
+	client, x  int
+	lock       string
+	start, end Instant
+	done       bool
+	result     *wire.Statement
+}
+
+type setRec struct {
+	client     int
+	lock       string
+	start, end Instant
+	done       bool
+	set        []wire.ClientID
+}
+
+type certRec struct {
+	at      Instant
+	session uint64
+}
+
+type history struct {
+	ids      []wire.ClientID
+	holds    []Hold
+	attempts map[attemptKey]*attemptRec
+	order    []*attemptRec
+	writes   map[regKey][]write
+	reads    map[opKey]*readRec
+	readList []*readRec
+	sets     map[opKey]*setRec
+	setList  []*setRec
+	certs    map[int][]certRec // first time each (client, session) was known reset anywhere
+	crashed  map[int]Instant
+	viol     []Violation
+}
+
+func newHistory(ids []wire.ClientID) *history {
+	return &history{
+		ids:      ids,
+		attempts: make(map[attemptKey]*attemptRec),
+		writes:   make(map[regKey][]write),
+		reads:    make(map[opKey]*readRec),
+		sets:     make(map[opKey]*setRec),
+		certs:    make(map[int][]certRec),
+		crashed:  make(map[int]Instant),
+	}
+}
+
+func (h *history) violate(checker string, at Instant, format string, args ...any) {
+	h.viol = append(h.viol, Violation{checker, at, fmt.Sprintf(format, args...)})
+}
+
+func (h *history) clientIndex(id wire.ClientID) int {
+	for i, c := range h.ids {
+		if c == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (h *history) attempt(c int, lock string, att uint64) *attemptRec {
+	return h.attempts[attemptKey{c, lock, att}]
+}
+
+func (h *history) lockCalled(at Instant, c int, lock string, att uint64, try bool) {
+	a := &attemptRec{attemptKey: attemptKey{c, lock, att}, try: try, start: at}
+	h.attempts[a.attemptKey] = a
+	h.order = append(h.order, a)
+}
+
+func (h *history) wrote(at Instant, c int, st *wire.Statement, done bool) {
+	k := regKey{st.Lock, c}
+	ts := quorum.TimestampOf(st)
+	for _, w := range h.writes[k] {
+		if w.ts == ts && w.done == done {
+			return
+		}
+	}
+	h.writes[k] = append(h.writes[k], write{at: at, ts: ts, done: done})
+}
+
+func (h *history) openHold(c int, lock string) *Hold {
+	for i := range h.holds {
+		if hd := &h.holds[i]; hd.Client == c && hd.Lock == lock && hd.To == never {
+			return hd
+		}
+	}
+	return nil
+}
+
+func (h *history) endHold(at Instant, c int, lock string) {
+	if hd := h.openHold(c, lock); hd != nil {
+		hd.To = at
+	}
+}
+
+func (h *history) certKnown(at Instant, c int, session uint64) {
+	for _, r := range h.certs[c] {
+		if r.session >= session {
+			return
+		}
+	}
+	h.certs[c] = append(h.certs[c], certRec{at: at, session: session})
+}
+
+// resetBefore reports whether a certificate covering session of c was known
+// somewhere before t.
+func (h *history) resetBefore(c int, session uint64, t Instant) bool {
+	for _, r := range h.certs[c] {
+		if r.session >= session && r.at.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// ---------------------------------------------------------------------------
+// The checks that run over the whole history at the end of a run.
+
+func (h *history) checkAll(quiet, end Instant, bound time.Duration, alive func(int) bool) []Violation {
+	out := slices.Clone(h.viol)
+	out = append(out, MutualExclusion(h.holds)...)
+	out = append(out, Fencing(h.holds)...)
+	out = append(out, h.checkFCFS()...)
+	out = append(out, h.checkRegularity()...)
+	out = append(out, h.checkGetSet()...)
+	out = append(out, h.checkLiveness(quiet, end, bound, alive)...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+// checkFCFS: if A's SET-TICKET completed (Ticketed) before B called Lock on
+// the same lock, and both acquire, A acquires first (the bakery's first come
+// first served, PROTOCOL.md §7).
+func (h *history) checkFCFS() []Violation {
+	var out []Violation
+	for _, a := range h.order {
+		if a.ticketed == nil || a.acquired == nil {
+			continue
+		}
+		for _, b := range h.order {
+			if b.client == a.client || b.lock != a.lock || b.acquired == nil || !a.ticketed.Before(b.start) {
+				continue
+			}
+			if b.acquired.Before(*a.acquired) {
+				out = append(out, Violation{CheckFCFS, *b.acquired, fmt.Sprintf(
+					"%s: c%d (att=%d) was ticketed at %s, before c%d called Lock (att=%d) at %s, but c%d acquired first (%s < %s)",
+					a.lock, a.client, a.att, a.ticketed, b.client, b.att, b.start, b.client, b.acquired, a.acquired)})
+			}
+		}
+	}
+	return out
+}
+
+// latestDone returns the highest timestamp of c's completed writes on lock before t.
+func (h *history) latestDone(lock string, c int, t Instant) (quorum.Timestamp, bool) {
+	var best quorum.Timestamp
+	found := false
+	for _, w := range h.writes[regKey{lock, c}] {
+		if w.done && w.at.Before(t) && (!found || w.ts.Compare(best) > 0) {
+			best, found = w.ts, true
+		}
+	}
+	return best, found
+}
+
+func (h *history) sentBefore(lock string, c int, ts quorum.Timestamp, t Instant) bool {
+	for _, w := range h.writes[regKey{lock, c}] {
+		if w.ts == ts && w.at.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRegularity: a Read that starts after a write completed returns that
+// statement or a newer one, unless a reset voided it; and it returns only
+// statements that were written.
+func (h *history) checkRegularity() []Violation {
+	var out []Violation
+	for _, r := range h.readList {
+		if !r.done {
+			continue
+		}
+		if r.result != nil && !h.sentBefore(r.lock, r.x, quorum.TimestampOf(r.result), r.end) {
+			out = append(out, Violation{CheckRegularity, r.end, fmt.Sprintf(
+				"c%d's read of c%d on %s returned %s, which c%d never wrote", r.client, r.x, r.lock, r.result, r.x)})
+		}
+		need, ok := h.latestDone(r.lock, r.x, r.start)
+		if !ok {
+			continue
+		}
+		if r.result != nil && quorum.TimestampOf(r.result).Compare(need) >= 0 {
+			continue
+		}
+		if h.resetBefore(r.x, need.Session, r.end) {
+			continue
+		}
+		got := "nothing"
+		if r.result != nil {
+			got = r.result.String()
+		}
+		out = append(out, Violation{CheckRegularity, r.end, fmt.Sprintf(
+			"c%d's read of c%d on %s (from %s to %s) returned %s, older than the write %+v completed before it began",
+			r.client, r.x, r.lock, r.start, r.end, got, need)})
+	}
+	return out
+}
+
+// checkGetSet: a getSet includes every client whose join (Doorway) completed
+// before it began and that did not start to leave (Exit) or get reset before
+// it ended; it includes no client whose leave (Exit) completed before it
+// began and that did not start to join again before it ended.
+func (h *history) checkGetSet() []Violation {
+	var out []Violation
+	for _, s := range h.setList {
+		if !s.done {
+			continue
+		}
+		for x, id := range h.ids {
+			in := slices.Contains(s.set, id)
+			var lastDoorDone, lastExitDone *write
+			ws := h.writes[regKey{s.lock, x}]
+			for i := range ws {
+				w := &ws[i]
+				if !w.done || !w.at.Before(s.start) {
+					continue
+				}
+				switch w.ts.Phase {
+				case wire.PhaseDoorway:
+					if lastDoorDone == nil || w.ts.Compare(lastDoorDone.ts) > 0 {
+						lastDoorDone = w
+					}
+				case wire.PhaseExit:
+					if lastExitDone == nil || w.ts.Compare(lastExitDone.ts) > 0 {
+						lastExitDone = w
+					}
+				}
+			}
+			// Inclusion.
+			if lastDoorDone != nil && (lastExitDone == nil || lastExitDone.ts.Compare(lastDoorDone.ts) < 0) && !in {
+				d := lastDoorDone.ts
+				exitSent := false
+				for _, w := range ws {
+					if w.ts.Phase == wire.PhaseExit && w.ts.Session == d.Session && w.ts.Attempt == d.Attempt && w.at.Before(s.end) {
+						exitSent = true
+					}
+				}
+				if !exitSent && !h.resetBefore(x, d.Session, s.end) {
+					out = append(out, Violation{CheckGetSet, s.end, fmt.Sprintf(
+						"c%d's getSet of %s (from %s to %s) = %s misses c%d, whose Doorway %+v completed at %s",
+						s.client, s.lock, s.start, s.end, idList(h, s.set), x, d, lastDoorDone.at)})
+				}
+			}
+			// Exclusion.
+			if lastExitDone != nil && (lastDoorDone == nil || lastDoorDone.ts.Compare(lastExitDone.ts) < 0) && in {
+				e := lastExitDone.ts
+				rejoined := false
+				for _, w := range ws {
+					if w.ts.Phase == wire.PhaseDoorway && w.ts.Compare(e) > 0 && w.at.Before(s.end) {
+						rejoined = true
+					}
+				}
+				if !rejoined {
+					out = append(out, Violation{CheckGetSet, s.end, fmt.Sprintf(
+						"c%d's getSet of %s (from %s to %s) = %s holds c%d, whose Exit %+v completed at %s",
+						s.client, s.lock, s.start, s.end, idList(h, s.set), x, e, lastExitDone.at)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func idList(h *history, ids []wire.ClientID) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		if x := h.clientIndex(id); x >= 0 {
+			parts[i] = fmt.Sprintf("c%d", x)
+		} else {
+			parts[i] = id.String()
+		}
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// checkLiveness: once the quiet period starts, every operation of a correct
+// (never silenced) client completes within bound of max(its start, quiet).
+func (h *history) checkLiveness(quiet, end Instant, bound time.Duration, alive func(int) bool) []Violation {
+	var out []Violation
+	check := func(what string, c int, start Instant, done *Instant) {
+		if !alive(c) {
+			return
+		}
+		from := max(start.At, quiet.At)
+		deadline := from + bound
+		switch {
+		case done != nil && done.At > deadline:
+			out = append(out, Violation{CheckLiveness, *done, fmt.Sprintf(
+				"c%d's %s started at %s completed only at %s, %.3fs after the quiet period began (bound %v)",
+				c, what, start, done, (done.At - from).Seconds(), bound)})
+		case done == nil && end.At >= deadline:
+			out = append(out, Violation{CheckLiveness, Instant{At: deadline}, fmt.Sprintf(
+				"c%d's %s started at %s did not complete within %v of the quiet period (run ended at %s)",
+				c, what, start, bound, end)})
+		}
+	}
+	for _, a := range h.order {
+		check(fmt.Sprintf("Lock(%s att=%d try=%t)", a.lock, a.att, a.try), a.client, a.start, a.completed())
+	}
+	for _, r := range h.readList {
+		var done *Instant
+		if r.done {
+			done = &r.end
+		}
+		check(fmt.Sprintf("Read(%s c%d)", r.lock, r.x), r.client, r.start, done)
+	}
+	for _, s := range h.setList {
+		var done *Instant
+		if s.done {
+			done = &s.end
+		}
+		check(fmt.Sprintf("GetSet(%s)", s.lock), s.client, s.start, done)
+	}
+	return out
+}

@@ -1,0 +1,29 @@
+// Package sim is bq's deterministic simulator (FoundationDB / TigerBeetle
+// VOPR style, STYLE.md §10): n server cores (internal/core) and k bakery
+// clients (bakery) run in one goroutine against a simulated clock, a
+// simulated network and simulated disks, all driven by one seeded PCG
+// source, while invariant checkers watch the whole run.
+//
+// What a run does, in order:
+//
+//  1. Generate(seed, …) turns a seed into a Scenario: cluster size, faulty
+//     servers and their Behaviors (byzantine.go), client roles (workload.go),
+//     and a fault schedule (partitions, server crashes, silent clients) that
+//     ends at a fixed instant, the start of the quiet period.
+//  2. Run(scenario) builds the world: every key derives from the seed
+//     (crypto.PrivateKeyFromSeed), the clock starts at a fixed instant, and
+//     every event sits in one queue ordered by (time, sequence).
+//  3. Every message is encoded with wire.Encode when sent and decoded with
+//     wire.Decode when delivered: a Byzantine hook tampers with real bytes.
+//     Channels are FIFO per (sender, receiver); cuts drop what is in flight
+//     and report the reconnect to both ends when they heal, as the real
+//     transport does with EventConnected.
+//  4. A server persists every Record of a step to its disk before any of the
+//     step's messages leave (PROTOCOL.md §9); a crash loses the core and its
+//     in-flight messages, a restart Restores a new core from the disk.
+//  5. The checkers (check.go) run over the recorded history and report
+//     violations with the seed and the tail of the trace; the trace's hash
+//     identifies a run, so replaying a seed must reproduce it exactly.
+//
+// Replay a failing seed with: go run ./test/cmd/bqsim -seed S -seeds 1 -v
+package sim

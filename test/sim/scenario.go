@@ -1,0 +1,330 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bq-lock/bq/quorum"
+)
+
+// Role is what a client's workload does (workload.go).
+type Role uint8
+
+// The roles.
+const (
+	// RoleLocker repeatedly takes one lock, holds it a while, and unlocks it.
+	RoleLocker Role = iota + 1
+	// RoleTryLocker is a locker whose attempts give up when someone is ahead (TryLock).
+	RoleTryLocker
+	// RoleNester takes the first lock, then the second while holding the first, then releases both.
+	RoleNester
+	// RoleJoiner joins the active set (Lock) and leaves it (Abandon) after a random time, held or not.
+	RoleJoiner
+	// RoleReader reads other clients' registers (Read) and the active sets (GetSet).
+	RoleReader
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleLocker:
+		return "locker"
+	case RoleTryLocker:
+		return "trylocker"
+	case RoleNester:
+		return "nester"
+	case RoleJoiner:
+		return "joiner"
+	case RoleReader:
+		return "reader"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// FaultKind names one kind of scheduled fault.
+type FaultKind uint8
+
+// The kinds of Fault.
+const (
+	// FaultIsolateServer cuts every link of one server (its state survives).
+	FaultIsolateServer FaultKind = iota + 1
+	// FaultIsolateClient cuts one client from some servers.
+	FaultIsolateClient
+	// FaultSplitServers cuts the server↔server links between two groups.
+	FaultSplitServers
+	// FaultCrashServer crashes a correct server (losing memory and in-flight
+	// messages, keeping its disk) and restarts it after Dur.
+	FaultCrashServer
+)
+
+// Fault is one scheduled fault: it starts at At and heals at At+Dur.
+type Fault struct {
+	Kind    FaultKind
+	At, Dur time.Duration
+	Server  int   // IsolateServer, CrashServer
+	Client  int   // IsolateClient; < 0: whoever holds a lock when the fault starts
+	Servers []int // IsolateClient: the servers cut off; SplitServers: one side
+}
+
+func (f Fault) String() string {
+	span := fmt.Sprintf("@%.3fs+%.3fs", f.At.Seconds(), f.Dur.Seconds())
+	switch f.Kind {
+	case FaultIsolateServer:
+		return fmt.Sprintf("isolate(s%d)%s", f.Server, span)
+	case FaultIsolateClient:
+		if f.Client < 0 {
+			return fmt.Sprintf("isolate(holder from %v)%s", f.Servers, span)
+		}
+		return fmt.Sprintf("isolate(c%d from %v)%s", f.Client, f.Servers, span)
+	case FaultSplitServers:
+		return fmt.Sprintf("split(%v | rest)%s", f.Servers, span)
+	case FaultCrashServer:
+		return fmt.Sprintf("crash(s%d)%s", f.Server, span)
+	}
+	return "fault?"
+}
+
+// ClientCrash makes a client go silent forever: at At, or (WhileHolding) at
+// its first acquisition from At on, shortly after it enters.
+type ClientCrash struct {
+	Client       int
+	At           time.Duration
+	WhileHolding bool
+}
+
+// ByzServer is a faulty server and what it does.
+type ByzServer struct {
+	Server    int
+	Behaviors []string
+}
+
+// Scenario is everything a run does, derived from its seed (Generate) or
+// written by hand (the targeted tests).
+type Scenario struct {
+	Seed uint64
+	N, F int
+	// TTL is the clients' lease and the servers' DefaultTTL.
+	TTL             time.Duration
+	DoorwayDeadline time.Duration
+	Locks           []string
+	Roles           []Role // one per client
+	Byzantine       []ByzServer
+	Faults          []Fault
+	ClientCrashes   []ClientCrash
+	// FaultWindow: every Fault heals by then; the quiet period starts there.
+	FaultWindow time.Duration
+	// WorkAfterQuiet: clients keep starting operations until FaultWindow+WorkAfterQuiet.
+	WorkAfterQuiet time.Duration
+	// LivenessBound: after the quiet period starts, every pending operation of
+	// a correct client completes within this (measured from max(start, quiet)).
+	LivenessBound time.Duration
+	// Network: delays uniform in [MinDelay, MaxDelay]; with LongDelayProb a delay in [MaxDelay, LongDelay].
+	MinDelay, MaxDelay, LongDelay time.Duration
+	LongDelayProb                 float64
+	// TickMin, TickMax bound the jittered tick period of every node.
+	TickMin, TickMax time.Duration
+	// HoldMin/HoldMax and ThinkMin/ThinkMax shape the workload.
+	HoldMin, HoldMax   time.Duration
+	ThinkMin, ThinkMax time.Duration
+	// LongHoldProb: the chance a holding lasts LongHold (1–2 TTLs) instead,
+	// long enough for a lease to lapse under a holder that is cut off.
+	LongHoldProb float64
+	LongHold     time.Duration
+}
+
+// Defaults fills a scenario's timing knobs for simulation: short leases and
+// deadlines, a LAN-like network with occasional long delays.
+func (sc *Scenario) Defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if sc.F == 0 && sc.N > 0 {
+		sc.F = quorum.MaxFaults(sc.N)
+	}
+	def(&sc.TTL, 2*time.Second)
+	def(&sc.DoorwayDeadline, 5*time.Second)
+	def(&sc.WorkAfterQuiet, 3*time.Second)
+	def(&sc.LivenessBound, 30*time.Second)
+	def(&sc.MinDelay, 100*time.Microsecond)
+	def(&sc.MaxDelay, 20*time.Millisecond)
+	def(&sc.LongDelay, 250*time.Millisecond)
+	if sc.LongDelayProb == 0 {
+		sc.LongDelayProb = 0.01
+	}
+	def(&sc.TickMin, 10*time.Millisecond)
+	def(&sc.TickMax, 50*time.Millisecond)
+	def(&sc.HoldMin, 10*time.Millisecond)
+	def(&sc.HoldMax, 300*time.Millisecond)
+	def(&sc.ThinkMin, 50*time.Millisecond)
+	def(&sc.ThinkMax, 700*time.Millisecond)
+	def(&sc.LongHold, 2*sc.TTL)
+	if sc.LongHoldProb == 0 {
+		sc.LongHoldProb = 0.1
+	}
+	if len(sc.Locks) == 0 {
+		sc.Locks = []string{"L0"}
+	}
+}
+
+// IsByzantine reports whether server s is faulty in this scenario.
+func (sc *Scenario) IsByzantine(s int) bool {
+	for _, b := range sc.Byzantine {
+		if b.Server == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (sc *Scenario) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed=%d n=%d f=%d locks=%v roles=%v", sc.Seed, sc.N, sc.F, sc.Locks, sc.Roles)
+	for _, z := range sc.Byzantine {
+		fmt.Fprintf(&b, " byz(s%d:%s)", z.Server, strings.Join(z.Behaviors, "+"))
+	}
+	for _, f := range sc.Faults {
+		fmt.Fprintf(&b, " %s", f)
+	}
+	for _, c := range sc.ClientCrashes {
+		fmt.Fprintf(&b, " silent(c%d@%.3fs holding=%t)", c.Client, c.At.Seconds(), c.WhileHolding)
+	}
+	fmt.Fprintf(&b, " quiet@%.3fs", sc.FaultWindow.Seconds())
+	return b.String()
+}
+
+// Generate derives a random scenario from seed for an n-server cluster.
+// byzantine is "none", "all", or one behaviour name (Behaviors): with "all"
+// each faulty server gets one or two behaviours at random.
+func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
+	if err := quorum.Check(n, quorum.MaxFaults(n)); err != nil || n < 4 {
+		return Scenario{}, fmt.Errorf("sim: need n ≥ 4, have %d", n)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5ce7a210))
+	sc := Scenario{Seed: seed, N: n, F: quorum.MaxFaults(n)}
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+
+	// Byzantine servers.
+	var kinds []string
+	switch byzantine {
+	case "none", "":
+	case "all":
+		kinds = BehaviorNames()
+	default:
+		for _, k := range strings.Split(byzantine, "+") {
+			if _, err := NewBehavior(k); err != nil {
+				return Scenario{}, err
+			}
+		}
+		kinds = []string{byzantine}
+	}
+	if len(kinds) > 0 {
+		count := 1 + r.IntN(sc.F)
+		for _, s := range r.Perm(n)[:count] {
+			var bs []string
+			if byzantine == "all" {
+				bs = append(bs, kinds[r.IntN(len(kinds))])
+				if r.IntN(4) == 0 {
+					if k := kinds[r.IntN(len(kinds))]; k != bs[0] {
+						bs = append(bs, k)
+					}
+				}
+			} else {
+				bs = strings.Split(byzantine, "+")
+			}
+			sc.Byzantine = append(sc.Byzantine, ByzServer{Server: s, Behaviors: bs})
+		}
+		slices.SortFunc(sc.Byzantine, func(a, b ByzServer) int { return a.Server - b.Server })
+	}
+
+	// Locks and client roles.
+	sc.Locks = []string{"L0"}
+	if r.IntN(2) == 0 {
+		sc.Locks = append(sc.Locks, "L1")
+	}
+	k := 3 + r.IntN(3)
+	if r.IntN(3) > 0 { // the bakery workload
+		for range k {
+			switch x := r.IntN(10); {
+			case x < 2:
+				sc.Roles = append(sc.Roles, RoleTryLocker)
+			case x < 4 && len(sc.Locks) > 1:
+				sc.Roles = append(sc.Roles, RoleNester)
+			default:
+				sc.Roles = append(sc.Roles, RoleLocker)
+			}
+		}
+	} else { // registers and the active set
+		for i := range k {
+			switch {
+			case i == 0:
+				sc.Roles = append(sc.Roles, RoleLocker)
+			case i <= 2:
+				sc.Roles = append(sc.Roles, RoleJoiner)
+			default:
+				sc.Roles = append(sc.Roles, RoleReader)
+			}
+		}
+		if r.IntN(2) == 0 {
+			sc.Roles = append(sc.Roles, RoleReader)
+		}
+	}
+
+	// Faults, all healed by the end of the window.
+	sc.FaultWindow = dur(2*time.Second, 8*time.Second)
+	correct := make([]int, 0, n)
+	for s := range n {
+		if !sc.IsByzantine(s) {
+			correct = append(correct, s)
+		}
+	}
+	nf := r.IntN(6)
+	for range nf {
+		at := dur(0, sc.FaultWindow-100*time.Millisecond)
+		f := Fault{At: at, Dur: min(dur(100*time.Millisecond, 3500*time.Millisecond), sc.FaultWindow-at)}
+		switch x := r.IntN(10); {
+		case x < 3:
+			f.Kind = FaultCrashServer
+			f.Server = correct[r.IntN(len(correct))]
+		case x < 5:
+			f.Kind = FaultIsolateServer
+			f.Server = r.IntN(n)
+		case x < 8:
+			f.Kind = FaultIsolateClient
+			f.Client = r.IntN(len(sc.Roles))
+			if r.IntN(2) == 0 {
+				f.Client = -1 // the holder, whoever it is then
+			}
+			f.Servers = sortedInts(r.Perm(n)[:1+r.IntN(n)])
+		default:
+			f.Kind = FaultSplitServers
+			f.Servers = sortedInts(r.Perm(n)[:1+r.IntN(n-1)])
+		}
+		sc.Faults = append(sc.Faults, f)
+	}
+	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+
+	// Clients that go silent.
+	for c, role := range sc.Roles {
+		if role == RoleReader || r.IntN(5) > 0 {
+			continue
+		}
+		if len(sc.ClientCrashes) >= 2 || len(sc.ClientCrashes) >= len(sc.Roles)-2 {
+			break
+		}
+		sc.ClientCrashes = append(sc.ClientCrashes, ClientCrash{
+			Client: c, At: dur(0, sc.FaultWindow+2*time.Second), WhileHolding: r.IntN(2) == 0,
+		})
+	}
+	sc.Defaults()
+	return sc, nil
+}
+
+func sortedInts(x []int) []int {
+	out := slices.Clone(x)
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,1139 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/core"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/quorum"
+)
+
+// epoch0 is the simulated clock's start: fixed, so runs are reproducible.
+var epoch0 = time.Unix(1_700_000_000, 0).UTC()
+
+// RunOptions control what a run reports.
+type RunOptions struct {
+	// Trace, if set, receives every trace line.
+	Trace io.Writer
+	// Script, if set, runs once the world is built (targeted tests use it to
+	// schedule their own actions with World.At).
+	Script func(w *World)
+}
+
+// RunStats counts what happened in a run.
+type RunStats struct {
+	Messages, Dropped, BadInput      int
+	Locks, Acquired, Lost, Failed    int
+	Reads, Sets                      int
+	ServerCrashes, ClientCrashes     int
+	ResetsKnown                      int
+	SimTime                          time.Duration
+	TraceLines                       int
+	Accesses2, Accesses3, DiskWrites int
+	// DurabilityChecks counts acknowledged statements checked after restarts.
+	DurabilityChecks int
+	// ByzantineSent counts messages faulty servers sent on their own (Ticker behaviours).
+	ByzantineSent int
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Scenario   Scenario
+	Violations []Violation
+	TraceHash  [32]byte
+	Tail       []string // the last trace lines (of the run, not of the first violation)
+	Stats      RunStats
+	Wall       time.Duration
+	// Holds are every holding of every lock, in the order they began.
+	Holds []Hold
+	// Silenced: when each silenced client went silent, and its last heartbeat.
+	Silenced map[int]Instant
+	LastHB   map[int]time.Duration
+	// ResetKnown: when server s first knew client c reset ([2]int{s, c}), any session.
+	ResetKnown map[[2]int]time.Duration
+}
+
+// Failed reports whether any invariant broke.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// Replay is the command that replays this run.
+func (r *Result) Replay() string {
+	return fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -n %d -v", r.Scenario.Seed, r.Scenario.N)
+}
+
+type simServer struct {
+	id    wire.ServerID
+	key   *crypto.PrivateKey
+	cfg   core.Config
+	core  *core.Core
+	disk  *disk
+	up    bool
+	byz   *Byz
+	acks  map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
+	reset map[int]uint64              // ResetUpTo last seen per client
+}
+
+type simClient struct {
+	idx    int
+	key    *crypto.PrivateKey
+	c      *bakery.Client
+	alive  bool
+	drv    *driver
+	lastHB time.Duration
+}
+
+// World is one simulated cluster: servers, clients, network, clock.
+type World struct {
+	sc    Scenario
+	rng   *rand.Rand
+	now   time.Duration
+	seq   uint64
+	queue eventQueue
+	q     int
+	keys  wire.Keyring
+	srv   []*simServer
+	cli   []*simClient
+	byID  map[wire.ClientID]int
+	cut   [][]int
+	epoch [][]uint64
+	last  [][]time.Duration // last delivery time per directed channel
+	tr    *tracer
+	h     *history
+	stats RunStats
+
+	quiet, stop, hardEnd time.Duration
+	silentDeadlines      []time.Duration
+	exits                map[opKey]*exitTrack
+	resetKnown           map[[2]int]time.Duration
+	ended                bool
+}
+
+type event struct {
+	at  time.Duration
+	seq uint64
+	fn  func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// At schedules fn at simulated time t (from the start of the run).
+func (w *World) At(t time.Duration, fn func()) {
+	if t < w.now {
+		t = w.now
+	}
+	w.seq++
+	heap.Push(&w.queue, &event{at: t, seq: w.seq, fn: fn})
+}
+
+// after schedules fn d from now.
+func (w *World) after(d time.Duration, fn func()) { w.At(w.now+d, fn) }
+
+// Now is the simulated wall clock.
+func (w *World) Now() time.Time { return epoch0.Add(w.now) }
+
+// Elapsed is the simulated time since the start of the run.
+func (w *World) Elapsed() time.Duration { return w.now }
+
+func (w *World) instant() Instant { return Instant{At: w.now, Line: w.tr.lines} }
+
+func (w *World) trace(format string, args ...any) Instant {
+	w.tr.add(w.now, format, args...)
+	return Instant{At: w.now, Line: w.tr.lines}
+}
+
+func (w *World) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
+}
+
+// Node numbering: servers 0..n-1, clients n..n+k-1.
+func (w *World) clientNode(c int) int   { return w.sc.N + c }
+func (w *World) isServer(node int) bool { return node < w.sc.N }
+func (w *World) nodeName(node int) string {
+	if w.isServer(node) {
+		return fmt.Sprintf("s%d", node)
+	}
+	return fmt.Sprintf("c%d", node-w.sc.N)
+}
+
+func (w *World) nodeUp(node int) bool {
+	if w.isServer(node) {
+		return w.srv[node].up
+	}
+	return w.cli[node-w.sc.N].alive
+}
+
+func (w *World) reachable(a, b int) bool { return w.nodeUp(a) && w.nodeUp(b) && w.cut[a][b] == 0 }
+
+// Run builds the world of sc and runs it to the end; it never panics: a
+// panic inside the protocol is reported as a violation.
+func Run(sc Scenario, opt RunOptions) (res *Result) {
+	sc.Defaults()
+	start := time.Now()
+	w, err := newWorld(sc, opt)
+	if err != nil {
+		return &Result{Scenario: sc, Violations: []Violation{{Checker: "setup", Msg: err.Error()}}}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.h.violate(CheckCrash, w.instant(), "panic: %v\n%s", p, debug.Stack())
+			res = w.result(start)
+		}
+	}()
+	if opt.Script != nil {
+		opt.Script(w)
+	}
+	w.loop()
+	w.finish()
+	return w.result(start)
+}
+
+func newWorld(sc Scenario, opt RunOptions) (*World, error) {
+	if err := quorum.Check(sc.N, sc.F); err != nil {
+		return nil, err
+	}
+	w := &World{
+		sc:         sc,
+		rng:        rand.New(rand.NewPCG(sc.Seed, 0x0b5e55ed)),
+		q:          quorum.Size(sc.N, sc.F),
+		byID:       make(map[wire.ClientID]int),
+		tr:         newTracer(opt.Trace),
+		exits:      make(map[opKey]*exitTrack),
+		resetKnown: make(map[[2]int]time.Duration),
+	}
+	// Keys: every one derives from the seed.
+	keyRand := rand.New(rand.NewPCG(sc.Seed, 0x6b657973))
+	newKey := func() (*crypto.PrivateKey, error) {
+		seed := make([]byte, 32)
+		for i := range seed {
+			seed[i] = byte(keyRand.Uint32())
+		}
+		return crypto.PrivateKeyFromSeed(crypto.Ed25519, seed)
+	}
+	nodes := sc.N + len(sc.Roles)
+	w.cut, w.epoch, w.last = make([][]int, nodes), make([][]uint64, nodes), make([][]time.Duration, nodes)
+	for i := range nodes {
+		w.cut[i], w.epoch[i], w.last[i] = make([]int, nodes), make([]uint64, nodes), make([]time.Duration, nodes)
+	}
+	for i := range sc.N {
+		k, err := newKey()
+		if err != nil {
+			return nil, err
+		}
+		w.keys = append(w.keys, k.Public)
+		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)})
+	}
+	for _, s := range w.srv {
+		cfg := core.DefaultConfig(s.id, sc.N, sc.F, w.keys, s.key)
+		cfg.DefaultTTL = sc.TTL
+		cfg.DoorwayDeadline = sc.DoorwayDeadline
+		cfg.VerifyCacheSize = 4096
+		s.cfg = cfg
+		c, err := core.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Restore(s.disk); err != nil {
+			return nil, err
+		}
+		s.core, s.up = c, true
+	}
+	for _, z := range sc.Byzantine {
+		b, err := newByz(wire.ServerID(z.Server), sc.N, w.srv[z.Server].key, w.keys,
+			rand.New(rand.NewPCG(sc.Seed, 0xb12+uint64(z.Server))), z.Behaviors)
+		if err != nil {
+			return nil, err
+		}
+		w.srv[z.Server].byz = b
+	}
+	var ids []wire.ClientID
+	for i, role := range sc.Roles {
+		k, err := newKey()
+		if err != nil {
+			return nil, err
+		}
+		c, err := bakery.NewClient(bakery.ClientConfig{Key: k, N: sc.N, F: sc.F, Keys: w.keys, TTL: sc.TTL})
+		if err != nil {
+			return nil, err
+		}
+		sc := &simClient{idx: i, key: k, c: c, alive: true}
+		sc.drv = newDriver(w, i, role)
+		w.cli = append(w.cli, sc)
+		w.byID[c.ID()] = i
+		ids = append(ids, c.ID())
+	}
+	w.h = newHistory(ids)
+	w.quiet = sc.FaultWindow
+	w.stop = sc.FaultWindow + sc.WorkAfterQuiet
+	w.hardEnd = w.stop + sc.LivenessBound + 5*time.Second
+
+	w.trace("scenario %s", sc.String())
+	for i, c := range w.cli {
+		w.trace("c%d = %s (%s)", i, c.c.ID(), c.drv.role)
+	}
+	w.schedule()
+	return w, nil
+}
+
+// schedule puts the scenario's first events in the queue.
+func (w *World) schedule() {
+	for i := range w.srv {
+		w.after(w.between(0, w.sc.TickMax), func() { w.serverTick(i) })
+	}
+	for i := range w.cli {
+		w.At(0, func() { w.clientEffects(i, w.cli[i].c.Start(w.Now())) })
+		w.after(w.between(0, w.sc.TickMax), func() { w.clientTick(i) })
+		w.after(w.between(w.sc.ThinkMin, w.sc.ThinkMax)+100*time.Millisecond, w.cli[i].drv.wake)
+	}
+	for _, f := range w.sc.Faults {
+		w.At(f.At, func() {
+			if f.Kind == FaultIsolateClient && f.Client < 0 {
+				f.Client = w.holder()
+			}
+			w.startFault(f)
+			w.At(f.At+f.Dur, func() { w.endFault(f) })
+		})
+	}
+	for _, cc := range w.sc.ClientCrashes {
+		w.At(cc.At, func() {
+			if cc.WhileHolding {
+				if w.holding(cc.Client) {
+					w.after(w.between(0, 100*time.Millisecond), func() { w.crashClient(cc.Client) })
+				} else {
+					w.cli[cc.Client].drv.crashOnAcquire = true
+				}
+			} else {
+				w.crashClient(cc.Client)
+			}
+		})
+	}
+	w.At(w.quiet, func() { w.trace("quiet period begins: every fault healed") })
+	w.At(w.stop, func() { w.trace("workload stops starting operations") })
+	w.After(100*time.Millisecond, w.monitor)
+}
+
+// After schedules fn d from now (for scripts).
+func (w *World) After(d time.Duration, fn func()) { w.after(d, fn) }
+
+// holder picks the client to cut off for a FaultIsolateClient with Client
+// < 0: a live client holding a lock now, else one with an attempt under way,
+// else client 0.
+func (w *World) holder() int {
+	for _, h := range w.h.holds {
+		if h.To == never && w.cli[h.Client].alive {
+			return h.Client
+		}
+	}
+	for i, c := range w.cli {
+		for _, l := range w.sc.Locks {
+			if c.alive && c.c.Attempt(l) != 0 {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
+func (w *World) holding(c int) bool {
+	for _, h := range w.h.holds {
+		if h.Client == c && h.To == never {
+			return true
+		}
+	}
+	return false
+}
+
+// monitor ends the run once the workload has stopped, every client is idle
+// and every silent client's reset deadline has passed.
+func (w *World) monitor() {
+	if w.now >= w.stop && w.idle() {
+		done := true
+		for _, d := range w.silentDeadlines {
+			if w.now <= d {
+				done = false
+			}
+		}
+		if done {
+			w.ended = true
+			return
+		}
+	}
+	w.after(100*time.Millisecond, w.monitor)
+}
+
+func (w *World) idle() bool {
+	for _, c := range w.cli {
+		if !c.alive {
+			continue
+		}
+		if !c.drv.idle() {
+			return false
+		}
+		for _, l := range w.sc.Locks {
+			if c.c.Attempt(l) != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (w *World) loop() {
+	for w.queue.Len() > 0 && !w.ended {
+		ev := heap.Pop(&w.queue).(*event)
+		if ev.at > w.hardEnd {
+			break
+		}
+		w.now = ev.at
+		ev.fn()
+	}
+}
+
+func (w *World) finish() {
+	w.trace("run ends")
+	alive := func(c int) bool { return w.cli[c].alive }
+	w.h.viol = w.h.checkAll(Instant{At: w.quiet}, w.instant(), w.sc.LivenessBound, alive)
+}
+
+func (w *World) result(start time.Time) *Result {
+	w.stats.SimTime = w.now
+	w.stats.TraceLines = w.tr.lines
+	for _, s := range w.srv {
+		w.stats.DiskWrites += s.disk.writes
+	}
+	lastHB := make(map[int]time.Duration)
+	for i, c := range w.cli {
+		lastHB[i] = c.lastHB
+	}
+	return &Result{
+		Scenario: w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
+		Stats: w.stats, Wall: time.Since(start),
+		Holds: append([]Hold(nil), w.h.holds...), Silenced: w.h.crashed, LastHB: lastHB,
+		ResetKnown: w.resetKnown,
+	}
+}
+
+// ---------------------------------------------------------------------------
+// The network.
+
+func (w *World) delay() time.Duration {
+	if w.rng.Float64() < w.sc.LongDelayProb {
+		return w.between(w.sc.MaxDelay, w.sc.LongDelay)
+	}
+	return w.between(w.sc.MinDelay, w.sc.MaxDelay)
+}
+
+// send puts data on the channel from → to: FIFO per channel, dropped if the
+// link is cut now or is cut before delivery.
+func (w *World) send(from, to int, data []byte) {
+	w.stats.Messages++
+	if !w.reachable(from, to) {
+		w.stats.Dropped++
+		return
+	}
+	at := max(w.now+w.delay(), w.last[from][to])
+	w.last[from][to] = at
+	ep := w.epoch[from][to]
+	w.At(at, func() { w.deliver(from, to, data, ep) })
+}
+
+func (w *World) deliver(from, to int, data []byte, ep uint64) {
+	if ep != w.epoch[from][to] || !w.reachable(from, to) {
+		w.stats.Dropped++
+		return
+	}
+	m, err := wire.Decode(data)
+	if err != nil {
+		w.stats.BadInput++
+		if w.isServer(from) && w.srv[from].byz != nil {
+			w.trace("%s->%s bad input dropped: %v", w.nodeName(from), w.nodeName(to), err)
+			return
+		}
+		w.h.violate(CheckCrash, w.instant(), "%s->%s: an honest message does not decode: %v", w.nodeName(from), w.nodeName(to), err)
+		return
+	}
+	w.trace("%s->%s %s", w.nodeName(from), w.nodeName(to), w.describe(m))
+	if w.isServer(to) {
+		var peer wire.Peer
+		if w.isServer(from) {
+			peer = wire.ServerPeer(wire.ServerID(from))
+		} else {
+			peer = wire.ClientPeer(w.cli[from-w.sc.N].c.ID())
+		}
+		w.serverStep(to, core.Input{Kind: core.InputMessage, From: peer, Msg: m})
+		return
+	}
+	c := to - w.sc.N
+	if m.Ack != nil {
+		w.noteExitAck(c, from, m.Ack.Req)
+	}
+	w.clientEffects(c, w.cli[c].c.Step(w.Now(), wire.ServerID(from), m))
+}
+
+// exitTrack follows one Exit a client sent: it is complete once q distinct
+// servers acknowledged it (whatever the client then reports).
+type exitTrack struct {
+	st   *wire.Statement
+	acks map[int]bool
+	done bool
+}
+
+func (w *World) noteExitAck(c, server int, req uint64) {
+	x := w.exits[opKey{c, req}]
+	if x == nil || x.done {
+		return
+	}
+	x.acks[server] = true
+	if len(x.acks) >= w.q {
+		x.done = true
+		w.h.wrote(w.trace("c%d's %s reached q servers", c, x.st), c, x.st, true)
+	}
+}
+
+// describe renders a message on one line, with what the messages' own
+// String() leaves out: the statement a Submit or Forward carries, and who
+// an Update or MembersReply names, in what phase (c3:Ticket/7 = client c3's
+// Ticket with N=7; -c3 = absent).
+func (w *World) describe(m *wire.Message) string {
+	s := m.String()
+	var ss *wire.SignedStatement
+	var list []wire.SignedStatement
+	var absent []wire.ClientID
+	switch {
+	case m.Submit != nil:
+		ss = &m.Submit.Statement
+	case m.Forward != nil:
+		ss = &m.Forward.Statement
+	case m.Update != nil:
+		list, absent = m.Update.Statements, m.Update.Absent
+	case m.MembersReply != nil:
+		list = m.MembersReply.Members
+	}
+	if ss != nil {
+		if st := decodeStatement(*ss); st != nil {
+			s += " " + st.String()
+		}
+	}
+	if len(list)+len(absent) > 0 {
+		s += " ["
+		for i, x := range list {
+			if i > 0 {
+				s += " "
+			}
+			if st := decodeStatement(x); st != nil {
+				s += fmt.Sprintf("%s:%s/%d", w.clientName(st.Client), st.Phase, st.N)
+			}
+		}
+		for _, c := range absent {
+			s += " -" + w.clientName(c)
+		}
+		s += "]"
+	}
+	return s
+}
+
+func (w *World) clientName(id wire.ClientID) string {
+	if c, ok := w.byID[id]; ok {
+		return fmt.Sprintf("c%d", c)
+	}
+	return id.String()
+}
+
+// cutLink and healLink count overlapping cuts of the link a–b.
+func (w *World) cutLink(a, b int) {
+	if w.cut[a][b] == 0 && w.nodeUp(a) && w.nodeUp(b) {
+		w.linkDown(a, b)
+	}
+	w.cut[a][b]++
+	w.cut[b][a]++
+	w.epoch[a][b]++
+	w.epoch[b][a]++
+}
+
+func (w *World) healLink(a, b int) {
+	w.cut[a][b]--
+	w.cut[b][a]--
+	if w.cut[a][b] == 0 && w.nodeUp(a) && w.nodeUp(b) {
+		w.linkUp(a, b)
+	}
+}
+
+// linkDown tells the servers at either end that the channel went down.
+func (w *World) linkDown(a, b int) {
+	for _, p := range [][2]int{{a, b}, {b, a}} {
+		if w.isServer(p[0]) && w.srv[p[0]].up {
+			w.serverStep(p[0], core.Input{Kind: core.InputDisconnected, From: w.peerOf(p[1])})
+		}
+	}
+}
+
+// linkUp tells both ends that the channel is up again, as the real transport
+// does with EventConnected: servers get InputConnected, clients Reconnected.
+func (w *World) linkUp(a, b int) {
+	w.trace("link %s–%s up", w.nodeName(a), w.nodeName(b))
+	for _, p := range [][2]int{{a, b}, {b, a}} {
+		if w.isServer(p[0]) {
+			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1])})
+		} else {
+			c := p[0] - w.sc.N
+			w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), wire.ServerID(p[1])))
+		}
+	}
+}
+
+func (w *World) peerOf(node int) wire.Peer {
+	if w.isServer(node) {
+		return wire.ServerPeer(wire.ServerID(node))
+	}
+	return wire.ClientPeer(w.cli[node-w.sc.N].c.ID())
+}
+
+func (w *World) bumpEpochs(node int) {
+	for o := range w.epoch {
+		w.epoch[node][o]++
+		w.epoch[o][node]++
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Faults.
+
+func (w *World) faultLinks(f Fault) [][2]int {
+	var out [][2]int
+	switch f.Kind {
+	case FaultIsolateServer:
+		for o := range w.cut {
+			if o != f.Server {
+				out = append(out, [2]int{f.Server, o})
+			}
+		}
+	case FaultIsolateClient:
+		for _, s := range f.Servers {
+			out = append(out, [2]int{s, w.clientNode(f.Client)})
+		}
+	case FaultSplitServers:
+		for a := range w.sc.N {
+			for b := range w.sc.N {
+				if contains(f.Servers, a) && !contains(f.Servers, b) {
+					out = append(out, [2]int{a, b})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *World) startFault(f Fault) {
+	w.trace("fault starts: %s", f)
+	if f.Kind == FaultCrashServer {
+		w.crashServer(f.Server)
+		return
+	}
+	for _, l := range w.faultLinks(f) {
+		w.cutLink(l[0], l[1])
+	}
+}
+
+func (w *World) endFault(f Fault) {
+	w.trace("fault heals: %s", f)
+	if f.Kind == FaultCrashServer {
+		w.restartServer(f.Server)
+		return
+	}
+	for _, l := range w.faultLinks(f) {
+		w.healLink(l[0], l[1])
+	}
+}
+
+// crashServer loses the server's memory and in-flight messages; its disk stays.
+func (w *World) crashServer(i int) {
+	s := w.srv[i]
+	if !s.up {
+		return
+	}
+	w.stats.ServerCrashes++
+	s.up, s.core = false, nil
+	w.bumpEpochs(i)
+	for o := range w.sc.N {
+		if o != i && w.srv[o].up && w.cut[i][o] == 0 {
+			w.serverStep(o, core.Input{Kind: core.InputDisconnected, From: wire.ServerPeer(wire.ServerID(i))})
+		}
+	}
+}
+
+// restartServer builds a new core from the disk, checks that it kept every
+// statement it acknowledged, and reconnects it.
+func (w *World) restartServer(i int) {
+	s := w.srv[i]
+	if s.up {
+		return
+	}
+	c, err := core.New(s.cfg)
+	if err != nil {
+		panic(fmt.Sprintf("sim: building core: %v", err))
+	}
+	if err := c.Restore(s.disk); err != nil {
+		w.h.violate(CheckDurability, w.instant(), "s%d cannot restore its disk: %v", i, err)
+	}
+	s.core, s.up = c, true
+	at := w.trace("s%d restarts from its disk", i)
+	if s.byz == nil {
+		for _, k := range sortedRegKeys(s.acks) {
+			want := s.acks[k]
+			w.stats.DurabilityChecks++
+			st, _ := c.Register(k.lock, w.cli[k.client].c.ID())
+			if st == nil || quorum.TimestampOf(st).Compare(want) < 0 {
+				got := "nothing"
+				if st != nil {
+					got = st.String()
+				}
+				w.h.violate(CheckDurability, at, "s%d acknowledged c%d's statement %+v on %s before crashing, but restarted with %s", i, k.client, want, k.lock, got)
+			}
+		}
+	}
+	clear(s.reset)
+	w.observeResets(i)
+	w.bumpEpochs(i)
+	for o := range w.cut {
+		if o != i && w.reachable(i, o) {
+			w.linkUp(i, o)
+		}
+	}
+}
+
+func sortedRegKeys[V any](m map[regKey]V) []regKey {
+	out := make([]regKey, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].lock != out[j].lock {
+			return out[i].lock < out[j].lock
+		}
+		return out[i].client < out[j].client
+	})
+	return out
+}
+
+// crashClient silences a client forever.
+func (w *World) crashClient(c int) {
+	cl := w.cli[c]
+	if !cl.alive {
+		return
+	}
+	w.stats.ClientCrashes++
+	at := w.trace("c%d goes silent (last heartbeat at %.6f)", c, cl.lastHB.Seconds())
+	w.h.crashed[c] = at
+	// A hold ends when the lease guarantee would have lapsed had the client lived.
+	lapse := w.now
+	for lapse < w.now+w.sc.TTL && cl.c.LeaseHolds(epoch0.Add(lapse)) {
+		lapse += time.Millisecond
+	}
+	for i := range w.h.holds {
+		if hd := &w.h.holds[i]; hd.Client == c && hd.To == never {
+			hd.To = Instant{At: lapse}
+		}
+	}
+	for o := range w.sc.N {
+		if w.reachable(o, w.clientNode(c)) {
+			w.serverStep(o, core.Input{Kind: core.InputDisconnected, From: wire.ClientPeer(cl.c.ID())})
+		}
+	}
+	cl.alive = false
+	w.bumpEpochs(w.clientNode(c))
+	// Every correct server must reset it within 2×TTL of its last heartbeat
+	// (or of the quiet period, whichever is later).
+	deadline := max(cl.lastHB, w.quiet) + 2*w.sc.TTL
+	w.silentDeadlines = append(w.silentDeadlines, deadline)
+	w.At(deadline, func() { w.checkSilentReset(c) })
+}
+
+func (w *World) checkSilentReset(c int) {
+	id := w.cli[c].c.ID()
+	at := w.trace("check: is silent c%d out of every active set?", c)
+	for i, s := range w.srv {
+		if s.byz != nil || !s.up {
+			continue
+		}
+		for _, lock := range w.sc.Locks {
+			st, void := s.core.Register(lock, id)
+			if st != nil && !void && st.Phase != wire.PhaseExit {
+				w.h.violate(CheckReset, at, "c%d went silent at %s (last heartbeat %.6fs) but s%d still holds its %s on %s, not reset (ResetUpTo=%d)",
+					c, w.h.crashed[c], w.cli[c].lastHB.Seconds(), i, st, lock, s.core.ResetUpTo(id))
+			}
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Servers.
+
+func (w *World) serverTick(i int) {
+	s := w.srv[i]
+	if s.up {
+		e := s.core.Tick(w.Now())
+		var extra []core.Outgoing
+		if s.byz != nil {
+			extra = s.byz.tick(w.Now())
+			w.stats.ByzantineSent += len(extra)
+		}
+		w.serverEffects(i, e, nil, extra)
+	}
+	w.after(w.between(w.sc.TickMin, w.sc.TickMax), func() { w.serverTick(i) })
+}
+
+func (w *World) serverStep(i int, in core.Input) {
+	s := w.srv[i]
+	if !s.up {
+		return
+	}
+	if s.byz != nil && in.Msg != nil {
+		s.byz.observe(in.From, in.Msg)
+	}
+	e := s.core.Step(w.Now(), in)
+	var sub *wire.Submit
+	if in.Msg != nil && in.From.IsClient {
+		sub = in.Msg.Submit
+	}
+	w.serverEffects(i, e, sub, nil)
+}
+
+// serverEffects persists, then sends (PROTOCOL.md §9): the order the runtime must keep.
+func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []core.Outgoing) {
+	s := w.srv[i]
+	for _, r := range e.Persist {
+		s.disk.apply(r)
+	}
+	if sub != nil && s.byz == nil {
+		w.noteAck(s, sub, e)
+	}
+	w.observeResets(i)
+	outs := e.Send
+	if s.byz != nil {
+		outs = s.byz.rewrite(w.Now(), outs)
+	}
+	outs = append(outs, extra...)
+	for _, o := range outs {
+		data, err := wire.Encode(o.Msg)
+		if err != nil {
+			w.h.violate(CheckCrash, w.instant(), "s%d cannot encode %s: %v", i, o.Msg, err)
+			continue
+		}
+		if s.byz != nil {
+			data = s.byz.garble(o.To, data)
+		}
+		to := -1
+		if o.To.IsClient {
+			if c, ok := w.byID[o.To.Client]; ok {
+				to = w.clientNode(c)
+			}
+		} else if int(o.To.Server) < w.sc.N {
+			to = int(o.To.Server)
+		}
+		if to < 0 || to == i {
+			continue
+		}
+		w.send(i, to, data)
+	}
+}
+
+// noteAck records that a correct server acknowledged a client's statement:
+// it must still hold it (or a newer one) after any crash.
+func (w *World) noteAck(s *simServer, sub *wire.Submit, e core.Effects) {
+	for _, o := range e.Send {
+		if !o.To.IsClient {
+			continue
+		}
+		m := o.Msg
+		acked := (m.Ack != nil && m.Ack.Req == sub.Req) || (m.ViewReply != nil && m.ViewReply.Req == sub.Req) ||
+			(m.MembersReply != nil && m.MembersReply.Req == sub.Req)
+		if !acked {
+			continue
+		}
+		st := decodeStatement(sub.Statement)
+		c, ok := w.byID[o.To.Client]
+		if st == nil || !ok || st.Client != o.To.Client {
+			continue
+		}
+		k := regKey{st.Lock, c}
+		if ts := quorum.TimestampOf(st); ts.Compare(s.acks[k]) > 0 {
+			s.acks[k] = ts
+		}
+		return
+	}
+}
+
+// observeResets notes reset certificates a server has newly learned, and
+// checks that none covers a live client's session while its lease holds
+// (PROTOCOL.md §5: the lease guarantee rules out a certificate).
+func (w *World) observeResets(i int) {
+	s := w.srv[i]
+	if !s.up {
+		return
+	}
+	for c, cl := range w.cli {
+		up := s.core.ResetUpTo(cl.c.ID())
+		if up <= s.reset[c] {
+			continue
+		}
+		s.reset[c] = up
+		at := w.trace("s%d knows c%d reset up to session %d", i, c, up)
+		w.stats.ResetsKnown++
+		if _, ok := w.resetKnown[[2]int{i, c}]; !ok {
+			w.resetKnown[[2]int{i, c}] = w.now
+		}
+		w.h.certKnown(at, c, up)
+		if cl.alive && cl.c.Session() <= up && cl.c.LeaseHolds(w.Now()) {
+			w.h.violate(CheckReset, at, "a reset certificate on c%d session %d exists at s%d while c%d's lease guarantee holds", c, up, i, c)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Clients.
+
+func (w *World) clientTick(c int) {
+	cl := w.cli[c]
+	if !cl.alive {
+		return
+	}
+	w.clientEffects(c, cl.c.Tick(w.Now()))
+	w.after(w.between(w.sc.TickMin, w.sc.TickMax), func() { w.clientTick(c) })
+}
+
+// clientEffects sends what a client step asks and records its events.
+func (w *World) clientEffects(c int, e bakery.Effects) {
+	cl := w.cli[c]
+	if !cl.alive {
+		return
+	}
+	for _, s := range e.Send {
+		w.observeClientSend(c, s.Msg)
+		data, err := wire.Encode(s.Msg)
+		if err != nil {
+			w.h.violate(CheckCrash, w.instant(), "c%d cannot encode %s: %v", c, s.Msg, err)
+			continue
+		}
+		w.send(w.clientNode(c), int(s.To), data)
+	}
+	for _, ev := range e.Events {
+		w.clientEvent(c, ev)
+	}
+}
+
+func (w *World) observeClientSend(c int, m *wire.Message) {
+	cl := w.cli[c]
+	switch {
+	case m.SessionOpen != nil || m.Heartbeat != nil:
+		cl.lastHB = w.now
+	case m.Submit != nil:
+		st := decodeStatement(m.Submit.Statement)
+		if st == nil {
+			return
+		}
+		at := w.instant()
+		w.h.wrote(at, c, st, false)
+		if st.Phase == wire.PhaseExit {
+			if _, ok := w.exits[opKey{c, m.Submit.Req}]; !ok {
+				w.exits[opKey{c, m.Submit.Req}] = &exitTrack{st: st, acks: make(map[int]bool)}
+			}
+		}
+		if st.Phase == wire.PhaseTicket {
+			// The Ticket is sent the moment GET-TICKET completes.
+			d := *st
+			d.Phase, d.N, d.JHash = wire.PhaseDoorway, 0, nil
+			w.h.wrote(at, c, &d, true)
+		}
+	case m.Listen != nil && len(m.Listen.Members) > 0:
+		// LISTEN, the third access (a resend after a reconnect of an
+		// attempt that was alone carries no members and is no access).
+		if a := w.h.attempt(c, m.Listen.Lock, m.Listen.Attempt); a != nil {
+			a.listenSent = true
+		}
+	}
+}
+
+func (w *World) clientEvent(c int, ev bakery.Event) {
+	cl := w.cli[c]
+	at := w.trace("c%d event %s", c, ev)
+	switch ev.Kind {
+	case bakery.Ticketed:
+		if a := w.h.attempt(c, ev.Lock, ev.Attempt); a != nil {
+			a.ticketed = &at
+		}
+		w.noteDone(at, c, ev, wire.PhaseTicket)
+	case bakery.Acquired:
+		w.stats.Acquired++
+		a := w.h.attempt(c, ev.Lock, ev.Attempt)
+		if a != nil {
+			a.acquired = &at
+		}
+		if hd := w.h.openHold(c, ev.Lock); hd != nil {
+			w.h.violate(CheckMutex, at, "c%d acquired %s again while its own holding att=%d is open", c, ev.Lock, hd.Attempt)
+		}
+		w.h.holds = append(w.h.holds, Hold{Lock: ev.Lock, Client: c, Attempt: ev.Attempt, Token: ev.Token, From: at, To: never})
+		acc := cl.c.Accesses(ev.Lock)
+		want := 2
+		if a != nil && a.listenSent {
+			want = 3
+			w.stats.Accesses3++
+		} else {
+			w.stats.Accesses2++
+		}
+		if acc != want {
+			w.h.violate(CheckAccesses, at, "c%d acquired %s (att=%d) after %d quorum accesses, want %d (listen sent: %t)", c, ev.Lock, ev.Attempt, acc, want, want == 3)
+		}
+		if ev.Token.Client != cl.c.ID() {
+			w.h.violate(CheckFencing, at, "c%d acquired %s with a token of %s", c, ev.Lock, ev.Token.Client)
+		}
+	case bakery.Lost:
+		w.stats.Lost++
+		if a := w.h.attempt(c, ev.Lock, ev.Attempt); a != nil {
+			a.lost = true
+		}
+		w.h.endHold(at, c, ev.Lock)
+	case bakery.Failed:
+		w.stats.Failed++
+		if a := w.h.attempt(c, ev.Lock, ev.Attempt); a != nil && a.failed == nil && a.acquired == nil {
+			a.failed = &at
+		}
+		// (An Exit's completion is taken from the wire, noteExitAck: a lost
+		// lease ends attempts at once and sends their Exits best effort.)
+	case bakery.ReadDone:
+		if r := w.h.reads[opKey{c, ev.Op}]; r != nil {
+			r.done, r.end, r.result = true, at, ev.Statement
+		}
+	case bakery.SetDone:
+		if s := w.h.sets[opKey{c, ev.Op}]; s != nil {
+			s.done, s.end, s.set = true, at, ev.Set
+		}
+	}
+	cl.drv.onEvent(ev)
+}
+
+// noteDone records that c's statement of phase for the event's attempt
+// reached q servers (a Ticket: Ticketed).
+func (w *World) noteDone(at Instant, c int, ev bakery.Event, phase wire.Phase) {
+	for _, wr := range w.h.writes[regKey{ev.Lock, c}] {
+		if !wr.done && wr.ts.Attempt == ev.Attempt && wr.ts.Phase == phase {
+			w.h.wrote(at, c, &wire.Statement{Lock: ev.Lock, Session: wr.ts.Session, Attempt: ev.Attempt, Phase: phase}, true)
+			return
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// What the workload calls.
+
+// Lock calls Lock on client c.
+func (w *World) Lock(c int, lock string, try bool) error {
+	cl := w.cli[c]
+	if !cl.alive {
+		return fmt.Errorf("sim: c%d is silent", c)
+	}
+	e, err := cl.c.Lock(w.Now(), lock, try)
+	if err != nil {
+		return err
+	}
+	w.stats.Locks++
+	at := w.trace("c%d calls Lock(%s try=%t) att=%d", c, lock, try, cl.c.Attempt(lock))
+	w.h.lockCalled(at, c, lock, cl.c.Attempt(lock), try)
+	w.clientEffects(c, e)
+	return nil
+}
+
+// Unlock calls Unlock on client c; the holding ends now.
+func (w *World) Unlock(c int, lock string) error {
+	cl := w.cli[c]
+	before, exits := cl.c.Accesses(lock), cl.c.Stats.Accesses["exit"]
+	e, err := cl.c.Unlock(w.Now(), lock)
+	if err != nil {
+		return err
+	}
+	at := w.trace("c%d calls Unlock(%s)", c, lock)
+	w.h.endHold(at, c, lock)
+	if d, dx := cl.c.Accesses(lock)-before, cl.c.Stats.Accesses["exit"]-exits; d != 1 || dx != 1 {
+		w.h.violate(CheckAccesses, at, "c%d's Unlock(%s) made %d quorum accesses (%d exit), want 1", c, lock, d, dx)
+	}
+	w.clientEffects(c, e)
+	return nil
+}
+
+// Abandon calls Abandon on client c; a holding ends now.
+func (w *World) Abandon(c int, lock string) {
+	cl := w.cli[c]
+	at := w.trace("c%d calls Abandon(%s)", c, lock)
+	w.h.endHold(at, c, lock)
+	w.clientEffects(c, cl.c.Abandon(w.Now(), lock))
+}
+
+// Read starts a register read by client c of client x's register on lock.
+func (w *World) Read(c int, lock string, x int) {
+	cl := w.cli[c]
+	op, e := cl.c.Read(lock, w.cli[x].c.ID())
+	w.stats.Reads++
+	at := w.trace("c%d calls Read(%s c%d) op=%d", c, lock, x, op)
+	r := &readRec{client: c, x: x, lock: lock, start: at}
+	w.h.reads[opKey{c, op}] = r
+	w.h.readList = append(w.h.readList, r)
+	w.clientEffects(c, e)
+}
+
+// GetSet starts a getSet by client c on lock.
+func (w *World) GetSet(c int, lock string) {
+	cl := w.cli[c]
+	op, e := cl.c.GetSet(lock)
+	w.stats.Sets++
+	at := w.trace("c%d calls GetSet(%s) op=%d", c, lock, op)
+	s := &setRec{client: c, lock: lock, start: at}
+	w.h.sets[opKey{c, op}] = s
+	w.h.setList = append(w.h.setList, s)
+	w.clientEffects(c, e)
+}
+
+// CrashClient silences client c now (for scripts).
+func (w *World) CrashClient(c int) { w.crashClient(c) }
+
+// Client returns client c's state machine (for scripts and tests; read only).
+func (w *World) Client(c int) *bakery.Client { return w.cli[c].c }
+
+// Core returns server i's core, or nil while it is down (read only).
+func (w *World) Core(i int) *core.Core { return w.srv[i].core }
+
+// Holds returns the holdings recorded so far.
+func (w *World) Holds() []Hold { return append([]Hold(nil), w.h.holds...) }
