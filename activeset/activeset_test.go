@@ -123,3 +123,23 @@ func TestSetReaderNeedsQMatching(t *testing.T) {
 		require.False(t, ok)
 	}
 }
+
+// A client's GetSet on a lock does not end its own Listen there (they were
+// one subscription, and reading the set silently ended the wait: test/sim).
+func TestGetSetKeepsOwnListen(t *testing.T) {
+	l := NewLock("L")
+	a, w := newSigner(t), newSigner(t)
+	l.Apply(a.entry(t, 1, 1, wire.PhaseDoorway, 0))
+	l.Subscribe(&Subscription{Client: w.id, Req: 1, Watch: map[wire.ClientID]bool{a.id: true}, Remaining: 5}, nil)
+	l.Subscribe(&Subscription{Client: w.id, Req: 2, Remaining: 5}, nil)
+	require.Equal(t, 2, l.Subscribers())
+	l.Apply(a.entry(t, 1, 1, wire.PhaseExit, 0))
+	p := l.Changed(a.id, nil)
+	require.Len(t, p, 2)
+	require.Equal(t, uint64(1), p[0].Update.Req, "the Listen comes first, deterministically")
+	require.Equal(t, uint64(2), p[1].Update.Req)
+	l.UnsubscribeListen(w.id)
+	require.Equal(t, 1, l.Subscribers())
+	l.Unsubscribe(w.id)
+	require.Zero(t, l.Subscribers())
+}

@@ -9,7 +9,7 @@ import (
 // Subscription is one client's listener on a lock: a GetSet (Watch == nil,
 // the whole active set) or a Listen (the members in Watch).
 // INVARIANT: Remaining > 0 while the subscription is registered; a client
-// has at most one subscription per lock.
+// has at most one subscription of each kind (Listen, GetSet) per lock.
 type Subscription struct {
 	Client    wire.ClientID
 	Req       uint64
@@ -18,6 +18,15 @@ type Subscription struct {
 }
 
 func (s *Subscription) watches(c wire.ClientID) bool { return s.Watch == nil || s.Watch[c] }
+
+// subKey names a subscription: a client's Listen and its GetSet on one lock
+// are separate, so reading the set never ends the client's own Listen.
+type subKey struct {
+	client wire.ClientID
+	getSet bool
+}
+
+func (s *Subscription) key() subKey { return subKey{client: s.Client, getSet: s.Watch == nil} }
 
 // CertFor returns the reset certificate that voids c's register value, if any.
 type CertFor func(c wire.ClientID) *wire.ResetCertificate
@@ -28,11 +37,11 @@ type Push struct {
 	Update *wire.Update
 }
 
-// Subscribe registers s (replacing the client's previous subscription to
-// this lock) and returns the snapshot to send. A subscription with
+// Subscribe registers s (replacing the client's previous subscription of
+// the same kind to this lock) and returns the snapshot to send. A subscription with
 // Remaining ≤ 0 gets its snapshot only.
 func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
-	delete(l.subs, s.Client)
+	delete(l.subs, s.key())
 	u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}
 	if s.Watch == nil {
 		u.Statements = Signed(l.Members())
@@ -47,7 +56,7 @@ func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
 		}
 	}
 	if s.Remaining > 0 {
-		l.subs[s.Client] = s
+		l.subs[s.key()] = s
 	} else {
 		u.Last = true
 	}
@@ -76,8 +85,15 @@ func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor) {
 	}
 }
 
-// Unsubscribe drops c's subscription (its next message for the lock ends it).
-func (l *Lock) Unsubscribe(c wire.ClientID) { delete(l.subs, c) }
+// Unsubscribe drops c's subscriptions to the lock (its next statement for
+// the lock ends them, §3).
+func (l *Lock) Unsubscribe(c wire.ClientID) {
+	delete(l.subs, subKey{client: c})
+	delete(l.subs, subKey{client: c, getSet: true})
+}
+
+// UnsubscribeListen drops only c's Listen (a new Listen replaces it).
+func (l *Lock) UnsubscribeListen(c wire.ClientID) { delete(l.subs, subKey{client: c}) }
 
 // Subscribers is the number of live subscriptions.
 func (l *Lock) Subscribers() int { return len(l.subs) }
@@ -96,7 +112,7 @@ func (l *Lock) Changed(c wire.ClientID, certFor CertFor) []Push {
 		s.Remaining--
 		if s.Remaining <= 0 {
 			u.Last = true
-			delete(l.subs, s.Client)
+			delete(l.subs, s.key())
 		}
 		out = append(out, Push{To: s.Client, Update: u})
 	}
@@ -108,6 +124,11 @@ func (l *Lock) sortedSubs() []*Subscription {
 	for _, s := range l.subs {
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Client.Less(out[j].Client) })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Client != out[j].Client {
+			return out[i].Client.Less(out[j].Client)
+		}
+		return out[j].Watch == nil // a client's Listen before its GetSet
+	})
 	return out
 }

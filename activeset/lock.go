@@ -59,12 +59,12 @@ type Lock struct {
 	highest map[wire.ClientID]*Entry
 	hw      *Entry
 	seq     uint64
-	subs    map[wire.ClientID]*Subscription
+	subs    map[subKey]*Subscription
 }
 
 // NewLock makes an empty lock.
 func NewLock(name string) *Lock {
-	return &Lock{Name: name, highest: make(map[wire.ClientID]*Entry), subs: make(map[wire.ClientID]*Subscription)}
+	return &Lock{Name: name, highest: make(map[wire.ClientID]*Entry), subs: make(map[subKey]*Subscription)}
 }
 
 // Apply makes e the register value of its client if it is newer (§2).

@@ -51,7 +51,9 @@ type EventKind uint8
 const (
 	// Acquired: the lock is held (Token set). Servers are told with Held, asynchronously.
 	Acquired EventKind = iota + 1
-	// Released: Exit reached q servers (Unlock or Abandon is complete).
+	// Released: Exit reached q servers (Unlock or Abandon is complete) — or,
+	// for an attempt already exiting when the lease guarantee failed, its
+	// session was abandoned: the servers reset it, which voids the attempt.
 	Released
 	// Lost: a held lock's lease guarantee failed (§5); the holding is over.
 	Lost
@@ -176,8 +178,10 @@ type operation struct {
 	lock   string
 	isRead bool
 	x      wire.ClientID // whose register a Read reads
-	// exitAcks is set for ExitEarlier: the acks of its Exit.
+	// exitAcks is set for ExitEarlier and CloseSession: the acks of their
+	// request, resend, which is sent again on a reconnect.
 	exitAcks *quorum.Access[struct{}]
+	resend   *wire.Message
 	reads    *quorum.Access[quorum.RegisterValue]
 	set      *activeset.SetReader
 	// joined: earlier getSets of the same lock that complete with this one.
@@ -426,7 +430,10 @@ func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 			continue
 		}
 		if o.set == nil {
-			continue // not a getSet (an ExitEarlier)
+			if o.resend != nil { // an ExitEarlier or a CloseSession
+				send(o.resend)
+			}
+			continue
 		}
 		o.snapshotDue[s] = true // the server answers a new subscription with a snapshot
 		send(&wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}})
@@ -901,7 +908,8 @@ func (c *Client) ExitEarlier(lock string, earlier *wire.Statement) (op uint64, e
 	c.ops[o.id] = o
 	c.access(nil, "exit")
 	exit := c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: earlier.Session, Attempt: earlier.Attempt, Phase: wire.PhaseExit})
-	c.toAll(&e, &wire.Message{Submit: &wire.Submit{Req: o.id, Statement: exit}})
+	o.resend = &wire.Message{Submit: &wire.Submit{Req: o.id, Statement: exit}}
+	c.toAll(&e, o.resend)
 	return o.id, e, nil
 }
 
@@ -918,6 +926,7 @@ func (c *Client) HeldAcknowledged(lock string) bool {
 func (c *Client) CloseSession() (op uint64, e Effects) {
 	o := &operation{id: c.req(), exitAcks: quorum.NewAccess[struct{}](c.q)}
 	c.ops[o.id] = o
-	c.toAll(&e, &wire.Message{SessionClose: &wire.SessionClose{Req: o.id, Session: c.sess}})
+	o.resend = &wire.Message{SessionClose: &wire.SessionClose{Req: o.id, Session: c.sess}}
+	c.toAll(&e, o.resend)
 	return o.id, e
 }

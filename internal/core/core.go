@@ -337,7 +337,7 @@ func (k *Core) onListen(c wire.ClientID, l *wire.Listen, reply func(*wire.Messag
 		fail(l.Req, wire.ErrCodeLimit, err)
 		return
 	}
-	lock.Unsubscribe(c)
+	lock.UnsubscribeListen(c)
 	own := lock.Highest(c)
 	if own == nil || own.St.Session != l.Session || own.St.Attempt != l.Attempt ||
 		(own.St.Phase != wire.PhaseTicket && own.St.Phase != wire.PhaseHeld) {
