@@ -156,7 +156,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return c, nil
 	case <-ctx.Done():
 		reach := c.reachable()
+		c.mu.Lock()
+		refusal := c.bk.LastRefusal()
+		c.mu.Unlock()
 		c.abort()
+		if refusal != "" {
+			return nil, fmt.Errorf("%w: the servers refused the session (%s): %w", ErrUnavailable, refusal, ctx.Err())
+		}
 		return nil, fmt.Errorf("%w: %d of %d servers answered, need %d (is the cluster running? check %s): %w",
 			ErrUnavailable, reach, cluster.N, cluster.Quorum, clusterWhere(cfg), ctx.Err())
 	}

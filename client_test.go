@@ -303,3 +303,15 @@ func TestWaitingLockSurvivesSessionLoss(t *testing.T) {
 	require.True(t, h.Token().Less(got.h.Token()))
 	require.NoError(t, got.h.Unlock(ctx))
 }
+
+// A TTL the servers refuse is reported as such, not as an outage.
+func TestDialRefusedTTL(t *testing.T) {
+	tc := newCluster(t, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	key, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	_, err = Dial(ctx, Config{Cluster: tc.cluster, Identity: key, TTL: time.Hour})
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorContains(t, err, "TTL out of bounds")
+}
