@@ -73,12 +73,22 @@ func (h *Histogram) Observe(v float64) {
 // ObserveDuration records one duration in seconds.
 func (h *Histogram) ObserveDuration(d time.Duration) { h.Observe(d.Seconds()) }
 
-// Registry holds the latest snapshot and the histograms.
+// Traffic counts messages (and, where the size is known, bytes) live, as the
+// server loop handles them: not through the snapshot.
+type Traffic struct {
+	Messages atomic.Uint64
+	Bytes    atomic.Uint64
+}
+
+// Registry holds the latest snapshot, the histograms and the traffic counters.
 type Registry struct {
 	mu      sync.Mutex
 	snap    Snapshot
 	Fsync   *Histogram
 	Batches *Histogram // records per commit
+	// FromClients and FromServers count decoded messages received (and their
+	// encoded bytes); ToClients and ToServers count messages queued to send.
+	FromClients, FromServers, ToClients, ToServers Traffic
 }
 
 // NewRegistry makes an empty registry.
@@ -137,6 +147,15 @@ func (r *Registry) Write(w io.Writer) error {
 	one("bq_active_set_max", "gauge", "Size of the largest active set.", float64(s.MaxMembers))
 	one("bq_clients_suspected", "gauge", "Clients with a session this server suspects and no certificate reset yet.", float64(s.Suspected))
 	one("bq_clients_banned", "gauge", "Clients banned.", float64(s.Banned))
+	metric("bq_messages_in_total", "counter", "Messages received and decoded, by the kind of sender.")
+	fmt.Fprintf(&b, "bq_messages_in_total{%s,from=\"client\"} %d\n", lbl, r.FromClients.Messages.Load())
+	fmt.Fprintf(&b, "bq_messages_in_total{%s,from=\"server\"} %d\n", lbl, r.FromServers.Messages.Load())
+	metric("bq_bytes_in_total", "counter", "Encoded bytes of the messages received, by the kind of sender.")
+	fmt.Fprintf(&b, "bq_bytes_in_total{%s,from=\"client\"} %d\n", lbl, r.FromClients.Bytes.Load())
+	fmt.Fprintf(&b, "bq_bytes_in_total{%s,from=\"server\"} %d\n", lbl, r.FromServers.Bytes.Load())
+	metric("bq_messages_out_total", "counter", "Messages queued to send, by the kind of receiver.")
+	fmt.Fprintf(&b, "bq_messages_out_total{%s,to=\"client\"} %d\n", lbl, r.ToClients.Messages.Load())
+	fmt.Fprintf(&b, "bq_messages_out_total{%s,to=\"server\"} %d\n", lbl, r.ToServers.Messages.Load())
 	writeHistogram(&b, "bq_fsync_seconds", "Durable commit (write and fsync) latency.", lbl, r.Fsync)
 	writeHistogram(&b, "bq_commit_records", "Records per durable commit (group commit size).", lbl, r.Batches)
 	_, err := io.WriteString(w, b.String())

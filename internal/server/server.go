@@ -216,6 +216,7 @@ func (s *Server) loop(ctx context.Context) {
 			now := time.Now()
 			for _, in := range batch {
 				s.observe(in)
+				s.count(in)
 				if ci, ok := coreInput(in); ok {
 					eff.Append(s.core.Step(now, ci))
 				}
@@ -225,7 +226,10 @@ func (s *Server) loop(ctx context.Context) {
 			return
 		}
 		for _, o := range eff.Send {
-			if err := s.transport.Send(o.To, o.Msg); err != nil && !errors.Is(err, transport.ErrNotConnected) {
+			err := s.transport.Send(o.To, o.Msg)
+			if err == nil {
+				s.countOut(o.To)
+			} else if !errors.Is(err, transport.ErrNotConnected) {
 				s.log.Debug("send failed", "to", o.To.String(), "msg", o.Msg.String(), "err", err)
 			}
 		}
@@ -285,6 +289,28 @@ func (s *Server) observe(in transport.Inbound) {
 		}
 	case transport.EventBadInput:
 		s.log.Warn("bad input from peer", "peer", in.From.String(), "err", in.Err)
+	}
+}
+
+// count adds a received message to the traffic counters.
+func (s *Server) count(in transport.Inbound) {
+	if in.Kind != transport.EventMessage {
+		return
+	}
+	t := &s.metrics.FromServers
+	if in.From.IsClient {
+		t = &s.metrics.FromClients
+	}
+	t.Messages.Add(1)
+	t.Bytes.Add(uint64(in.Size))
+}
+
+// countOut adds a message queued for to to the traffic counters.
+func (s *Server) countOut(to transport.Peer) {
+	if to.IsClient {
+		s.metrics.ToClients.Messages.Add(1)
+	} else {
+		s.metrics.ToServers.Messages.Add(1)
 	}
 }
 

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bq-lock/bq"
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
+)
+
+// bqCluster is n=4 bqserver processes on loopback, each with durable bbolt
+// storage and a metrics endpoint.
+type bqCluster struct {
+	dir     string
+	cluster *certs.Cluster
+	servers []*child
+	metrics []string // metrics URLs
+}
+
+const bqServers = 4
+
+// startBQ makes a fresh cluster in work/bq and starts its servers. With
+// profileDir, each server writes a CPU profile there when it stops.
+func startBQ(bin, work, profileDir string) (*bqCluster, error) {
+	dir := filepath.Join(work, "bq")
+	base, err := freeUDPBase(bqServers)
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(bin, "init", "--dir", dir, "--servers", fmt.Sprint(bqServers), "--port-base", fmt.Sprint(base)).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("bqserver init: %v\n%s", err, out)
+	}
+	cl, err := certs.LoadCluster(filepath.Join(dir, "cluster.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freeTCPPorts(bqServers)
+	if err != nil {
+		return nil, err
+	}
+	b := &bqCluster{dir: dir, cluster: cl}
+	for i := range bqServers {
+		args := []string{bin, "run", "--dir", dir, "--id", fmt.Sprint(i), "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[i])}
+		if profileDir != "" {
+			args = append(args, "--cpuprofile", filepath.Join(profileDir, fmt.Sprintf("bqserver-%d.pprof", i)))
+		}
+		c, err := startChild(fmt.Sprintf("bqserver-%d", i), filepath.Join(work, fmt.Sprintf("bqserver-%d.log", i)), args...)
+		if err != nil {
+			b.stop()
+			return nil, err
+		}
+		b.servers = append(b.servers, c)
+		b.metrics = append(b.metrics, fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[i]))
+	}
+	for _, c := range b.servers {
+		// Every server logs the n-1 peers it accepted, each with mutual TLS.
+		if err := c.waitLog("accepted server connection", bqServers-1, 30*time.Second); err != nil {
+			b.stop()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (b *bqCluster) pids() []int {
+	var ps []int
+	for _, c := range b.servers {
+		ps = append(ps, c.pid())
+	}
+	return ps
+}
+
+// stop stops the servers with SIGTERM (so CPU profiles are written).
+func (b *bqCluster) stop() {
+	var wg sync.WaitGroup
+	for _, c := range b.servers {
+		wg.Go(func() { c.stop(5 * time.Second) })
+	}
+	wg.Wait()
+}
+
+// fence checks that fencing tokens grow from each holder to the next.
+type fence struct {
+	mu   sync.Mutex
+	last bq.Token
+	bad  int
+}
+
+func (f *fence) check(t bq.Token) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.last.Less(t) {
+		f.bad++
+	}
+	f.last = t
+}
+
+// bqLocker is one SDK client (its own identity, connections and session)
+// taking one lock.
+type bqLocker struct {
+	c     *bq.Client
+	m     *bq.Mutex
+	h     *bq.Holding
+	fence *fence
+}
+
+func (l *bqLocker) Lock(ctx context.Context) error {
+	h, err := l.m.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	l.h = h
+	if l.fence != nil {
+		l.fence.check(h.Token())
+	}
+	return nil
+}
+
+func (l *bqLocker) Unlock(ctx context.Context) error {
+	h := l.h
+	l.h = nil
+	if h == nil {
+		return errors.New("unlock without a holding")
+	}
+	return h.Unlock(ctx)
+}
+
+func (l *bqLocker) Close() error { return l.c.Close() }
+
+// dial opens k clients in parallel, each with a fresh in-memory identity,
+// all on the lock called name.
+func (b *bqCluster) dial(ctx context.Context, k int, name string, f *fence) ([]locker, error) {
+	ls := make([]locker, k)
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() {
+			key, err := crypto.GenerateKey(b.cluster.Scheme, rand.Reader)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			c, err := bq.Dial(dctx, bq.Config{Cluster: b.cluster, Identity: key})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			ls[i] = &bqLocker{c: c, m: c.Mutex(name), fence: f}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		var ok []locker
+		for _, l := range ls {
+			if l != nil {
+				ok = append(ok, l)
+			}
+		}
+		closeAll(ok)
+		return nil, err
+	}
+	return ls, nil
+}
+
+// byClientID orders per-client counts (aligned with ls) by ClientID.
+func byClientID(ls []locker, counts []int) []int {
+	type pc struct {
+		id string
+		n  int
+	}
+	var ps []pc
+	for i, l := range ls {
+		if bl, ok := l.(*bqLocker); ok && i < len(counts) {
+			ps = append(ps, pc{bl.c.ID().Hex(), counts[i]})
+		}
+	}
+	slices.SortFunc(ps, func(a, b pc) int { return strings.Compare(a.id, b.id) })
+	var out []int
+	for _, p := range ps {
+		out = append(out, p.n)
+	}
+	return out
+}

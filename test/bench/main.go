@@ -1,0 +1,506 @@
+// Command bench measures bq side by side with etcd v3.7 on one machine: an
+// uncontended Lock+Unlock, 8 clients contending for one lock, and bq alone
+// from 1 to 64 contenders. Run it through ./run, which builds it and
+// bqserver; see docs/performance.md.
+//
+//	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
+//	      [--workloads uncontended,contended,scaling] [--profile DIR]
+//
+// It re-executes itself as "bench etcd-member ..." for each etcd member.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "etcd-member" {
+		os.Exit(etcdMember(os.Args[2:]))
+	}
+	os.Exit(bench(os.Args[1:]))
+}
+
+type options struct {
+	json, quick bool
+	bqserver    string
+	workdir     string
+	profile     string
+	keep        bool
+	systems     map[string]bool
+	workloads   map[string]bool
+	scaling     []int
+
+	uncontendedWarm, uncontendedOps int
+	contenders                      int
+	warm, contended, step, timeout  time.Duration
+}
+
+func parseFlags(args []string) (*options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	o := &options{}
+	fs.BoolVar(&o.json, "json", false, "print one JSON object as the last line")
+	fs.BoolVar(&o.quick, "quick", false, "shorter runs (contended 3 s; scaling 1, 4, 16)")
+	fs.StringVar(&o.bqserver, "bqserver", "", "bqserver binary (default: next to this binary)")
+	fs.StringVar(&o.workdir, "workdir", "", "make the run's directory (clusters, logs) inside this one, e.g. /dev/shm/x to take the disk out (default: the system's temporary directory); it is removed at the end")
+	fs.StringVar(&o.profile, "profile", "", "write CPU profiles to DIR: each bq server's whole run (bqserver-<i>.pprof) and the bq clients' contended run (bench-clients.pprof)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (logs, data) at the end; with ./run, give a --workdir outside its temporary directory")
+	systems := fs.String("systems", "bq,etcd", "systems to measure")
+	workloads := fs.String("workloads", "uncontended,contended,scaling", "workloads to run (scaling is bq only)")
+	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
+	fs.IntVar(&o.uncontendedOps, "ops", 1000, "measured uncontended Lock+Unlock cycles (--quick: 500)")
+	fs.IntVar(&o.contenders, "contenders", 8, "clients in the contended run")
+	fs.DurationVar(&o.contended, "duration", 10*time.Second, "contended run length (--quick: 3s)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and clean up) after this long")
+	fs.DurationVar(&o.step, "step", 3*time.Second, "length of each scaling run (--quick: 2s)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := func(name string) bool {
+		found := false
+		fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
+		return found
+	}
+	o.uncontendedWarm = 50
+	o.warm = 500 * time.Millisecond
+	if o.quick {
+		if !set("ops") {
+			o.uncontendedOps = 500
+		}
+		if !set("duration") {
+			o.contended = 3 * time.Second
+		}
+		if !set("step") {
+			o.step = 2 * time.Second
+		}
+	}
+	o.systems, o.workloads = csvSet(*systems), csvSet(*workloads)
+	sc := *scaling
+	if sc == "" {
+		sc = "1,2,4,8,16,32,64"
+		if o.quick {
+			sc = "1,4,16"
+		}
+	}
+	for _, f := range strings.Split(sc, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			return nil, fmt.Errorf("bad --scaling %q", sc)
+		}
+		o.scaling = append(o.scaling, k)
+	}
+	if o.bqserver == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		o.bqserver = filepath.Join(filepath.Dir(self), "bqserver")
+	}
+	return o, nil
+}
+
+func csvSet(s string) map[string]bool {
+	m := make(map[string]bool)
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			m[f] = true
+		}
+	}
+	return m
+}
+
+// logf reports progress on stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func bench(args []string) int {
+	o, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once (children die with us: Pdeathsig)
+	}()
+
+	// Always a fresh directory of our own (inside --workdir if given), so
+	// that removing it at the end never touches anything else.
+	if o.workdir != "" {
+		if err := os.MkdirAll(o.workdir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
+	work, err := os.MkdirTemp(o.workdir, "bq-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer func() {
+		stopAll(5 * time.Second)
+		if o.keep {
+			logf("kept %s", work)
+		} else {
+			_ = os.RemoveAll(work)
+		}
+	}()
+
+	env := machine()
+	logf("machine: %s", env)
+	res := &results{env: env, opts: o}
+	if o.systems["bq"] {
+		if res.bq, err = runBQ(ctx, o, work); err != nil {
+			return fail(ctx, "bq", err)
+		}
+	}
+	if o.systems["etcd"] {
+		if res.etcd, err = runEtcd(ctx, o, work); err != nil {
+			return fail(ctx, "etcd", err)
+		}
+	}
+	res.env.loadAfter = loadavg()
+	res.print(os.Stdout)
+	if o.json {
+		b, err := json.Marshal(res.json())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		fmt.Println(string(b))
+	}
+	return 0
+}
+
+func fail(ctx context.Context, sys string, err error) int {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		fmt.Fprintln(os.Stderr, "bench: interrupted")
+		return 130
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s: %v\n(--keep --workdir DIR keeps the servers' logs)\n", sys, err)
+	return 1
+}
+
+// sysResult is everything measured on one system.
+type sysResult struct {
+	name        string
+	uncontended *uncontendedResult
+	contended   *contendedResult
+	uwindow     window // of the uncontended run
+	window      window // of the contended run
+	fenceErrors int
+	// byID is the contended run's acquisitions per client in ClientID order
+	// (the bakery breaks ticket ties by ClientID).
+	byID    []int
+	scaling []scalingRow
+}
+
+// scalingRow is one bq run with K contenders.
+type scalingRow struct {
+	K        int
+	R        contendedResult
+	W        window
+	Accesses map[string]float64 // access deltas over the whole run
+	// Step is every metric's delta over the whole run (snapshot counters
+	// such as suspicions and resets included).
+	Step map[string]float64
+}
+
+func runBQ(ctx context.Context, o *options, work string) (*sysResult, error) {
+	if _, err := os.Stat(o.bqserver); err != nil {
+		return nil, fmt.Errorf("no bqserver binary (build it: go build -o DIR ./cmd/bqserver, pass --bqserver): %w", err)
+	}
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	logf("bq: starting %d bqserver processes", bqServers)
+	b, err := startBQ(o.bqserver, work, o.profile)
+	if err != nil {
+		return nil, err
+	}
+	defer b.stop()
+	r := &sysResult{name: "bq"}
+
+	if o.workloads["uncontended"] {
+		ls, err := b.dial(ctx, 1, "bench-uncontended", &fence{})
+		if err != nil {
+			return nil, err
+		}
+		logf("bq: uncontended, %d+%d Lock+Unlock cycles", o.uncontendedWarm, o.uncontendedOps)
+		u, w, err := measuredUncontended(ctx, ls[0], o.uncontendedWarm, o.uncontendedOps, b.pids(), b.metrics)
+		closeAll(ls)
+		if err != nil {
+			return nil, err
+		}
+		r.uncontended, r.uwindow = &u, w
+	}
+	if o.workloads["contended"] {
+		f := &fence{}
+		ls, err := b.dial(ctx, o.contenders, "bench-contended", f)
+		if err != nil {
+			return nil, err
+		}
+		logf("bq: contended, %d clients for %v", o.contenders, o.contended)
+		stopProfile, err := profileSelf(o.profile, "bench-clients.pprof")
+		if err != nil {
+			closeAll(ls)
+			return nil, err
+		}
+		c, w, err := measured(ctx, ls, o.warm, o.contended, b.pids(), b.metrics)
+		stopProfile()
+		closeAll(ls)
+		if err != nil {
+			return nil, err
+		}
+		r.contended, r.window, r.fenceErrors = &c, w, f.bad
+		r.byID = byClientID(ls, c.PerClient)
+	}
+	if o.workloads["scaling"] {
+		for _, k := range o.scaling {
+			row, bad, err := bqStep(ctx, b, o, k)
+			if err != nil {
+				return nil, fmt.Errorf("scaling, %d contenders: %w", k, err)
+			}
+			r.fenceErrors += bad
+			r.scaling = append(r.scaling, row)
+		}
+	}
+	return r, nil
+}
+
+// window is what the counters say about a contended run's measured window:
+// CPU seconds of the servers and of this process, and metric deltas.
+type window struct {
+	ServerCPU, ClientCPU float64
+	Metrics              map[string]float64
+}
+
+// measure runs run, reading the CPU time of pids and of this process and
+// the metrics at urls at the two instants it calls back.
+func measure(pids []int, urls []string, run func(atStart, atEnd func()) error) (window, error) {
+	type reading struct {
+		srv, cli float64
+		m        map[string]float64
+		err      error
+	}
+	var r0, r1 reading
+	read := func(r *reading) func() {
+		return func() {
+			var err1, err2, err3 error
+			r.srv, err1 = cpuSum(pids)
+			r.cli, err2 = cpuSeconds(0)
+			if len(urls) > 0 {
+				r.m, err3 = scrape(urls)
+			}
+			r.err = errors.Join(err1, err2, err3)
+		}
+	}
+	err := run(read(&r0), read(&r1))
+	if err == nil {
+		err = errors.Join(r0.err, r1.err)
+	}
+	return window{ServerCPU: r1.srv - r0.srv, ClientCPU: r1.cli - r0.cli, Metrics: delta(r0.m, r1.m)}, err
+}
+
+// measured runs the contended workload under measure.
+func measured(ctx context.Context, ls []locker, warm, dur time.Duration, pids []int, urls []string) (contendedResult, window, error) {
+	var res contendedResult
+	w, err := measure(pids, urls, func(atStart, atEnd func()) error {
+		var err error
+		res, err = contended(ctx, ls, warm, dur, atStart, atEnd)
+		return err
+	})
+	return res, w, err
+}
+
+// measuredUncontended runs the uncontended workload under measure.
+func measuredUncontended(ctx context.Context, l locker, warm, n int, pids []int, urls []string) (uncontendedResult, window, error) {
+	var res uncontendedResult
+	w, err := measure(pids, urls, func(atStart, atEnd func()) error {
+		var err error
+		res, err = uncontended(ctx, l, warm, n, atStart, atEnd)
+		return err
+	})
+	return res, w, err
+}
+
+// profileSelf profiles this process's CPU (the bq clients) into dir/name
+// until the returned function is called; without dir it does nothing.
+func profileSelf(dir, name string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
+}
+
+// publishWait outlasts the servers' once-a-second metrics snapshot.
+const publishWait = 1100 * time.Millisecond
+
+// bqStep runs k contenders for o.step and reads the servers' counters.
+func bqStep(ctx context.Context, b *bqCluster, o *options, k int) (scalingRow, int, error) {
+	row := scalingRow{K: k}
+	f := &fence{}
+	ls, err := b.dial(ctx, k, fmt.Sprintf("bench-scaling-%d", k), f)
+	if err != nil {
+		return row, 0, err
+	}
+	defer closeAll(ls)
+	logf("bq: scaling, %d contenders for %v", k, stepFor(o.step, k))
+	if err := sleep(ctx, publishWait); err != nil {
+		return row, 0, err
+	}
+	before, err := scrape(b.metrics)
+	if err != nil {
+		return row, 0, err
+	}
+	row.R, row.W, err = measured(ctx, ls, o.warm, stepFor(o.step, k), b.pids(), b.metrics)
+	if err != nil {
+		return row, 0, err
+	}
+	if err := sleep(ctx, publishWait); err != nil {
+		return row, 0, err
+	}
+	after, err := scrape(b.metrics)
+	if err != nil {
+		return row, 0, err
+	}
+	row.Step = delta(before, after)
+	row.Accesses = make(map[string]float64)
+	for key, v := range row.Step {
+		if kind, ok := strings.CutPrefix(key, `bq_accesses_total{kind="`); ok {
+			row.Accesses[strings.TrimSuffix(kind, `"}`)] = v
+		}
+	}
+	return row, f.bad, nil
+}
+
+// stepFor lengthens the window for many contenders, so that each still
+// gets several turns: step up to 16, ×2 at 32, ×4 at 64.
+func stepFor(step time.Duration, k int) time.Duration {
+	return step * time.Duration(max(1, k/16))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	logf("etcd: starting %d members", etcdMembers)
+	e, err := startEtcd(self, work)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stop()
+	r := &sysResult{name: "etcd"}
+	if o.workloads["uncontended"] {
+		ls, err := e.dial(ctx, 1, etcdLockKey+"-uncontended")
+		if err != nil {
+			return nil, err
+		}
+		logf("etcd: uncontended, %d+%d Lock+Unlock cycles", o.uncontendedWarm, o.uncontendedOps)
+		u, w, err := measuredUncontended(ctx, ls[0], o.uncontendedWarm, o.uncontendedOps, e.pids(), e.metrics())
+		closeAll(ls)
+		if err != nil {
+			return nil, err
+		}
+		r.uncontended, r.uwindow = &u, w
+	}
+	if o.workloads["contended"] {
+		ls, err := e.dial(ctx, o.contenders, etcdLockKey)
+		if err != nil {
+			return nil, err
+		}
+		logf("etcd: contended, %d clients for %v", o.contenders, o.contended)
+		c, w, err := measured(ctx, ls, o.warm, o.contended, e.pids(), e.metrics())
+		closeAll(ls)
+		if err != nil {
+			return nil, err
+		}
+		r.contended, r.window = &c, w
+	}
+	return r, nil
+}
+
+// env describes the machine and its load.
+type env struct {
+	nproc              int
+	kernel, cpu        string
+	loadBefore         string
+	loadAfter          string
+	goVersion, started string
+}
+
+func (e env) String() string {
+	return fmt.Sprintf("nproc=%d kernel=%s cpu=%q load=%s go=%s", e.nproc, e.kernel, e.cpu, e.loadBefore, e.goVersion)
+}
+
+func machine() env {
+	e := env{nproc: runtime.NumCPU(), goVersion: runtime.Version(), loadBefore: loadavg(), started: time.Now().UTC().Format(time.RFC3339)}
+	if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		e.kernel = strings.TrimSpace(string(out))
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				e.cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return e
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
