@@ -67,8 +67,11 @@ type Server struct {
 	http      *http.Server
 	published time.Time
 
-	cancel    context.CancelFunc
-	done      chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	// pipe carries the loop's effects to commitLoop; committed is closed when it exits.
+	pipe      chan core.Effects
+	committed chan struct{}
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -98,7 +101,8 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{}),
+		pipe: make(chan core.Effects, 64), committed: make(chan struct{})}
 	fail := func(err error) (*Server, error) {
 		if s.transport != nil {
 			_ = s.transport.Close()
@@ -156,6 +160,7 @@ func Start(cfg Config) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go s.loop(ctx)
+	go s.commitLoop(ctx)
 	return s, nil
 }
 
@@ -222,10 +227,48 @@ func (s *Server) loop(ctx context.Context) {
 				}
 			}
 		}
-		if !s.persist(ctx, eff.Persist) {
+		if len(eff.Persist) == 0 && len(eff.Send) == 0 {
+			continue
+		}
+		select {
+		case s.pipe <- eff:
+		case <-ctx.Done():
 			return
 		}
-		for _, o := range eff.Send {
+	}
+}
+
+// commitLoop makes the loop's effects durable and sends them, in order. It
+// takes every batch queued while the previous commit was in flight into one
+// commit (so the loop never waits on a disk), and sends a batch's messages
+// only after its records and those of every earlier batch are durable: no
+// message ever reflects state a crash could lose.
+// INVARIANT: batches are committed and sent in the order the loop queued them.
+func (s *Server) commitLoop(ctx context.Context) {
+	defer close(s.committed)
+	var recs []core.Record
+	var sends []core.Outgoing
+	for {
+		var first core.Effects
+		select {
+		case first = <-s.pipe:
+		case <-ctx.Done():
+			return
+		}
+		recs, sends = append(recs[:0], first.Persist...), append(sends[:0], first.Send...)
+	more:
+		for {
+			select {
+			case e := <-s.pipe:
+				recs, sends = append(recs, e.Persist...), append(sends, e.Send...)
+			default:
+				break more
+			}
+		}
+		if !s.persist(ctx, recs) {
+			return
+		}
+		for _, o := range sends {
 			err := s.transport.Send(o.To, o.Msg)
 			if err == nil {
 				s.countOut(o.To)
@@ -233,6 +276,7 @@ func (s *Server) loop(ctx context.Context) {
 				s.log.Debug("send failed", "to", o.To.String(), "msg", o.Msg.String(), "err", err)
 			}
 		}
+		clear(sends)
 	}
 }
 
@@ -346,6 +390,7 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		<-s.done
+		<-s.committed
 		var herr error
 		if s.http != nil {
 			herr = s.http.Close()
