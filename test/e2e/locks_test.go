@@ -88,7 +88,7 @@ func readLines(t *testing.T, path string) []string {
 	return strings.Fields(string(b))
 }
 
-// tokenLess compares fencing tokens "N.clientprefix" by N, then client.
+// tokenLess compares fencing tokens "N.T" by N as a number, then the tie-break T as a string (bakery.Token.String).
 func tokenLess(t *testing.T, a, b string) bool {
 	an, ac, _ := strings.Cut(a, ".")
 	bn, bc, _ := strings.Cut(b, ".")
