@@ -90,3 +90,26 @@ func BenchmarkJustificationHash(b *testing.B) {
 		wire.JustificationHash(j)
 	}
 }
+
+func BenchmarkSignedStatementHash(b *testing.B) {
+	type (
+		Statement = wire.Statement
+		ClientID  = wire.ClientID
+		Digest    = wire.Digest
+	)
+	const PhaseTicket = wire.PhaseTicket
+	SignStatement := wire.SignStatement
+	k, err := crypto.PrivateKeyFromSeed(crypto.Ed25519, make([]byte, 32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := Digest{1}
+	ss, err := SignStatement(k, &Statement{Lock: "L", Client: ClientID(k.Public.ID), Session: 1, Attempt: 1, Phase: PhaseTicket, N: 3, JHash: &d})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ss.Hash()
+	}
+}

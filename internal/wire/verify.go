@@ -2,6 +2,7 @@ package wire
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -28,14 +29,20 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("wire: %w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// Hash identifies a signed statement by its exact bytes (for caches and dedup).
+// Hash identifies a signed statement by its exact parts — scheme, key, body
+// and signature, each length-prefixed so no two statements share an input —
+// for in-process caches and dedup. It never goes on the wire or to disk.
 func (s *SignedStatement) Hash() Digest {
 	h := sha256.New()
-	kb, _ := crypto.Marshal(s.Key)
-	h.Write(kb)
-	sb, _ := crypto.Marshal(s.Signed)
-	h.Write(sb)
-	return Digest(h.Sum(nil))
+	var n [4]byte
+	for _, part := range [][]byte{[]byte(s.Key.Scheme), s.Key.Key, s.Signed.Body, s.Signed.Sig} {
+		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	var d Digest
+	h.Sum(d[:0])
+	return d
 }
 
 // SignStatement signs st with the client key k. st.Client must be k's ClientID.
