@@ -3,8 +3,7 @@ package bq
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
-	"net"
+	"github.com/bq-lock/bq/internal/testutil"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,27 +99,7 @@ func (tc *testCluster) dial(cfg Config) *Client {
 // freePortBase finds n consecutive free UDP ports on loopback.
 func freePortBase(t *testing.T, n int) int {
 	t.Helper()
-	for range 50 {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		require.NoError(t, err)
-		base := c.LocalAddr().(*net.UDPAddr).Port
-		_ = c.Close()
-		if base+n > 65000 {
-			continue
-		}
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				continue
-			}
-			_ = c.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free range of UDP ports")
-	return 0
+	base, err := testutil.FreeUDPPortBase(n)
+	require.NoError(t, err)
+	return base
 }

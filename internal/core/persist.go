@@ -43,24 +43,15 @@ func mustMarshal(v any) []byte {
 // so a corrupted file is reported instead of believed.
 func (k *Core) Restore(r Reader) error {
 	err := r.ForEach(bucketStmt, func(key, v []byte) error {
-		var ss wire.SignedStatement
-		if err := crypto.Unmarshal(v, &ss); err != nil {
-			return err
-		}
-		st, err := k.verify(&ss)
+		en, err := k.restoreEntry(v)
 		if err != nil {
 			return err
 		}
+		st := en.St
 		if string(key) != string(stmtKey(st.Lock, st.Client)) {
 			return fmt.Errorf("statement stored under the wrong key: %s", st)
 		}
-		lock := k.locks[st.Lock]
-		if lock == nil {
-			lock = activeset.NewLock(st.Lock)
-			k.locks[st.Lock] = lock
-		}
-		en := &activeset.Entry{Signed: ss, St: st}
-		lock.Restore(en)
+		k.restoredLock(st.Lock).Restore(en)
 		k.noteClientLock(st.Client, st.Lock)
 		k.restored = append(k.restored, en)
 		return nil
@@ -69,20 +60,11 @@ func (k *Core) Restore(r Reader) error {
 		return fmt.Errorf("core: restoring statements: %w", err)
 	}
 	err = r.ForEach(bucketHW, func(key, v []byte) error {
-		var ss wire.SignedStatement
-		if err := crypto.Unmarshal(v, &ss); err != nil {
-			return err
-		}
-		st, err := k.verify(&ss)
+		en, err := k.restoreEntry(v)
 		if err != nil {
 			return err
 		}
-		lock := k.locks[string(key)]
-		if lock == nil {
-			lock = activeset.NewLock(string(key))
-			k.locks[string(key)] = lock
-		}
-		lock.RestoreHW(&activeset.Entry{Signed: ss, St: st})
+		k.restoredLock(string(key)).RestoreHW(en)
 		return nil
 	})
 	if err != nil {
@@ -134,6 +116,29 @@ func (k *Core) Restore(r Reader) error {
 		return fmt.Errorf("core: restoring votes: %w", err)
 	}
 	return nil
+}
+
+// restoreEntry decodes and verifies a stored signed statement.
+func (k *Core) restoreEntry(v []byte) (*activeset.Entry, error) {
+	var ss wire.SignedStatement
+	if err := crypto.Unmarshal(v, &ss); err != nil {
+		return nil, err
+	}
+	st, err := k.verify(&ss)
+	if err != nil {
+		return nil, err
+	}
+	return &activeset.Entry{Signed: ss, St: st}, nil
+}
+
+// restoredLock returns the lock called name, making it during a restore.
+func (k *Core) restoredLock(name string) *activeset.Lock {
+	lock := k.locks[name]
+	if lock == nil {
+		lock = activeset.NewLock(name)
+		k.locks[name] = lock
+	}
+	return lock
 }
 
 func sortedKeys(m map[string]struct{}) []string {

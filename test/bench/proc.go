@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/bq-lock/bq/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -122,32 +123,7 @@ func stopAll(grace time.Duration) {
 }
 
 // freeUDPBase finds n consecutive free UDP ports on loopback (QUIC).
-func freeUDPBase(n int) (int, error) {
-	for range 50 {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		base := c.LocalAddr().(*net.UDPAddr).Port
-		_ = c.Close()
-		if base+n > 65000 {
-			continue
-		}
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				continue
-			}
-			_ = c.Close()
-		}
-		if ok {
-			return base, nil
-		}
-	}
-	return 0, fmt.Errorf("no %d consecutive free UDP ports", n)
-}
+func freeUDPBase(n int) (int, error) { return testutil.FreeUDPPortBase(n) }
 
 // freeTCPPorts finds n free TCP ports on loopback.
 func freeTCPPorts(n int) ([]int, error) {

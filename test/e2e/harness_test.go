@@ -3,7 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"net"
+	"github.com/bq-lock/bq/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,29 +40,10 @@ func bin(name string) string { return filepath.Join(binDir, name) }
 
 // freePortBase finds n consecutive free UDP ports on loopback.
 func freePortBase(t *testing.T, n int) int {
-	for try := 0; try < 50; try++ {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		require.NoError(t, err)
-		base := c.LocalAddr().(*net.UDPAddr).Port
-		_ = c.Close()
-		if base+n > 65000 {
-			continue
-		}
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			c, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", base+i))
-			if err != nil {
-				ok = false
-				continue
-			}
-			_ = c.Close()
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no free port range")
-	return 0
+	t.Helper()
+	base, err := testutil.FreeUDPPortBase(n)
+	require.NoError(t, err)
+	return base
 }
 
 // initCluster runs bqserver init for n servers and returns the directory.
