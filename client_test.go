@@ -315,3 +315,34 @@ func TestDialRefusedTTL(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.ErrorContains(t, err, "TTL out of bounds")
 }
+
+// A holder that keeps heartbeating may stay in the critical section as long
+// as it likes (no deadline without --max-hold, §5): it is never reset, it only
+// delays the others, and status shows it as the holder with the queue behind.
+func TestLongHolderOnlyDelaysOthers(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	tc := newCluster(t, 4)
+	holder := tc.dial(Config{TTL: ttl})
+	waiter := tc.dial(Config{TTL: ttl})
+	ctx := ctxFor(t, 2*waitTimeout)
+	h, err := holder.Mutex("long").Lock(ctx)
+	require.NoError(t, err)
+	r := lockAsync(ctx, waiter, "long")
+	st := waitStatus(t, waiter, "long", "the waiter queued behind the holder", func(ls *LockStatus) bool {
+		return ls.Holder != nil && len(ls.Queue) == 1
+	})
+	require.Equal(t, holder.ID(), st.Holder.Client)
+	require.Equal(t, waiter.ID(), st.Queue[0].Client)
+	// Hold for ten TTLs.
+	select {
+	case <-h.Lost():
+		t.Fatal("a heartbeating holder lost its lock")
+	case got := <-r:
+		t.Fatalf("the waiter got in while the holder held: %+v", got)
+	case <-time.After(10 * ttl):
+	}
+	require.NoError(t, h.Unlock(ctx))
+	got := await(t, r)
+	require.NoError(t, got.err)
+	require.NoError(t, got.h.Unlock(ctx))
+}
