@@ -125,7 +125,7 @@ func TestBqclientContract(t *testing.T) {
 type lockedBuffer struct{ p proc }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) { return lockedWriter{&b.p}.Write(p) }
-func (b *lockedBuffer) String() string             { return b.p.output() }
+func (b *lockedBuffer) String() string              { return b.p.output() }
 
 func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
 	t.Helper()
