@@ -132,3 +132,16 @@ func (l *Lock) sortedSubs() []*Subscription {
 	})
 	return out
 }
+
+// SubscriptionsOf counts client c's subscriptions to this lock (at most two:
+// a Listen and a GetSet) and the members its Listen watches (read only, for
+// the simulator's bounded-memory checker).
+func (l *Lock) SubscriptionsOf(c wire.ClientID) (subs, watched int) {
+	for _, getSet := range []bool{false, true} {
+		if s := l.subs[subKey{client: c, getSet: getSet}]; s != nil {
+			subs++
+			watched += len(s.Watch)
+		}
+	}
+	return subs, watched
+}

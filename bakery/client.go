@@ -623,16 +623,19 @@ func (c *Client) onView(now time.Time, a *attempt, s wire.ServerID, sv wire.Sign
 		return
 	}
 	// GET-TICKET done: J = exactly q views, N = 1 + max(...) (§3.1).
-	for _, r := range a.views.First() {
-		a.j = append(a.j, r.Value)
-	}
 	at := Attempt{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att}
-	n, err := TicketFromJustification(a.j, c.cfg.Keys, c.q, at, c.verify)
+	j, n, err := c.justify(a.views.Replies(), at)
+	if errors.Is(err, ErrTicketCap) && a.views.Count() < c.cfg.N {
+		// Some view carries an inflated ticket (a faulty server showing a
+		// colluding client's statement, §4, §8): wait for more views and
+		// try q of them without the outlier.
+		return
+	}
 	if err != nil {
 		c.exit(a, Failed, err, e)
 		return
 	}
-	a.n = n
+	a.j, a.n = j, n
 	h := wire.JustificationHash(a.j)
 	a.ticket = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseTicket, N: n, JHash: &h})
 	a.phase = phaseSetTicket
@@ -642,6 +645,45 @@ func (c *Client) onView(now time.Time, a *attempt, s wire.ServerID, sv wire.Sign
 	a.members = quorum.NewAccess[[]wire.ClientID](c.q)
 	c.access(a, "ticket")
 	c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
+}
+
+// justify picks J: the first q views, or, if their ticket reaches the cap,
+// the first q-subset (in arrival order) whose ticket does not. At most
+// C(n, q) subsets: 120 for n = 10.
+func (c *Client) justify(replies []quorum.Reply[wire.SignedView], at Attempt) ([]wire.SignedView, uint64, error) {
+	var firstErr error
+	idx := make([]int, c.q)
+	for i := range idx {
+		idx[i] = i
+	}
+	for {
+		j := make([]wire.SignedView, c.q)
+		for i, k := range idx {
+			j[i] = replies[k].Value
+		}
+		n, err := TicketFromJustification(j, c.cfg.Keys, c.q, at, c.verify)
+		if err == nil {
+			return j, n, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if !errors.Is(err, ErrTicketCap) {
+			return nil, 0, err
+		}
+		// Next combination of q indices out of len(replies).
+		i := c.q - 1
+		for i >= 0 && idx[i] == len(replies)-c.q+i {
+			i--
+		}
+		if i < 0 {
+			return nil, 0, firstErr
+		}
+		idx[i]++
+		for k := i + 1; k < c.q; k++ {
+			idx[k] = idx[k-1] + 1
+		}
+	}
 }
 
 func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.MembersReply, e *Effects) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/internal/wire"
 )
 
@@ -25,6 +26,11 @@ func (a Attempt) String() string {
 // ErrBadJustification marks a justification that proves nothing: a Ticket
 // carrying it is evidence against its signer (PROTOCOL.md §6).
 var ErrBadJustification = errors.New("bakery: invalid justification")
+
+// ErrTicketCap marks a justification whose ticket would reach the cap 2^62
+// (PROTOCOL.md §8): a faulty server showed a colluding client's inflated
+// statement. A client then tries other q-subsets of the Views it received.
+var ErrTicketCap = errors.New("bakery: the ticket cap 2^62")
 
 func badJ(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadJustification, fmt.Sprintf(format, args...))
@@ -74,7 +80,7 @@ func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a At
 	}
 	n := maxN + 1
 	if n >= wire.TicketCap {
-		return 0, fmt.Errorf("bakery: ticket %d reaches the cap 2^62: the lock's tickets were inflated by a faulty client and server", n)
+		return 0, fmt.Errorf("%w: ticket %d reaches it: the lock's tickets were inflated by a faulty client and server", ErrTicketCap, n)
 	}
 	return n, nil
 }
@@ -93,7 +99,7 @@ func CheckTicket(st *wire.Statement, j []wire.SignedView, keys wire.Keyring, q i
 	if err != nil {
 		return err
 	}
-	if st.N != n {
+	if st.N != n && !mutation.On(mutation.SkipTicketRule) {
 		return badJ("Ticket has N=%d, J justifies N=%d", st.N, n)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/internal/wire"
 )
 
@@ -334,7 +335,8 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 		return false, nil, nil
 	}
 	votes[body.Server] = v
-	if len(votes) < m.cfg.Quorum {
+	need := m.certQuorum()
+	if len(votes) < need {
 		return true, nil, nil
 	}
 	ids := make([]int, 0, len(votes))
@@ -343,10 +345,19 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 	}
 	sort.Ints(ids)
 	cert = &wire.ResetCertificate{Client: body.Client, Session: body.Session}
-	for _, s := range ids[:m.cfg.Quorum] {
+	for _, s := range ids[:need] {
 		cert.Votes = append(cert.Votes, votes[wire.ServerID(s)])
 	}
 	return true, cert, nil
+}
+
+// certQuorum is the number of distinct votes a reset certificate needs: q
+// (PROTOCOL.md §5).
+func (m *Muteness) certQuorum() int {
+	if mutation.On(mutation.ResetWithFPlusOne) {
+		return len(m.cfg.Keys) - m.cfg.Quorum + 1 // f+1 when n = 3f+1: TEST-ONLY weakening
+	}
+	return m.cfg.Quorum
 }
 
 // ApplyCertificate verifies cert and, if it resets sessions beyond those
@@ -357,7 +368,7 @@ func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
 	if cs := m.clients[cert.Client]; cs != nil && cert.Session <= cs.resetUpTo {
 		return false, nil // nothing new: skip the q signature checks
 	}
-	if err := cert.Verify(m.cfg.Keys, m.cfg.Quorum); err != nil {
+	if err := cert.Verify(m.cfg.Keys, m.certQuorum()); err != nil {
 		return false, err
 	}
 	cs := m.client(cert.Client)
@@ -462,4 +473,14 @@ func (m *Muteness) sortedClients() []wire.ClientID {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
 	return ids
+}
+
+// Footprint counts what this detector holds for client c: live or suspected
+// sessions (≤ MaxSessions) and sessions with pending votes (≤
+// MaxPendingVotes). Read only, for the simulator's bounded-memory checker.
+func (m *Muteness) Footprint(c wire.ClientID) (sessions, pendingVotes int) {
+	if cs := m.clients[c]; cs != nil {
+		return len(cs.leases), len(cs.votes)
+	}
+	return 0, 0
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/detector"
+	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
 )
@@ -555,8 +556,8 @@ func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added b
 // here that no reset voids (a Ticket with its J, a Held after its Ticket;
 // a Ticket restored from disk has lost its J and is skipped), and every vote
 // that no certificate has settled yet (its own may have been lost on the way
-// out). Without it, a statement or vote forwarded while the peer was away
-// is never seen there, and a silent client that only one correct server
+// out), and the evidence of every ban. Without it, a statement, vote or
+// evidence forwarded while the peer was away is never seen there, and a silent client that only one correct server
 // heard of, or an Exit that one correct server missed, blocks the lock.
 func (k *Core) resync(s wire.ServerID, e *Effects) {
 	send := func(m *wire.Message) { e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m}) }
@@ -588,6 +589,17 @@ func (k *Core) resync(s wire.ServerID, e *Effects) {
 	}
 	for _, v := range k.mute.PendingVotes() {
 		send(&wire.Message{Suspect: &v})
+	}
+	// Evidence goes round once too: a peer that was down or cut off while it
+	// did never banned the client (found by the simulator, test/sim seed 34
+	// of the campaign; docs/protocol.md, Changes from the design 9).
+	banned := make([]wire.ClientID, 0, len(k.banned))
+	for c := range k.banned {
+		banned = append(banned, c)
+	}
+	sort.Slice(banned, func(i, j int) bool { return banned[i].Less(banned[j]) })
+	for _, c := range banned {
+		send(&wire.Message{Evidence: k.banned[c]})
 	}
 }
 
@@ -628,7 +640,7 @@ func (k *Core) view(lock *activeset.Lock, st *wire.Statement) wire.SignedView {
 		Lock: lock.Name, For: st.Client, ForSession: st.Session, ForAttempt: st.Attempt,
 		Server: k.cfg.Self, Seq: lock.Seq(), Members: activeset.Signed(lock.Members()),
 	}
-	if hw := lock.HW(); hw != nil {
+	if hw := lock.HW(); hw != nil && !mutation.On(mutation.DropHighWater) {
 		s := hw.Signed
 		body.HW = &s
 	}

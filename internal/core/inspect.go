@@ -1,6 +1,10 @@
 package core
 
-import "github.com/bq-lock/bq/internal/wire"
+import (
+	"sort"
+
+	"github.com/bq-lock/bq/internal/wire"
+)
 
 // Read-only views of the core's state, for status pages and the simulator's
 // invariant checkers (test/sim). They never change anything.
@@ -35,4 +39,51 @@ func (k *Core) Gauges() (locks, members, maxMembers, suspected, banned int) {
 		}
 	}
 	return locks, members, maxMembers, len(k.mute.Suspects()), len(k.banned)
+}
+
+// Footprint is what one server holds for one client (PROTOCOL.md §6: every
+// one of these is bounded by the configuration).
+type Footprint struct {
+	Locks         int // locks where the client has a register value or a subscription
+	Subscriptions int // Listen and GetSet subscriptions, over all locks
+	Watched       int // members watched by its Listens, over all locks
+	MaxWatched    int // members watched by its largest Listen
+	Sessions      int // live or suspected sessions
+	PendingVotes  int // sessions with Suspect votes but no certificate
+}
+
+// ClientFootprint returns what this server holds for client c.
+func (k *Core) ClientFootprint(c wire.ClientID) Footprint {
+	var f Footprint
+	for name := range k.clientLocks[c] {
+		f.Locks++
+		if l := k.locks[name]; l != nil {
+			s, w := l.SubscriptionsOf(c)
+			f.Subscriptions += s
+			f.Watched += w
+			f.MaxWatched = max(f.MaxWatched, w)
+		}
+	}
+	f.Sessions, f.PendingVotes = k.mute.Footprint(c)
+	return f
+}
+
+// Limits returns the configured bounds a Footprint must stay within.
+func (k *Core) Limits() (maxLocks, maxListenMembers, maxSessions, maxPendingVotes int) {
+	return k.cfg.MaxLocksPerClient, k.cfg.MaxListenMembers, k.cfg.MaxSessionsPerClient, 2 * k.cfg.MaxSessionsPerClient
+}
+
+// KnownClients lists every client this server holds anything for (register
+// values, subscriptions, sessions), sorted.
+func (k *Core) KnownClients() []wire.ClientID {
+	seen := make(map[wire.ClientID]bool)
+	for c := range k.clientLocks {
+		seen[c] = true
+	}
+	out := make([]wire.ClientID, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
 }
