@@ -50,7 +50,17 @@ var behaviors = []BehaviorInfo{
 	{"lying-membership", "omits every other member from the Views it signs, from MembersReplies and Updates, claims them Absent, and answers Reads with nothing", func() Behavior { return lying{} }},
 	{"selective", "acks sessions and heartbeats (so it counts toward leases) but drops every reply to an access", func() Behavior { return selective{} }},
 	{"suspect-all", "signs a Suspect vote on every session of every client it sees, and keeps re-sending them", func() Behavior { return suspectAll{} }},
+	{"suspect-hidden", "signs a Suspect vote on every session of every client and sends it to the servers only, while it keeps acking the victim's heartbeats as if its lease were fine", func() Behavior { return suspectHidden{} }},
 	{"garble", "flips random bytes in a fifth of what it sends", func() Behavior { return garble{} }},
+	{"amnesia", "crashes every 1–3 s and restarts with an empty disk (a lost disk: it forgets every statement, vote and ban)", func() Behavior { return amnesia{} }},
+	{"equivocate", "signs different Views for different clients: every other member omitted for half of the clients, stale members and hw for the rest", func() Behavior { return equivocate{} }},
+	{"forge", "forges signatures: adds an Exit of every member it reports, signed with its own key, to Updates, MembersReplies and ReadReplies; sends Suspect votes in other servers' names", func() Behavior { return forge{} }},
+	{"inflate", "holds a colluding client's key and puts that client's Ticket with N = 2^62−1 in every View it signs (as hw), and forwards it", func() Behavior { return inflate{} }},
+	{"drop-forwards", "never forwards statements, certificates or evidence to the other servers", func() Behavior { return dropForwards{} }},
+	{"forge-reset", "presents reset certificates on every member it reports (its own vote plus votes forged in other servers' names) to clients and servers", func() Behavior { return forgeReset{} }},
+	{"oversize", "sends malformed bytes (random, truncated) in a tenth of its messages, and twice a run one message over the 4 MiB limit", func() Behavior { return oversize{} }},
+	{"partial-service", "serves only the clients whose id starts with an even byte; drops everything to the others", func() Behavior { return partialService{} }},
+	{"slow", "delays everything it sends by 0.8–0.95×TTL: to the edge of the lease", func() Behavior { return slow{} }},
 }
 
 // Behaviors lists every behaviour, in a fixed order.
@@ -94,6 +104,13 @@ type Byz struct {
 	// votes: suspect-all's vote on each client's highest session.
 	votes      map[wire.ClientID]vote
 	nextResend time.Time
+	// TTL is the cluster's lease (slow delays to its edge).
+	TTL time.Duration
+	// Collude is a colluding Byzantine client's key (inflate).
+	Collude *crypto.PrivateKey
+	// nextAmnesia: when amnesia next wipes the server (zero: not yet set).
+	nextAmnesia time.Time
+	oversized   int
 }
 
 type vote struct {
@@ -404,7 +421,32 @@ func (suspectAll) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(
 
 const suspectResend = 500 * time.Millisecond
 
-func (suspectAll) Tick(b *Byz) []core.Outgoing {
+func (suspectAll) Tick(b *Byz) []core.Outgoing { return b.suspectEveryone(true) }
+
+type suspectHidden struct{}
+
+func (suspectHidden) Name() string { return "suspect-hidden" }
+
+// Rewrite keeps the victim unaware: no Suspect reaches a client, and every
+// SessionAck says the lease is fine.
+func (suspectHidden) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	m := o.Msg
+	switch {
+	case o.To.IsClient && m.Suspect != nil:
+		return nil
+	case m.SessionAck != nil && !m.SessionAck.LeaseOK:
+		a := *m.SessionAck
+		a.LeaseOK = true
+		return one(o.To, &wire.Message{SessionAck: &a})
+	}
+	return one(o.To, m)
+}
+
+func (suspectHidden) Tick(b *Byz) []core.Outgoing { return b.suspectEveryone(false) }
+
+// suspectEveryone signs a vote on every client's highest session and sends
+// it to the servers (and to the client, if tell), resending now and then.
+func (b *Byz) suspectEveryone(tell bool) []core.Outgoing {
 	var out []core.Outgoing
 	resend := !b.Now.Before(b.nextResend)
 	if resend {
@@ -426,7 +468,9 @@ func (suspectAll) Tick(b *Byz) []core.Outgoing {
 		if fresh || resend {
 			m := &wire.Message{Suspect: &v.signed}
 			out = append(out, b.toServers(m)...)
-			out = append(out, core.Outgoing{To: wire.ClientPeer(c), Msg: m})
+			if tell {
+				out = append(out, core.Outgoing{To: wire.ClientPeer(c), Msg: m})
+			}
 		}
 	}
 	return out
@@ -469,4 +513,300 @@ func sortedClientIDs[V any](m map[wire.ClientID]V) []wire.ClientID {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
 	return out
+}
+
+// ---------------------------------------------------------------------------
+
+// Amnesiac is a Behavior that makes its server lose its disk now and then;
+// the world crashes it and restarts it from an empty disk.
+type Amnesiac interface {
+	Forget(b *Byz) bool
+}
+
+// Delayer is a Behavior that holds back what its server sends.
+type Delayer interface {
+	Delay(b *Byz, to wire.Peer) time.Duration
+}
+
+type amnesia struct{}
+
+func (amnesia) Name() string                                    { return "amnesia" }
+func (amnesia) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(o.To, o.Msg) }
+
+func (amnesia) Forget(b *Byz) bool {
+	next := func() time.Time { return b.Now.Add(time.Second + time.Duration(b.Rand.Int64N(int64(2*time.Second)))) }
+	if b.nextAmnesia.IsZero() {
+		b.nextAmnesia = next()
+		return false
+	}
+	if b.Now.Before(b.nextAmnesia) {
+		return false
+	}
+	b.nextAmnesia = next()
+	return true
+}
+
+// ---------------------------------------------------------------------------
+
+type equivocate struct{}
+
+func (equivocate) Name() string { return "equivocate" }
+
+func (equivocate) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	if !o.To.IsClient {
+		return one(o.To, o.Msg)
+	}
+	if o.To.Client[0]&1 == 1 {
+		return lying{}.Rewrite(b, o)
+	}
+	return stale{}.Rewrite(b, o)
+}
+
+// ---------------------------------------------------------------------------
+
+type forge struct{}
+
+func (forge) Name() string { return "forge" }
+
+// forgedExit is an Exit "of" x's attempt, signed with the faulty server's own key.
+func (b *Byz) forgedExit(st *wire.Statement) (wire.SignedStatement, bool) {
+	body := wire.Statement{Lock: st.Lock, Client: st.Client, Session: st.Session, Attempt: st.Attempt, Phase: wire.PhaseExit}
+	sg, err := crypto.Seal(b.Key, crypto.DomainStatement, &body)
+	if err != nil {
+		return wire.SignedStatement{}, false
+	}
+	return wire.SignedStatement{Key: b.Key.Public.Wire, Signed: sg}, true
+}
+
+func (b *Byz) withForgedExits(in []wire.SignedStatement) []wire.SignedStatement {
+	out := slices.Clone(in)
+	for _, ss := range in {
+		if st := decodeStatement(ss); st != nil && st.Phase != wire.PhaseExit {
+			if f, ok := b.forgedExit(st); ok {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+func (forge) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	m := o.Msg
+	switch {
+	case m.Update != nil:
+		u := *m.Update
+		u.Statements = b.withForgedExits(u.Statements)
+		return one(o.To, &wire.Message{Update: &u})
+	case m.MembersReply != nil:
+		mr := *m.MembersReply
+		mr.Members = b.withForgedExits(mr.Members)
+		return one(o.To, &wire.Message{MembersReply: &mr})
+	case m.ReadReply != nil && m.ReadReply.Statement != nil:
+		rr := *m.ReadReply
+		if st := decodeStatement(*rr.Statement); st != nil && st.Phase != wire.PhaseExit {
+			if f, ok := b.forgedExit(st); ok {
+				rr.Statement = &f
+			}
+		}
+		return one(o.To, &wire.Message{ReadReply: &rr})
+	}
+	return one(o.To, m)
+}
+
+// forgedVote is a Suspect vote on (c, sess) in server s's name, signed with the faulty server's key.
+func (b *Byz) forgedVote(c wire.ClientID, sess uint64, s wire.ServerID) (wire.SignedSuspect, bool) {
+	sg, err := crypto.Seal(b.Key, crypto.DomainSuspect, &wire.SuspectBody{Client: c, Session: sess, Server: s, Reason: wire.SuspectMute})
+	if err != nil {
+		return wire.SignedSuspect{}, false
+	}
+	return wire.SignedSuspect{Server: s, Signed: sg}, true
+}
+
+func (forge) Tick(b *Byz) []core.Outgoing {
+	if b.Now.Before(b.nextResend) {
+		return nil
+	}
+	b.nextResend = b.Now.Add(suspectResend)
+	var out []core.Outgoing
+	for _, c := range sortedClientIDs(b.sessions) {
+		other := wire.ServerID((int(b.Self) + 1 + b.Rand.IntN(b.N-1)) % b.N)
+		if v, ok := b.forgedVote(c, b.sessions[c], other); ok {
+			out = append(out, b.toServers(&wire.Message{Suspect: &v})...)
+			out = append(out, core.Outgoing{To: wire.ClientPeer(c), Msg: &wire.Message{Suspect: &v}})
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+
+type inflate struct{}
+
+func (inflate) Name() string { return "inflate" }
+
+func (b *Byz) inflated(lock string) (wire.SignedStatement, bool) {
+	if b.Collude == nil {
+		return wire.SignedStatement{}, false
+	}
+	var zero wire.Digest
+	st := &wire.Statement{Lock: lock, Client: wire.ClientID(b.Collude.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseTicket, N: wire.TicketCap - 1, JHash: &zero}
+	ss, err := wire.SignStatement(b.Collude, st)
+	return ss, err == nil
+}
+
+func (inflate) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	m := o.Msg
+	if m.ViewReply == nil {
+		return one(o.To, m)
+	}
+	var lock string
+	vr := *m.ViewReply
+	vr.View = b.resignView(vr.View, func(v *wire.ViewBody) {
+		lock = v.Lock
+		if ss, ok := b.inflated(v.Lock); ok {
+			v.HW = &ss
+		}
+	})
+	out := one(o.To, &wire.Message{ViewReply: &vr})
+	if ss, ok := b.inflated(lock); ok && b.Rand.IntN(4) == 0 {
+		out = append(out, b.toServers(&wire.Message{Forward: &wire.Forward{Statement: ss}})...)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+
+type dropForwards struct{}
+
+func (dropForwards) Name() string { return "drop-forwards" }
+
+func (dropForwards) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	if !o.To.IsClient && (o.Msg.Forward != nil || o.Msg.Reset != nil || o.Msg.Evidence != nil) {
+		return nil
+	}
+	return one(o.To, o.Msg)
+}
+
+// ---------------------------------------------------------------------------
+
+type forgeReset struct{}
+
+func (forgeReset) Name() string { return "forge-reset" }
+
+// forgedCert is a reset certificate on st's session: this server's own
+// (valid) vote and forged votes in the names of q−1 others.
+func (b *Byz) forgedCert(c wire.ClientID, sess uint64) (wire.ResetCertificate, bool) {
+	own, err := wire.SignSuspect(b.Key, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute})
+	if err != nil {
+		return wire.ResetCertificate{}, false
+	}
+	cert := wire.ResetCertificate{Client: c, Session: sess, Votes: []wire.SignedSuspect{own}}
+	for s := range b.N {
+		if wire.ServerID(s) != b.Self {
+			if v, ok := b.forgedVote(c, sess, wire.ServerID(s)); ok {
+				cert.Votes = append(cert.Votes, v)
+			}
+		}
+	}
+	return cert, true
+}
+
+func (forgeReset) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	m := o.Msg
+	switch {
+	case m.Update != nil:
+		u := *m.Update
+		u.Resets = slices.Clone(u.Resets)
+		var out []core.Outgoing
+		for _, ss := range u.Statements {
+			if st := decodeStatement(ss); st != nil {
+				if cert, ok := b.forgedCert(st.Client, st.Session); ok {
+					u.Resets = append(u.Resets, cert)
+					if b.Rand.IntN(4) == 0 {
+						out = append(out, b.toServers(&wire.Message{Reset: &cert})...)
+					}
+				}
+			}
+		}
+		return append(one(o.To, &wire.Message{Update: &u}), out...)
+	case m.ReadReply != nil && m.ReadReply.Statement != nil:
+		rr := *m.ReadReply
+		if st := decodeStatement(*rr.Statement); st != nil {
+			if cert, ok := b.forgedCert(st.Client, st.Session); ok {
+				rr.Reset = &cert
+			}
+		}
+		return one(o.To, &wire.Message{ReadReply: &rr})
+	}
+	return one(o.To, m)
+}
+
+// ---------------------------------------------------------------------------
+
+type oversize struct{}
+
+func (oversize) Name() string                                    { return "oversize" }
+func (oversize) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(o.To, o.Msg) }
+
+func (oversize) Garble(b *Byz, _ wire.Peer, data []byte) []byte {
+	switch x := b.Rand.IntN(100); {
+	case x == 0 && b.oversized < 2:
+		b.oversized++
+		return append(slices.Clone(data), make([]byte, crypto.MaxMessageSize)...)
+	case x < 5 && len(data) > 1:
+		return data[:1+b.Rand.IntN(len(data)-1)] // truncated
+	case x < 10:
+		out := make([]byte, 1+b.Rand.IntN(256))
+		for i := range out {
+			out[i] = byte(b.Rand.Uint32())
+		}
+		return out
+	}
+	return data
+}
+
+// ---------------------------------------------------------------------------
+
+type partialService struct{}
+
+func (partialService) Name() string { return "partial-service" }
+
+func (partialService) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	if o.To.IsClient && o.To.Client[0]&1 == 1 {
+		return nil
+	}
+	return one(o.To, o.Msg)
+}
+
+// ---------------------------------------------------------------------------
+
+type slow struct{}
+
+func (slow) Name() string                                    { return "slow" }
+func (slow) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(o.To, o.Msg) }
+
+func (slow) Delay(b *Byz, _ wire.Peer) time.Duration {
+	return b.TTL*8/10 + time.Duration(b.Rand.Int64N(int64(b.TTL*15/100)+1))
+}
+
+// delay sums what the Delayer behaviours hold a message back.
+func (b *Byz) delay(to wire.Peer) time.Duration {
+	var d time.Duration
+	for _, beh := range b.behaviors {
+		if x, ok := beh.(Delayer); ok {
+			d += x.Delay(b, to)
+		}
+	}
+	return d
+}
+
+// forget reports whether an Amnesiac behaviour wipes the server now.
+func (b *Byz) forget(now time.Time) bool {
+	b.Now = now
+	for _, beh := range b.behaviors {
+		if a, ok := beh.(Amnesiac); ok && a.Forget(b) {
+			return true
+		}
+	}
+	return false
 }

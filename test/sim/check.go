@@ -28,6 +28,15 @@ package sim
 //     restarted), every operation of a live client completes within the
 //     scenario's LivenessBound of max(its start, the quiet period's start).
 //   - no-crash (§8): nothing panics; every honest message encodes and decodes.
+//   - caught-or-harmless (§6): a malicious client, stopped at the quiet
+//     period, is out of every correct server's active sets within 2.5×TTL
+//     (reset, exited or banned), and a ban is at every correct server or none.
+//   - bounded-memory (§6): what a correct server holds for any one client
+//     (locks, subscriptions, listened members, sessions, pending votes) stays
+//     within the configured bounds, checked every 100 ms and at the end.
+//   - inflation-contained (§4, §8): no correct client's attempt fails on the
+//     ticket cap (f faulty servers showing a colluding client's inflated
+//     Ticket must not stop correct clients).
 
 import (
 	"fmt"
@@ -81,6 +90,9 @@ const (
 	CheckReset      = "reset"
 	CheckDurability = "durability"
 	CheckCrash      = "no-crash"
+	CheckCaught     = "caught-or-harmless"
+	CheckMemory     = "bounded-memory"
+	CheckInflation  = "inflation-contained"
 )
 
 // Hold is one interval during which a client held a lock: from its Acquired

@@ -8,7 +8,7 @@
 //
 //  1. Generate(seed, …) turns a seed into a Scenario: cluster size, faulty
 //     servers and their Behaviors (byzantine.go), client roles (workload.go),
-//     and a fault schedule (partitions, server crashes, silent clients) that
+//     malicious clients (malclient.go), and a fault schedule (partitions, server crashes, silent clients) that
 //     ends at a fixed instant, the start of the quiet period.
 //  2. Run(scenario) builds the world: every key derives from the seed
 //     (crypto.PrivateKeyFromSeed), the clock starts at a fixed instant, and
@@ -24,6 +24,10 @@
 //  5. The checkers (check.go) run over the recorded history and report
 //     violations with the seed and the tail of the trace; the trace's hash
 //     identifies a run, so replaying a seed must reproduce it exactly.
+//
+// The catalogue of adversaries, the rule that defeats each, and the mutation
+// check (internal/mutation: each rule switched off must be caught) are in
+// docs/fault-model.md.
 //
 // Replay a failing seed with: go run ./test/cmd/bqsim -seed S -seeds 1 -v
 package sim

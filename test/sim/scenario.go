@@ -110,9 +110,11 @@ type Scenario struct {
 	DoorwayDeadline time.Duration
 	Locks           []string
 	Roles           []Role // one per client
-	Byzantine       []ByzServer
-	Faults          []Fault
-	ClientCrashes   []ClientCrash
+	// Malicious: one malicious client per entry, by behaviour (malclient.go).
+	Malicious     []string
+	Byzantine     []ByzServer
+	Faults        []Fault
+	ClientCrashes []ClientCrash
 	// FaultWindow: every Fault heals by then; the quiet period starts there.
 	FaultWindow time.Duration
 	// WorkAfterQuiet: clients keep starting operations until FaultWindow+WorkAfterQuiet.
@@ -185,6 +187,9 @@ func (sc *Scenario) String() string {
 	fmt.Fprintf(&b, "seed=%d n=%d f=%d locks=%v roles=%v", sc.Seed, sc.N, sc.F, sc.Locks, sc.Roles)
 	for _, z := range sc.Byzantine {
 		fmt.Fprintf(&b, " byz(s%d:%s)", z.Server, strings.Join(z.Behaviors, "+"))
+	}
+	for i, m := range sc.Malicious {
+		fmt.Fprintf(&b, " mal(m%d:%s)", i, m)
 	}
 	for _, f := range sc.Faults {
 		fmt.Fprintf(&b, " %s", f)
@@ -319,8 +324,41 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 			Client: c, At: dur(0, sc.FaultWindow+2*time.Second), WhileHolding: r.IntN(2) == 0,
 		})
 	}
+	// Malicious clients (malclient.go): with "all", half the runs have one
+	// or two, of kinds drawn at random.
+	if byzantine == "all" && r.IntN(2) == 0 {
+		names := MalClientNames()
+		for range 1 + r.IntN(2) {
+			sc.Malicious = append(sc.Malicious, names[r.IntN(len(names))])
+		}
+	}
 	sc.Defaults()
 	return sc, nil
+}
+
+// CampaignSizes are the cluster sizes a campaign sweeps, with their weights:
+// n=10 costs about four times n=4 per run, so it gets fewer runs.
+var CampaignSizes = []struct{ N, Weight int }{{4, 6}, {7, 3}, {10, 1}}
+
+// GenerateCampaign is Generate with the cluster size drawn from the seed
+// (CampaignSizes) when n is 0, so one seed names one whole run.
+func GenerateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
+	if n == 0 {
+		r := rand.New(rand.NewPCG(seed, 0x512e))
+		total := 0
+		for _, s := range CampaignSizes {
+			total += s.Weight
+		}
+		x := r.IntN(total)
+		for _, s := range CampaignSizes {
+			if x < s.Weight {
+				n = s.N
+				break
+			}
+			x -= s.Weight
+		}
+	}
+	return Generate(seed, n, byzantine)
 }
 
 func sortedInts(x []int) []int {

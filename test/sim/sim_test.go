@@ -52,7 +52,8 @@ func replayCmd(seed uint64, n int, byz string) string {
 }
 
 // TestScenarios runs random scenarios (Generate) for each kind of faulty
-// server, at n=4 (f=1) and n=7 (f=2), and checks every invariant on each.
+// server, at n=4 (f=1), n=7 (f=2) and n=10 (f=3), and checks every
+// invariant on each ("all" adds malicious clients to half the runs).
 func TestScenarios(t *testing.T) {
 	configs := []struct {
 		n     int
@@ -67,6 +68,17 @@ func TestScenarios(t *testing.T) {
 		{4, "selective", 24, 500},
 		{4, "suspect-all", 24, 600},
 		{4, "garble", 24, 700},
+		{4, "suspect-hidden", 12, 1000},
+		{4, "amnesia", 12, 1100},
+		{4, "equivocate", 12, 1200},
+		{4, "forge", 12, 1300},
+		{4, "inflate", 12, 1400},
+		{4, "drop-forwards", 12, 1500},
+		{4, "forge-reset", 12, 1600},
+		{4, "oversize", 12, 1700},
+		{4, "partial-service", 12, 1800},
+		{4, "slow", 12, 1900},
+		{10, "all", 4, 2000},
 		{4, "all", 36, 800},
 		{7, "all", 12, 900},
 		{7, "stale+lying-membership", 6, 950},

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -42,6 +43,8 @@ type RunStats struct {
 	DurabilityChecks int
 	// ByzantineSent counts messages faulty servers sent on their own (Ticker behaviours).
 	ByzantineSent int
+	// MaxLocksPerClient is the most locks a correct server held for one client.
+	MaxLocksPerClient int
 }
 
 // Result is the outcome of one run.
@@ -59,6 +62,8 @@ type Result struct {
 	LastHB   map[int]time.Duration
 	// ResetKnown: when server s first knew client c reset ([2]int{s, c}), any session.
 	ResetKnown map[[2]int]time.Duration
+	// MalBanned: malicious client m was banned at every correct server.
+	MalBanned map[int]bool
 }
 
 // Failed reports whether any invariant broke.
@@ -102,18 +107,23 @@ type World struct {
 	srv   []*simServer
 	cli   []*simClient
 	byID  map[wire.ClientID]int
-	cut   [][]int
-	epoch [][]uint64
-	last  [][]time.Duration // last delivery time per directed channel
-	tr    *tracer
-	h     *history
-	stats RunStats
+	mal   []*malClient
+	// malByID: malicious clients by identity (sybils are not in it).
+	malByID map[wire.ClientID]int
+	cut     [][]int
+	epoch   [][]uint64
+	last    [][]time.Duration // last delivery time per directed channel
+	tr      *tracer
+	h       *history
+	stats   RunStats
 
 	quiet, stop, hardEnd time.Duration
 	silentDeadlines      []time.Duration
 	exits                map[opKey]*exitTrack
 	resetKnown           map[[2]int]time.Duration
 	ended                bool
+	// malBanned[m]: malicious client m was banned at every correct server by its deadline.
+	malBanned map[int]bool
 }
 
 type event struct {
@@ -175,9 +185,21 @@ func (w *World) between(lo, hi time.Duration) time.Duration {
 // Node numbering: servers 0..n-1, clients n..n+k-1.
 func (w *World) clientNode(c int) int   { return w.sc.N + c }
 func (w *World) isServer(node int) bool { return node < w.sc.N }
+
+// malOf returns the malicious client at node, or nil.
+func (w *World) malOf(node int) *malClient {
+	if i := node - w.sc.N - len(w.cli); i >= 0 && i < len(w.mal) {
+		return w.mal[i]
+	}
+	return nil
+}
+
 func (w *World) nodeName(node int) string {
 	if w.isServer(node) {
 		return fmt.Sprintf("s%d", node)
+	}
+	if m := w.malOf(node); m != nil {
+		return m.name()
 	}
 	return fmt.Sprintf("c%d", node-w.sc.N)
 }
@@ -185,6 +207,9 @@ func (w *World) nodeName(node int) string {
 func (w *World) nodeUp(node int) bool {
 	if w.isServer(node) {
 		return w.srv[node].up
+	}
+	if m := w.malOf(node); m != nil {
+		return m.alive
 	}
 	return w.cli[node-w.sc.N].alive
 }
@@ -226,6 +251,8 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		tr:         newTracer(opt.Trace),
 		exits:      make(map[opKey]*exitTrack),
 		resetKnown: make(map[[2]int]time.Duration),
+		malByID:    make(map[wire.ClientID]int),
+		malBanned:  make(map[int]bool),
 	}
 	// Keys: every one derives from the seed.
 	keyRand := rand.New(rand.NewPCG(sc.Seed, 0x6b657973))
@@ -236,7 +263,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		}
 		return crypto.PrivateKeyFromSeed(crypto.Ed25519, seed)
 	}
-	nodes := sc.N + len(sc.Roles)
+	nodes := sc.N + len(sc.Roles) + len(sc.Malicious)
 	w.cut, w.epoch, w.last = make([][]int, nodes), make([][]uint64, nodes), make([][]time.Duration, nodes)
 	for i := range nodes {
 		w.cut[i], w.epoch[i], w.last[i] = make([]int, nodes), make([]uint64, nodes), make([]time.Duration, nodes)
@@ -270,6 +297,16 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		if err != nil {
 			return nil, err
 		}
+		b.TTL = sc.TTL
+		// The colluding client's key (inflate) comes from its own stream.
+		cr := rand.New(rand.NewPCG(sc.Seed, 0xc011+uint64(z.Server)))
+		cseed := make([]byte, 32)
+		for i := range cseed {
+			cseed[i] = byte(cr.Uint32())
+		}
+		if b.Collude, err = crypto.PrivateKeyFromSeed(crypto.Ed25519, cseed); err != nil {
+			return nil, err
+		}
 		w.srv[z.Server].byz = b
 	}
 	var ids []wire.ClientID
@@ -288,6 +325,25 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		w.byID[c.ID()] = i
 		ids = append(ids, c.ID())
 	}
+	// Malicious clients' keys come from their own stream, so adding one
+	// changes no other key of the run.
+	malKeys := rand.New(rand.NewPCG(sc.Seed, 0x6d616c6b))
+	for i, kind := range sc.Malicious {
+		if _, ok := malInfo(kind); !ok {
+			return nil, fmt.Errorf("sim: no malicious-client behaviour %q (have %v)", kind, MalClientNames())
+		}
+		seed := make([]byte, 32)
+		for j := range seed {
+			seed[j] = byte(malKeys.Uint32())
+		}
+		k, err := crypto.PrivateKeyFromSeed(crypto.Ed25519, seed)
+		if err != nil {
+			return nil, err
+		}
+		m := w.newMalClient(i, kind, k)
+		w.mal = append(w.mal, m)
+		w.malByID[m.id] = i
+	}
 	w.h = newHistory(ids)
 	w.quiet = sc.FaultWindow
 	w.stop = sc.FaultWindow + sc.WorkAfterQuiet
@@ -296,6 +352,9 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	w.trace("scenario %s", sc.String())
 	for i, c := range w.cli {
 		w.trace("c%d = %s (%s)", i, c.c.ID(), c.drv.role)
+	}
+	for _, m := range w.mal {
+		w.trace("%s = %s (malicious: %s, talks to %v)", m.name(), m.id, m.kind, m.to)
 	}
 	w.schedule()
 	return w, nil
@@ -310,6 +369,22 @@ func (w *World) schedule() {
 		w.At(0, func() { w.clientEffects(i, w.cli[i].c.Start(w.Now())) })
 		w.after(w.between(0, w.sc.TickMax), func() { w.clientTick(i) })
 		w.after(w.between(w.sc.ThinkMin, w.sc.ThinkMax)+100*time.Millisecond, w.cli[i].drv.wake)
+	}
+	for _, m := range w.mal {
+		w.At(0, m.start)
+		var tick func()
+		tick = func() {
+			m.tick()
+			if m.alive {
+				w.after(w.between(w.sc.TickMin, w.sc.TickMax), tick)
+			}
+		}
+		w.after(w.between(0, w.sc.TickMax), tick)
+		// Stopped at the quiet period, it must be out of every correct
+		// server's active sets within 2×TTL (§5), or banned (§6).
+		deadline := w.quiet + 2*w.sc.TTL + w.sc.TTL/2
+		w.silentDeadlines = append(w.silentDeadlines, deadline)
+		w.At(deadline, func() { w.checkMalGone(m) })
 	}
 	for _, f := range w.sc.Faults {
 		w.At(f.At, func() {
@@ -372,6 +447,7 @@ func (w *World) holding(c int) bool {
 // monitor ends the run once the workload has stopped, every client is idle
 // and every silent client's reset deadline has passed.
 func (w *World) monitor() {
+	w.checkMemory()
 	if w.now >= w.stop && w.idle() {
 		done := true
 		for _, d := range w.silentDeadlines {
@@ -417,6 +493,7 @@ func (w *World) loop() {
 
 func (w *World) finish() {
 	w.trace("run ends")
+	w.checkMemory()
 	alive := func(c int) bool { return w.cli[c].alive }
 	w.h.viol = w.h.checkAll(Instant{At: w.quiet}, w.instant(), w.sc.LivenessBound, alive)
 }
@@ -435,7 +512,7 @@ func (w *World) result(start time.Time) *Result {
 		Scenario: w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
 		Stats: w.stats, Wall: time.Since(start),
 		Holds: append([]Hold(nil), w.h.holds...), Silenced: w.h.crashed, LastHB: lastHB,
-		ResetKnown: w.resetKnown,
+		ResetKnown: w.resetKnown, MalBanned: w.malBanned,
 	}
 }
 
@@ -451,19 +528,28 @@ func (w *World) delay() time.Duration {
 
 // send puts data on the channel from → to: FIFO per channel, dropped if the
 // link is cut now or is cut before delivery.
-func (w *World) send(from, to int, data []byte) {
+func (w *World) send(from, to int, data []byte) { w.sendAs(from, to, data, wire.ClientID{}) }
+
+// sendAs is send for a malicious client's node that speaks as identity as
+// (a sybil); the zero ClientID means the node's own identity.
+func (w *World) sendAs(from, to int, data []byte, as wire.ClientID) {
+	w.sendLate(from, to, data, as, 0)
+}
+
+// sendLate is sendAs with extra delay (a slow faulty server).
+func (w *World) sendLate(from, to int, data []byte, as wire.ClientID, extra time.Duration) {
 	w.stats.Messages++
 	if !w.reachable(from, to) {
 		w.stats.Dropped++
 		return
 	}
-	at := max(w.now+w.delay(), w.last[from][to])
+	at := max(w.now+w.delay()+extra, w.last[from][to])
 	w.last[from][to] = at
 	ep := w.epoch[from][to]
-	w.At(at, func() { w.deliver(from, to, data, ep) })
+	w.At(at, func() { w.deliver(from, to, data, ep, as) })
 }
 
-func (w *World) deliver(from, to int, data []byte, ep uint64) {
+func (w *World) deliver(from, to int, data []byte, ep uint64, as wire.ClientID) {
 	if ep != w.epoch[from][to] || !w.reachable(from, to) {
 		w.stats.Dropped++
 		return
@@ -480,13 +566,15 @@ func (w *World) deliver(from, to int, data []byte, ep uint64) {
 	}
 	w.trace("%s->%s %s", w.nodeName(from), w.nodeName(to), w.describe(m))
 	if w.isServer(to) {
-		var peer wire.Peer
-		if w.isServer(from) {
-			peer = wire.ServerPeer(wire.ServerID(from))
-		} else {
-			peer = wire.ClientPeer(w.cli[from-w.sc.N].c.ID())
+		peer := w.peerOf(from)
+		if as != (wire.ClientID{}) {
+			peer = wire.ClientPeer(as)
 		}
 		w.serverStep(to, core.Input{Kind: core.InputMessage, From: peer, Msg: m})
+		return
+	}
+	if mc := w.malOf(to); mc != nil {
+		mc.receive(from, m)
 		return
 	}
 	c := to - w.sc.N
@@ -562,6 +650,9 @@ func (w *World) clientName(id wire.ClientID) string {
 	if c, ok := w.byID[id]; ok {
 		return fmt.Sprintf("c%d", c)
 	}
+	if m, ok := w.malByID[id]; ok {
+		return w.mal[m].name()
+	}
 	return id.String()
 }
 
@@ -600,7 +691,7 @@ func (w *World) linkUp(a, b int) {
 	for _, p := range [][2]int{{a, b}, {b, a}} {
 		if w.isServer(p[0]) {
 			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1])})
-		} else {
+		} else if w.malOf(p[0]) == nil {
 			c := p[0] - w.sc.N
 			w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), wire.ServerID(p[1])))
 		}
@@ -610,6 +701,9 @@ func (w *World) linkUp(a, b int) {
 func (w *World) peerOf(node int) wire.Peer {
 	if w.isServer(node) {
 		return wire.ServerPeer(wire.ServerID(node))
+	}
+	if m := w.malOf(node); m != nil {
+		return wire.ClientPeer(m.id)
 	}
 	return wire.ClientPeer(w.cli[node-w.sc.N].c.ID())
 }
@@ -805,6 +899,13 @@ func (w *World) checkSilentReset(c int) {
 
 func (w *World) serverTick(i int) {
 	s := w.srv[i]
+	if s.up && s.byz != nil && s.byz.forget(w.Now()) {
+		// amnesia: a crash that loses the disk too; back 200 ms later.
+		w.trace("s%d loses its disk", i)
+		w.crashServer(i)
+		s.disk = newDisk()
+		w.after(200*time.Millisecond, func() { w.restartServer(i) })
+	}
 	if s.up {
 		e := s.core.Tick(w.Now())
 		var extra []core.Outgoing
@@ -854,13 +955,17 @@ func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []c
 			w.h.violate(CheckCrash, w.instant(), "s%d cannot encode %s: %v", i, o.Msg, err)
 			continue
 		}
+		var extra time.Duration
 		if s.byz != nil {
 			data = s.byz.garble(o.To, data)
+			extra = s.byz.delay(o.To)
 		}
 		to := -1
 		if o.To.IsClient {
 			if c, ok := w.byID[o.To.Client]; ok {
 				to = w.clientNode(c)
+			} else if m, ok := w.malByID[o.To.Client]; ok {
+				to = w.mal[m].node()
 			}
 		} else if int(o.To.Server) < w.sc.N {
 			to = int(o.To.Server)
@@ -868,7 +973,7 @@ func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []c
 		if to < 0 || to == i {
 			continue
 		}
-		w.send(i, to, data)
+		w.sendLate(i, to, data, wire.ClientID{}, extra)
 	}
 }
 
@@ -1029,6 +1134,9 @@ func (w *World) clientEvent(c int, ev bakery.Event) {
 		w.h.endHold(at, c, ev.Lock)
 	case bakery.Failed:
 		w.stats.Failed++
+		if errors.Is(ev.Err, bakery.ErrTicketCap) {
+			w.h.violate(CheckInflation, at, "c%d's attempt on %s failed on the ticket cap: %v", c, ev.Lock, ev.Err)
+		}
 		if a := w.h.attempt(c, ev.Lock, ev.Attempt); a != nil && a.failed == nil && a.acquired == nil {
 			a.failed = &at
 		}
@@ -1137,3 +1245,56 @@ func (w *World) Core(i int) *core.Core { return w.srv[i].core }
 
 // Holds returns the holdings recorded so far.
 func (w *World) Holds() []Hold { return append([]Hold(nil), w.h.holds...) }
+
+// checkMalGone: a malicious client that stopped at the quiet period is, by
+// now, out of every correct server's active sets (reset, exited or banned);
+// and a ban is unanimous: evidence is transferable (PROTOCOL.md §6), so if
+// one correct server banned it, every correct server has.
+func (w *World) checkMalGone(m *malClient) {
+	at := w.trace("check: is malicious %s (%s) out of every active set?", m.name(), m.kind)
+	banned, upCorrect := 0, 0
+	for i, s := range w.srv {
+		if s.byz != nil || !s.up {
+			continue
+		}
+		upCorrect++
+		if s.core.Banned(m.id) {
+			banned++
+			continue
+		}
+		for _, lock := range w.sc.Locks {
+			st, void := s.core.Register(lock, m.id)
+			if st != nil && !void && st.Phase != wire.PhaseExit {
+				w.h.violate(CheckCaught, at, "malicious %s (%s) stopped at %.3fs but s%d still holds its %s on %s, neither reset nor banned",
+					m.name(), m.kind, w.quiet.Seconds(), i, st, lock)
+			}
+		}
+	}
+	if banned > 0 && banned < upCorrect {
+		w.h.violate(CheckCaught, at, "malicious %s (%s) is banned at %d of %d correct servers: the evidence did not spread", m.name(), m.kind, banned, upCorrect)
+	}
+	w.malBanned[m.idx] = banned > 0 && banned == upCorrect
+}
+
+// checkMemory: what a correct server holds for any one client stays within
+// the configured bounds (PROTOCOL.md §6: attempts, locks, listeners,
+// sessions per client).
+func (w *World) checkMemory() {
+	for i, s := range w.srv {
+		if s.byz != nil || !s.up {
+			continue
+		}
+		maxLocks, maxWatch, maxSess, maxVotes := s.core.Limits()
+		for _, c := range s.core.KnownClients() {
+			f := s.core.ClientFootprint(c)
+			if f.Locks > maxLocks || f.Subscriptions > 2*f.Locks || f.MaxWatched > maxWatch || f.Sessions > maxSess || f.PendingVotes > maxVotes {
+				w.h.violate(CheckMemory, w.instant(), "s%d holds %+v for %s, beyond the bounds (locks %d, listen members %d, sessions %d, pending votes %d)",
+					i, f, w.clientName(c), maxLocks, maxWatch, maxSess, maxVotes)
+				return
+			}
+			if f.Locks > w.stats.MaxLocksPerClient {
+				w.stats.MaxLocksPerClient = f.Locks
+			}
+		}
+	}
+}
