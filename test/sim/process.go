@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/core"
+	"github.com/bq-lock/bq/internal/wire"
+)
+
+// ProcessBehaviors are the behaviours a real bqserver process can run in its
+// test-only Byzantine mode (bqserver run --byzantine): those that rewrite
+// what the honest core sends. Byte-level (garble, oversize), timing (slow)
+// and disk (amnesia) behaviours need the simulator's control of the network
+// and the disk; real-process chaos gets those from kill -9 and SIGSTOP.
+var ProcessBehaviors = []string{
+	"silent", "stale", "lying-membership", "selective", "suspect-all", "suspect-hidden",
+	"equivocate", "forge", "drop-forwards", "forge-reset", "partial-service",
+}
+
+// Mask wraps an honest server core so that it misbehaves: every input is
+// observed, every output rewritten by the named behaviours, and the
+// behaviours' own messages are added at every tick. It is safe for the one
+// goroutine that drives a core (a mutex guards it anyway).
+type Mask struct {
+	mu    sync.Mutex
+	inner MaskedCore
+	byz   *Byz
+}
+
+// MaskedCore is what a Mask wraps (internal/server.Core).
+type MaskedCore interface {
+	Restore(from core.Reader) error
+	Step(now time.Time, in core.Input) core.Effects
+	Tick(now time.Time) core.Effects
+}
+
+// NewMask makes inner misbehave with the named behaviours (ProcessBehaviors).
+func NewMask(inner MaskedCore, self wire.ServerID, n int, key *crypto.PrivateKey, keys wire.Keyring, ttl time.Duration, seed uint64, names []string) (*Mask, error) {
+	for _, name := range names {
+		ok := false
+		for _, p := range ProcessBehaviors {
+			ok = ok || p == name
+		}
+		if !ok {
+			return nil, fmt.Errorf("sim: behaviour %q cannot run in a real process (can: %v)", name, ProcessBehaviors)
+		}
+	}
+	b, err := newByz(self, n, key, keys, rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), names)
+	if err != nil {
+		return nil, err
+	}
+	b.TTL = ttl
+	return &Mask{inner: inner, byz: b}, nil
+}
+
+// Restore implements server.Core.
+func (m *Mask) Restore(from core.Reader) error { return m.inner.Restore(from) }
+
+// Step implements server.Core.
+func (m *Mask) Step(now time.Time, in core.Input) core.Effects {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if in.Kind == core.InputMessage {
+		m.byz.observe(in.From, in.Msg)
+	}
+	e := m.inner.Step(now, in)
+	e.Send = m.byz.rewrite(now, e.Send)
+	return e
+}
+
+// Tick implements server.Core.
+func (m *Mask) Tick(now time.Time) core.Effects {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.inner.Tick(now)
+	e.Send = append(m.byz.rewrite(now, e.Send), m.byz.tick(now)...)
+	return e
+}
