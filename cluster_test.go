@@ -3,7 +3,6 @@ package bq
 import (
 	"context"
 	"crypto/rand"
-	"github.com/bq-lock/bq/internal/testutil"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/internal/server"
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"github.com/bq-lock/bq/internal/testutil"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/bq-lock/bq/internal/testutil"
 )
 
 // child is a process the bench started; its output goes to a log file.

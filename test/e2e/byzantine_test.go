@@ -3,11 +3,9 @@ package e2e
 import (
 	"flag"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,35 +41,9 @@ func TestByzantineServerProcess(t *testing.T) {
 			servers[3].waitFor(20*time.Second, 1, "TEST-ONLY Byzantine mode")
 
 			loops, rounds := 4, 6
-			work := t.TempDir()
-			probe := filepath.Join(work, "probe")
-			tokens := filepath.Join(work, "tokens")
-			cs := filepath.Join(work, "cs.sh")
-			require.NoError(t, os.WriteFile(cs, []byte(fmt.Sprintf("mkdir '%s' || exit 99\necho \"$BQ_LOCK_TOKEN\" >> '%s'\nsleep 0.005\nrmdir '%s'\n",
-				probe, tokens, probe)), 0o755))
-			script := fmt.Sprintf(`for i in $(seq %d); do '%s' --cluster '%s' lock byz --timeout 90s -- sh '%s' || exit $?; done`,
-				rounds, bin("bqclient"), filepath.Join(dir, "cluster.yaml"), cs)
-			var wg sync.WaitGroup
-			errs := make([]error, loops)
-			outs := make([][]byte, loops)
-			for l := range loops {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					cmd := exec.Command("sh", "-c", script)
-					cmd.Env = append(os.Environ(), "BQ_IDENTITY="+filepath.Join(work, fmt.Sprintf("loop-%d.key", l)))
-					outs[l], errs[l] = cmd.CombinedOutput()
-				}()
-			}
-			wg.Wait()
-			for l := range loops {
-				require.NoError(t, errs[l], "loop %d (exit 99: two holders overlapped):\n%s", l, outs[l])
-			}
-			lines := readLines(t, tokens)
-			require.Len(t, lines, loops*rounds)
-			for i := 1; i < len(lines); i++ {
-				require.True(t, tokenLess(t, lines[i-1], lines[i]), "token %d (%s) is not above the one before (%s)", i, lines[i], lines[i-1])
-			}
+			loopsRun := startLockLoops(t, dir, "byz", loops, fmt.Sprintf("for i in $(seq %d)", rounds), "--timeout", "90s")
+			loopsRun.wait(3 * time.Minute)
+			require.Len(t, loopsRun.checkTokens(), loops*rounds)
 		})
 	}
 }

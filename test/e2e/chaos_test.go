@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,29 +37,9 @@ func TestChaos(t *testing.T) {
 
 	dir := initCluster(t, 4)
 	servers := runServers(t, dir, 4)
-	work := t.TempDir()
-	probe := filepath.Join(work, "probe")
-	tokens := filepath.Join(work, "tokens")
-	cs := filepath.Join(work, "cs.sh")
-	require.NoError(t, os.WriteFile(cs, []byte(fmt.Sprintf("mkdir '%s' || exit 99\necho \"$BQ_LOCK_TOKEN\" >> '%s'\nsleep 0.01\nrmdir '%s'\n",
-		probe, tokens, probe)), 0o755))
-	stop := filepath.Join(work, "stop")
+	stop := filepath.Join(t.TempDir(), "stop")
 	// Each loop takes the lock until the stop file appears (after the faults end).
-	script := fmt.Sprintf(`while [ ! -e '%s' ]; do '%s' --cluster '%s' lock chaos --timeout 120s --ttl 2s -- sh '%s' || exit $?; done`,
-		stop, bin("bqclient"), filepath.Join(dir, "cluster.yaml"), cs)
-
-	var wg sync.WaitGroup
-	errs := make([]error, *chaosLoops)
-	outs := make([][]byte, *chaosLoops)
-	for l := range *chaosLoops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cmd := exec.Command("sh", "-c", script)
-			cmd.Env = append(os.Environ(), "BQ_IDENTITY="+filepath.Join(work, fmt.Sprintf("loop-%d.key", l)))
-			outs[l], errs[l] = cmd.CombinedOutput()
-		}()
-	}
+	loopsRun := startLockLoops(t, dir, "chaos", *chaosLoops, fmt.Sprintf("while [ ! -e '%s' ]", stop), "--timeout", "120s", "--ttl", "2s")
 
 	faults := 0
 	end := time.Now().Add(*chaosDuration)
@@ -87,22 +65,10 @@ func TestChaos(t *testing.T) {
 		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
 	}
 	// Faults stop; every loop must finish its current round and see the stop file.
-	before := countLines(tokens)
+	before := loopsRun.holdings()
 	require.NoError(t, os.WriteFile(stop, nil, 0o644))
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the loops did not finish within 3 minutes after the faults stopped (liveness)")
-	}
-	for l := range *chaosLoops {
-		require.NoError(t, errs[l], "loop %d (exit 99: two holders overlapped):\n%s", l, outs[l])
-	}
-	lines := readLines(t, tokens)
+	loopsRun.wait(3 * time.Minute)
+	lines := loopsRun.checkTokens()
 	require.Greater(t, len(lines), *chaosLoops, "the loops made progress")
-	for i := 1; i < len(lines); i++ {
-		require.True(t, tokenLess(t, lines[i-1], lines[i]), "token %d (%s) is not above the one before (%s)", i, lines[i], lines[i-1])
-	}
 	t.Logf("%d faults, %d holdings (%d during faults), no overlap, tokens strictly increasing", faults, len(lines), before)
 }

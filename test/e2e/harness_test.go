@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"github.com/bq-lock/bq/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -166,4 +166,70 @@ func runServers(t *testing.T, dir string, n int) []*proc {
 		p.waitFor(20*time.Second, n-1, "accepted server connection")
 	}
 	return ps
+}
+
+// lockLoops are concurrent shell loops of real bqclient processes, each with
+// its own identity, taking one lock with a critical section that claims a
+// mkdir probe (it fails if another holder is inside: exit 99) and records the
+// holder's fencing token. Checked from outside: no overlap, growing tokens.
+type lockLoops struct {
+	t      *testing.T
+	tokens string
+	wg     sync.WaitGroup
+	errs   []error
+	outs   [][]byte
+}
+
+// startLockLoops starts n loops. head is the shell loop header (e.g.
+// "for i in $(seq 20)" or "while [ ! -e FILE ]"); lockArgs follow the lock
+// name on bqclient's command line.
+func startLockLoops(t *testing.T, clusterDir, lock string, n int, head string, lockArgs ...string) *lockLoops {
+	work := t.TempDir()
+	l := &lockLoops{t: t, tokens: filepath.Join(work, "tokens"), errs: make([]error, n), outs: make([][]byte, n)}
+	probe := filepath.Join(work, "probe")
+	cs := filepath.Join(work, "cs.sh")
+	require.NoError(t, os.WriteFile(cs, []byte(fmt.Sprintf("mkdir '%s' || exit 99\necho \"$BQ_LOCK_TOKEN\" >> '%s'\nsleep 0.005\nrmdir '%s'\n",
+		probe, l.tokens, probe)), 0o755))
+	script := fmt.Sprintf(`%s; do '%s' --cluster '%s' lock %s %s -- sh '%s' || exit $?; done`,
+		head, bin("bqclient"), filepath.Join(clusterDir, "cluster.yaml"), lock, strings.Join(lockArgs, " "), cs)
+	for i := range n {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(os.Environ(), "BQ_IDENTITY="+filepath.Join(work, fmt.Sprintf("loop-%d.key", i)))
+			l.outs[i], l.errs[i] = cmd.CombinedOutput()
+		}()
+	}
+	return l
+}
+
+// holdings is how many holdings the loops have recorded so far.
+func (l *lockLoops) holdings() int { return countLines(l.tokens) }
+
+// wait waits for every loop to finish (failing after timeout, a liveness
+// failure) and requires each to have succeeded.
+func (l *lockLoops) wait(timeout time.Duration) {
+	l.t.Helper()
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		l.t.Fatalf("the loops did not finish within %v (liveness)", timeout)
+	}
+	for i := range l.errs {
+		require.NoError(l.t, l.errs[i], "loop %d (exit 99: two holders overlapped):\n%s", i, l.outs[i])
+	}
+}
+
+// checkTokens requires the recorded tokens to grow strictly from each holder
+// to the next, and returns them.
+func (l *lockLoops) checkTokens() []string {
+	l.t.Helper()
+	lines := readLines(l.t, l.tokens)
+	for i := 1; i < len(lines); i++ {
+		require.True(l.t, tokenLess(l.t, lines[i-1], lines[i]), "token %d (%s) is not above the one before (%s)", i, lines[i], lines[i-1])
+	}
+	return lines
 }
