@@ -11,8 +11,8 @@ import (
 )
 
 // ErrInvalid is matched (errors.Is) by every error about a malformed
-// argument: an empty or too long bucket name or key, a value over
-// MaxValueLen, a Commit over the batch caps.
+// argument: an empty, too long or reserved bucket name, an empty or too
+// long key, a value over MaxValueLen, a Commit over the batch caps.
 var ErrInvalid = errors.New("store: invalid argument")
 
 // Op is one write: put Value under Key in Bucket (creating the bucket), or,
@@ -56,12 +56,12 @@ type request struct {
 // Commit applies ops atomically and durably: when it returns nil every op
 // is applied and on stable storage; when it returns an error none is
 // acknowledged (see the package doc for ErrUncertain). Concurrent Commits
-// share transactions and fsyncs. Ops of one Commit are applied in order, and
+// share WAL records and fdatasyncs. Ops of one Commit are applied in order, and
 // Commits that do not overlap in time are applied in the order they were
 // called. The op slices must not change until Commit returns. A Commit with
 // no ops returns nil at once.
 //
-// If ctx ends before the writer has taken the Commit into a transaction,
+// If ctx ends before the writer has taken the Commit into a batch,
 // Commit returns ctx.Err() and the ops are never applied; after that it
 // waits for the transaction's outcome.
 func (s *Store) Commit(ctx context.Context, ops ...Op) error {
@@ -141,6 +141,8 @@ func checkBucket(bucket string) error {
 		return fmt.Errorf("%w: empty bucket name", ErrInvalid)
 	case len(bucket) > MaxBucketLen:
 		return fmt.Errorf("%w: bucket name of %d bytes, limit %d", ErrInvalid, len(bucket), MaxBucketLen)
+	case bucket == walBucket:
+		return fmt.Errorf("%w: bucket name %q is reserved", ErrInvalid, bucket)
 	}
 	return nil
 }
@@ -158,9 +160,10 @@ func checkName(bucket string, key []byte) error {
 	return nil
 }
 
-// writer is the only goroutine that writes to the file. It takes whatever
-// is queued, commits it as one transaction, answers every Commit in it, and
-// repeats; when the queue is empty it sleeps until a Commit or Close.
+// writer is the only goroutine that writes to the WAL. It takes whatever
+// is queued, makes it durable as one WAL record, answers every Commit in
+// it, and repeats; when the queue is empty it sleeps until a Commit or
+// Close.
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	var batch []*request
@@ -202,8 +205,7 @@ func (s *Store) take(batch []*request) []*request {
 	return batch
 }
 
-// run commits batch as one transaction and answers each request with the
-// outcome.
+// run makes batch durable and answers each request with the outcome.
 func (s *Store) run(batch []*request) {
 	if h := s.opts.hooks.beforeTxn; h != nil {
 		h(len(batch))
@@ -214,7 +216,7 @@ func (s *Store) run(batch []*request) {
 	}
 
 	start := time.Now()
-	err := s.apply(batch)
+	direct, err := s.persist(batch)
 	d := time.Since(start)
 
 	s.mu.Lock()
@@ -223,34 +225,122 @@ func (s *Store) run(batch []*request) {
 		s.stats.Commits += uint64(len(batch))
 		s.stats.Ops += uint64(nops)
 		s.stats.MaxBatchCommits = max(s.stats.MaxBatchCommits, len(batch))
+		if direct {
+			s.stats.DirectBatches++
+		}
 	} else {
 		s.stats.FailedTxns++
 	}
 	s.mu.Unlock()
 
 	if err != nil {
-		s.log.Error("store: transaction failed", "commits", len(batch), "ops", nops, "err", err)
+		s.log.Error("store: batch failed", "commits", len(batch), "ops", nops, "err", err)
 	} else if s.opts.Observe != nil {
 		s.opts.Observe(d, nops)
 	}
-	// INVARIANT: a request is answered nil only here, after apply
-	// returned nil, i.e. after bbolt's Commit fsync'd the transaction.
+	// INVARIANT: a request is answered nil only here, after persist
+	// returned nil, i.e. after the batch's WAL record was fdatasync'd (or
+	// its bbolt transaction committed) and, for a WAL record, after it was
+	// added to pending, where readers find it.
 	for _, r := range batch {
 		r.done <- err
 	}
 }
 
-// apply writes every op of batch in one bbolt transaction and commits it
-// (bbolt fsyncs the data pages, then the meta page, before Commit returns).
-// On any error nothing of batch is applied, except as ErrUncertain says.
-func (s *Store) apply(batch []*request) error {
+// persist makes batch durable: normally as one WAL record, written at the
+// current offset and fdatasync'd; direct reports a batch too large for the
+// WAL, applied in its own bbolt transaction instead. On any error nothing
+// of batch is acknowledged, except as ErrUncertain says, and the WAL
+// position is unchanged (the next record overwrites the failed one).
+func (s *Store) persist(batch []*request) (direct bool, err error) {
+	rec := encodeRecord(batch)
+	size := int64(len(rec))
+	if size > s.w.size/2 {
+		return true, s.applyDirect(batch)
+	}
+	if s.w.off+size > s.w.size {
+		if err := s.wrap(); err != nil {
+			return false, err
+		}
+	}
+	if h := s.opts.hooks.beforeCommit; h != nil {
+		if err := h(); err != nil {
+			return false, fmt.Errorf("store: write WAL: %w", err)
+		}
+	}
+	sealRecord(rec, s.w.pass, s.w.seq)
+	if _, err := s.w.f.WriteAt(rec, s.w.off); err != nil {
+		return false, fmt.Errorf("store: write WAL: %w", err)
+	}
+	// From here on the record may be in the page cache: if the
+	// fdatasync fails, it may still reach the disk, and Open would
+	// replay it if nothing overwrites it first.
+	if h := s.opts.hooks.beforeSync; h != nil {
+		if err := h(); err != nil {
+			return false, fmt.Errorf("%w: sync WAL: %w", ErrUncertain, err)
+		}
+	}
+	if err := fdatasync(s.w.f); err != nil {
+		return false, fmt.Errorf("%w: sync WAL: %w", ErrUncertain, err)
+	}
+
+	s.mu.Lock()
+	s.pending = append(s.pending, &record{seq: s.w.seq, size: size, payload: rec[walHeaderLen:]})
+	s.pendingBytes += size
+	kick := s.pendingBytes >= s.w.size/4
+	s.mu.Unlock()
+	s.w.off += size
+	s.w.seq++
+	if kick {
+		select {
+		case s.ckptWake <- struct{}{}:
+		default:
+		}
+	}
+	return false, nil
+}
+
+// wrap makes the writer continue at the start of the WAL, once every
+// record written so far is applied to bbolt.
+func (s *Store) wrap() error {
+	if err := s.checkpoint(); err != nil {
+		return fmt.Errorf("store: WAL full, checkpoint failed: %w", err)
+	}
+	// INVARIANT: only the writer adds to pending, so the checkpoint
+	// applied every record: none before offset 0 is needed any more.
+	s.w.newPass()
+	s.mu.Lock()
+	s.stats.WALWraps++
+	s.mu.Unlock()
+	return nil
+}
+
+// applyDirect applies a batch too large for the WAL in one synced bbolt
+// transaction, after every pending record. The transaction also stores
+// the batch's seq as applied, and the writer then starts a new pass at
+// offset 0: a record left after the current one by a failed write, whose
+// seq this is, can then never be replayed over this batch.
+func (s *Store) applyDirect(batch []*request) error {
+	if err := s.checkpoint(); err != nil {
+		return fmt.Errorf("store: checkpoint before a large batch: %w", err)
+	}
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	seq := s.w.seq
 	tx, err := s.db.Begin(true)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	txid := tx.ID() // the id the meta page gets if this commits
 
-	if err := applyOps(tx, batch); err != nil {
+	bc := newBucketCache(tx)
+	for _, r := range batch {
+		if err := bc.apply(r.ops); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("store: apply: %w", err)
+		}
+	}
+	if err := putApplied(tx, seq); err != nil {
 		_ = tx.Rollback()
 		return fmt.Errorf("store: apply: %w", err)
 	}
@@ -262,12 +352,20 @@ func (s *Store) apply(batch []*request) error {
 	}
 	if err := tx.Commit(); err != nil {
 		// bbolt rolled back. If the meta page reached the page cache
-		// before its fsync failed, readers already see txid.
+		// before its fsync failed, readers already see txid, and the
+		// batch, seq included, may survive: seq is spent.
 		if s.visibleTxid() >= txid {
+			s.w.seq++
+			s.w.newPass()
 			return fmt.Errorf("%w: %w", ErrUncertain, err)
 		}
 		return fmt.Errorf("store: commit: %w", err)
 	}
+	s.w.seq++
+	s.w.newPass()
+	s.mu.Lock()
+	s.applied = seq
+	s.mu.Unlock()
 	return nil
 }
 
@@ -281,45 +379,57 @@ func (s *Store) visibleTxid() int {
 	return tx.ID()
 }
 
-func applyOps(tx *bolt.Tx, batch []*request) error {
-	buckets := make(map[string]*bolt.Bucket)
-	bucket := func(name string, create bool) (*bolt.Bucket, error) {
-		if b, ok := buckets[name]; ok {
-			return b, nil
-		}
-		var b *bolt.Bucket
-		if create {
-			var err error
-			if b, err = tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-				return nil, fmt.Errorf("bucket %q: %w", name, err)
-			}
-		} else if b = tx.Bucket([]byte(name)); b == nil {
-			return nil, nil // deleting from a missing bucket: nothing to do
-		}
-		buckets[name] = b
+// bucketCache applies ops in one bbolt write transaction, remembering the
+// buckets it has opened.
+type bucketCache struct {
+	tx      *bolt.Tx
+	buckets map[string]*bolt.Bucket
+}
+
+func newBucketCache(tx *bolt.Tx) *bucketCache {
+	return &bucketCache{tx: tx, buckets: make(map[string]*bolt.Bucket)}
+}
+
+func (c *bucketCache) bucket(name string, create bool) (*bolt.Bucket, error) {
+	if b, ok := c.buckets[name]; ok {
 		return b, nil
 	}
-	for _, r := range batch {
-		for _, op := range r.ops {
-			b, err := bucket(op.Bucket, !op.Delete)
-			if err != nil {
-				return err
-			}
-			if op.Delete {
-				if b != nil {
-					if err := b.Delete(op.Key); err != nil {
-						return fmt.Errorf("%v: %w", op, err)
-					}
+	var b *bolt.Bucket
+	if create {
+		var err error
+		if b, err = c.tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return nil, fmt.Errorf("bucket %q: %w", name, err)
+		}
+	} else if b = c.tx.Bucket([]byte(name)); b == nil {
+		return nil, nil // deleting from a missing bucket: nothing to do
+	}
+	c.buckets[name] = b
+	return b, nil
+}
+
+// apply applies ops in order. Applying a sequence of ops twice leaves the
+// same state as applying it once (each key ends with its last op), which
+// is what makes replaying records already in bbolt harmless.
+func (c *bucketCache) apply(ops []Op) error {
+	for _, op := range ops {
+		b, err := c.bucket(op.Bucket, !op.Delete)
+		if err != nil {
+			return err
+		}
+		if op.Delete {
+			if b != nil {
+				if err := b.Delete(op.Key); err != nil {
+					return fmt.Errorf("%v: %w", op, err)
 				}
-				continue
 			}
-			v := op.Value
-			if v == nil {
-				v = []byte{}
-			}
-			if err := b.Put(op.Key, v); err != nil {
-				return fmt.Errorf("%v: %w", op, err)
-			}
+			continue
+		}
+		v := op.Value
+		if v == nil {
+			v = []byte{}
+		}
+		if err := b.Put(op.Key, v); err != nil {
+			return fmt.Errorf("%v: %w", op, err)
 		}
 	}
 	return nil

@@ -30,6 +30,18 @@ const (
 	helperWriters  = 8
 )
 
+// crashWALSize is the WAL size of a round. Odd rounds use a small WAL, so
+// that the child wraps it several times and dies at any point of a pass,
+// and the largest batches skip it; even rounds use the default, so that
+// the child dies with all its records still in the WAL. Each round also
+// changes the size the previous round left.
+func crashWALSize(round int) int {
+	if round%2 == 1 {
+		return 256 << 10
+	}
+	return DefaultWALSize
+}
+
 // crashValue is the value the helper writes under key: derived from the key
 // so the parent can check it, and of varying size (16 B to ~4 KiB) so
 // transactions span several pages.
@@ -43,7 +55,8 @@ func crashValue(key string) string {
 // Acknowledged records survive kill -9 in the middle of a write burst:
 // every key the child printed (which it does only after Commit returned
 // nil) is present with its value after reopening, in every round, and the
-// file passes bbolt's consistency check.
+// file passes bbolt's consistency check. Most acknowledged records are in
+// the WAL only when the child dies; Open replays them.
 func TestCrashKill9KeepsAcknowledged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
@@ -92,8 +105,9 @@ func TestCrashKill9KeepsAcknowledged(t *testing.T) {
 		ws, ok := exitErr.Sys().(syscall.WaitStatus)
 		require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child: %v\n%s", err, stderr.String())
 
-		s, err := Open(path, Options{Logger: quiet})
+		s, err := Open(path, Options{Logger: quiet, WALSize: crashWALSize(round)})
 		require.NoError(t, err, "round %d", round)
+		recovered := s.Stats().Recovered
 		require.NoError(t, s.Check(), "round %d", round)
 		for k, v := range acked {
 			for _, b := range []string{"a", "b"} { // both ops of each Commit
@@ -110,7 +124,8 @@ func TestCrashKill9KeepsAcknowledged(t *testing.T) {
 			require.GreaterOrEqual(t, have, seq, "round %d: last/%s went back", round, w)
 		}
 		require.NoError(t, s.Close())
-		t.Logf("round %d: %d acks read (SIGKILL sent after %d), %d acked keys in total, all present", round, n, killAfter, len(acked))
+		t.Logf("round %d: %d acks read (SIGKILL sent after %d), %d acked keys in total, all present; %d WAL records replayed",
+			round, n, killAfter, len(acked), recovered)
 	}
 }
 
@@ -123,7 +138,12 @@ func TestHelperWriter(t *testing.T) {
 		t.Skip("helper process for TestCrashKill9KeepsAcknowledged")
 	}
 	round := os.Getenv(helperRoundEnv)
-	s, err := Open(path, Options{Logger: quiet})
+	r, err := strconv.Atoi(round)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(2)
+	}
+	s, err := Open(path, Options{Logger: quiet, WALSize: crashWALSize(r)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(2)

@@ -15,11 +15,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A full disk fails the Commit with the error, loses nothing acknowledged,
-// applies nothing of the failed Commit, and the store works again once
-// space is freed. The disk is a small tmpfs, so the test runs only where it
-// may mount one (root with CAP_SYS_ADMIN); elsewhere the injected-fault
-// tests (TestFailedTransactionFailsWholeBatch) cover the same paths.
+// A full disk fails Commits with a clear error once the WAL has no room
+// left, loses nothing acknowledged, applies nothing of the failed Commits,
+// and the store works again once space is freed. The WAL is allocated in
+// full when it is created, so writing records never needs space; what fails
+// is the checkpoint that grows the bbolt file. Commits go on succeeding
+// while the WAL has room, then the writer needs a checkpoint to wrap around
+// and fails. The disk is a small tmpfs, so the test runs only where it may
+// mount one (root with CAP_SYS_ADMIN); elsewhere the injected-fault tests
+// (TestCheckpointFailure, TestFailedTransactionFailsWholeBatch) cover the
+// same paths.
 func TestDiskFullTmpfs(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	require.NoError(t, os.Mkdir(mnt, 0o700))
@@ -29,52 +34,58 @@ func TestDiskFullTmpfs(t *testing.T) {
 	// Runs before t.TempDir's removal (cleanups run last-in first-out).
 	t.Cleanup(func() { require.NoError(t, syscall.Unmount(mnt, 0)) })
 
+	const walSize = 1 << 20 // records of 64 KiB: about 15 per pass
+	opts := Options{Logger: quiet, WALSize: walSize}
 	path := filepath.Join(mnt, "full.db")
-	s, err := Open(path, Options{Logger: quiet})
+	s, err := Open(path, opts)
 	require.NoError(t, err)
 	defer func() { _ = s.Close() }()
 	ctx := context.Background()
 
 	value := func(k string, n int) []byte { return []byte(strings.Repeat(k+";", n/(len(k)+1)+1)[:n]) }
 	acked := map[string]int{} // key → value size
+	var failed []string
 	for i := range 8 {
 		k := fmt.Sprint("before-", i)
 		require.NoError(t, s.Commit(ctx, put("d", k, string(value(k, 32<<10)))))
 		acked[k] = 32 << 10
 	}
 
-	// Fill the rest of the file system.
 	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	require.NoError(t, err)
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			require.ErrorIs(t, err, syscall.ENOSPC)
-			break
+	fill := func() {
+		f, err := os.Create(filler)
+		require.NoError(t, err)
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := f.Write(chunk); err != nil {
+				require.ErrorIs(t, err, syscall.ENOSPC)
+				break
+			}
 		}
+		require.NoError(t, f.Close())
 	}
-	require.NoError(t, f.Close())
-
-	// Grow the database until a Commit fails for lack of space.
-	var failed []string
-	var commitErr error
-	for i := 0; i < 64 && commitErr == nil; i++ {
-		k := fmt.Sprint("during-", i)
-		commitErr = s.Commit(ctx, put("d", k, string(value(k, 256<<10))), put("e", k, "small"))
-		if commitErr == nil {
-			acked[k] = 256 << 10
-		} else {
-			failed = append(failed, k)
+	// growUntilFull commits 64 KiB values until a Commit fails; at most
+	// 4 MiB, so the file system must fill up first.
+	growUntilFull := func(prefix string) error {
+		t.Helper()
+		var commitErr error
+		for i := 0; i < 64 && commitErr == nil; i++ {
+			k := fmt.Sprint(prefix, i)
+			commitErr = s.Commit(ctx, put("d", k, string(value(k, 64<<10))), put("e", k, "small"))
+			if commitErr == nil {
+				acked[k] = 64 << 10
+			} else {
+				failed = append(failed, k)
+			}
 		}
+		require.Error(t, commitErr, "the file system never filled up")
+		t.Logf("full disk: %v", commitErr)
+		require.True(t, strings.HasPrefix(commitErr.Error(), "store: "), commitErr.Error())
+		require.True(t, errors.Is(commitErr, syscall.ENOSPC) || strings.Contains(commitErr.Error(), "no space left"), commitErr.Error())
+		require.Contains(t, commitErr.Error(), "checkpoint")
+		require.NotErrorIs(t, commitErr, ErrUncertain)
+		return commitErr
 	}
-	require.Error(t, commitErr, "the file system never filled up")
-	t.Logf("full disk: %v", commitErr)
-	require.True(t, strings.HasPrefix(commitErr.Error(), "store: "), commitErr.Error())
-	require.True(t, errors.Is(commitErr, syscall.ENOSPC) || strings.Contains(commitErr.Error(), "no space left"), commitErr.Error())
-	require.NotErrorIs(t, commitErr, ErrUncertain)
-	require.EqualValues(t, 1, s.Stats().FailedTxns)
-
 	check := func(s *Store) {
 		t.Helper()
 		for k, n := range acked {
@@ -87,25 +98,44 @@ func TestDiskFullTmpfs(t *testing.T) {
 			requireAbsent(t, s, "e", k)
 		}
 	}
-	check(s)
-	require.NoError(t, s.Check())
 
-	// Still full: another large Commit fails the same way.
-	require.Error(t, s.Commit(ctx, put("d", "still-full", string(value("still-full", 256<<10)))))
+	// Fill the file system, then write until the WAL is full.
+	fill()
+	growUntilFull("during-")
+	st := s.Stats()
+	require.EqualValues(t, 1, st.FailedTxns)
+	require.NotZero(t, st.FailedCheckpoints)
+	require.NotZero(t, st.Commits-8, "Commits must succeed while the WAL has room")
+
+	// Still full: another Commit fails the same way.
+	require.Error(t, s.Commit(ctx, put("d", "still-full", string(value("still-full", 64<<10)))))
 	failed = append(failed, "still-full")
+	// Reads need the acknowledged records in bbolt: they fail too.
+	_, err = s.Get("d", []byte("before-0"))
+	require.ErrorContains(t, err, "store: checkpoint")
 
-	// Free the space: the same store accepts writes again.
+	// Free the space: the same store accepts writes again and has lost
+	// nothing.
 	require.NoError(t, os.Remove(filler))
 	for i := range 4 {
 		k := fmt.Sprint("after-", i)
-		require.NoError(t, s.Commit(ctx, put("d", k, string(value(k, 256<<10)))))
-		acked[k] = 256 << 10
+		require.NoError(t, s.Commit(ctx, put("d", k, string(value(k, 64<<10)))))
+		acked[k] = 64 << 10
 	}
 	check(s)
-	require.NoError(t, s.Close())
+	require.NoError(t, s.Check())
 
-	s, err = Open(path, Options{Logger: quiet})
+	// Full again, and closed while full: Close cannot checkpoint and says
+	// so; the acknowledged records wait in the WAL for the next Open.
+	fill()
+	growUntilFull("again-")
+	require.ErrorContains(t, s.Close(), "checkpoint")
+	require.NoError(t, os.Remove(filler))
+
+	s, err = Open(path, opts)
 	require.NoError(t, err)
+	require.NotZero(t, s.Stats().Recovered)
 	check(s)
 	require.NoError(t, s.Check())
+	require.NoError(t, s.Close())
 }

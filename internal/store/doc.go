@@ -1,5 +1,6 @@
 // Package store is the server's durable key-value store (PROTOCOL.md §9): a
-// bbolt file written by one goroutine with group commit.
+// bbolt file, made durable through a write-ahead log written by one
+// goroutine with group commit.
 //
 // What the caller does, in order:
 //
@@ -8,38 +9,127 @@
 //     gets ErrLocked; a damaged file gets ErrCorrupt. Neither is retried here.
 //  2. Before sending any acknowledgement that depends on a record, Commit the
 //     record and wait for Commit to return nil. nil means the ops are on
-//     stable storage (the transaction's pages and meta page are fsync'd);
-//     they survive kill -9 and power loss of the machine. Any error means
-//     "not acknowledged": do not ack.
+//     stable storage (their WAL record is written and fdatasync'd); they
+//     survive kill -9 and power loss of the machine. Any error means "not
+//     acknowledged": do not ack.
 //  3. Read with Get and ForEach; they see every Commit that has returned nil,
 //     and never a part of one Commit.
-//  4. Close once at shutdown; it fails queued Commits with ErrClosed and waits
-//     for the transaction in flight.
+//  4. Close once at shutdown; it fails queued Commits with ErrClosed, waits
+//     for the batch in flight and applies everything to the bbolt file.
 //
-// Group commit. Commit puts its ops on a queue and wakes the single writer
-// goroutine. The writer takes every Commit queued at that moment (up to
-// Options.MaxBatchOps ops and Options.MaxBatchBytes bytes) and applies them,
-// in queue order, in one bbolt read-write transaction, so one fsync of the
-// data pages and one of the meta page serve them all. There is no timer:
-// while a transaction is being fsync'd, new Commits queue up and form the
-// next batch, so batches grow with load and a lone writer pays one fsync.
+// # Files
 //
-// Failure. A transaction that fails (an I/O error, a full disk, an injected
-// fault) fails every Commit in it with the same error and applies none of
-// them; the store stays usable, and a later Commit succeeds once the
-// condition clears. Records acknowledged earlier are untouched: bbolt writes
-// a transaction only into free pages and publishes it by writing the
-// alternate meta page, so the previous meta page and the tree it names stay
-// intact. One case is indeterminate, as with any database whose fsync
-// fails: if the meta page was written but its fsync failed, the kernel's
-// page cache already shows the new transaction. Commit then returns an error
-// that also matches ErrUncertain: the ops were not acknowledged but may be
-// visible and may survive; treat them like a record persisted just before a
-// crash, before its ack was sent.
+// The bbolt file at path is the home of the data. Beside it, path + ".wal"
+// (mode 0600) is the write-ahead log: a file of exactly Options.WALSize
+// bytes, written out in full with zeros and fsync'd under a temporary name
+// when it is created, then renamed into place (and the directory fsync'd),
+// so that writing a record never allocates blocks or changes the file's
+// size. One bbolt file lock covers both files. Open replaces a WAL of
+// another size, after replaying it; it also replaces any WAL it finds when
+// it creates the bbolt file (a WAL without its database is meaningless).
 //
-// Cancellation. A Commit whose ctx ends while it is still queued is removed
-// from the queue and returns ctx.Err(); its ops are never applied. Once the
-// writer has taken it into a transaction, Commit waits for that transaction
-// and returns its outcome, whatever ctx does (a transaction is bounded by
-// MaxBatchOps and MaxBatchBytes).
+// A record is, little-endian: payload length n (u32), CRC-32C (u32) of the
+// length, pass, seq and payload, pass (u64), seq (u64), payload (n bytes:
+// the batch's ops in order, each a delete flag, then bucket, key and, for
+// a put, value, each with a uvarint length). seq numbers records 1, 2, 3,
+// ...; pass is a random non-zero id drawn each time the writer starts
+// writing at offset 0. The bbolt bucket "store.wal" (reserved: ErrInvalid
+// for callers) holds "applied": the seq of the last record whose ops are in
+// the bbolt file, always written in the same bbolt transaction as those
+// ops.
+//
+// # Group commit
+//
+// Commit puts its ops on a queue and wakes the single writer goroutine.
+// The writer takes every Commit queued at that moment (up to
+// Options.MaxBatchOps ops and Options.MaxBatchBytes bytes), encodes them,
+// in queue order, as one record, writes it (pwrite) at the current offset
+// of the WAL and calls fdatasync once: one device flush serves them all.
+// It then adds the record to the in-memory list of pending records and
+// answers the Commits. There is no timer: while a record is being synced,
+// new Commits queue up and form the next batch, so batches grow with load
+// and a lone writer pays one fdatasync.
+//
+// # Checkpoints
+//
+// A checkpoint applies every pending record, in order, to the bbolt file in
+// one normal (fully synced) bbolt transaction that also sets "applied" to
+// the last one's seq, then drops them from memory. The checkpointer
+// goroutine runs one every Options.CheckpointInterval and whenever the
+// pending records pass a quarter of the WAL, so a Commit never waits for
+// bbolt in the common case. Get, ForEach and Check run one first (readers
+// are rare: start-up and tests), and so does Close. Replaying ops that are
+// already applied is harmless: each key ends up with its last op either way.
+//
+// The writer appends records one after the other. When the next one does
+// not fit before the end of the file, the writer runs a checkpoint itself
+// and waits for it, so every record written so far is in bbolt, then starts
+// a new pass: a fresh pass id, offset 0. Pending records therefore never
+// take more than the WAL's size. A batch whose record would exceed half the
+// WAL skips it: the writer checkpoints, then applies the batch directly in
+// one synced bbolt transaction that also sets "applied" to the seq the
+// record would have had, and starts a new pass.
+//
+// # Recovery
+//
+// Open, before the writer starts, reads "applied" and the whole WAL and
+// takes the chain of valid records from offset 0: a record is valid if its
+// length fits in the file and its CRC matches, and each one after the first
+// must directly follow the previous one, carry the same pass id and seq
+// previous+1. The chain's records with seq > applied are applied, with the
+// new "applied", in one synced bbolt transaction; then the writer starts a
+// new pass at offset 0 with seq max(applied, last seq)+1.
+//
+// Why no acknowledged record is lost: a record is acknowledged only after
+// its fdatasync, and is written only at the end of the current pass's
+// chain, so the chain from offset 0 reaches it; until a pass ends, nothing
+// overwrites a record of it, and a pass ends (wrap, large batch or Open)
+// only once every record written before is in bbolt (durably: the
+// checkpoint's bbolt transaction was synced). Why nothing else is replayed:
+// a torn or partly written record fails its CRC (and a zeroed region fails
+// the length check), and the chain stops there; bytes beyond the chain end
+// are either zeros, a record of an older pass (different pass id; its
+// seqs are older too), or the remains of a failed or overwritten record
+// (see below). Records, or parts of them, carrying user-supplied bytes can
+// look like records, but only bytes with the current pass id, a random
+// 64-bit value that is never exposed, and a matching CRC are taken. Records
+// of an older pass are all applied already, even when the chain of a new
+// pass is torn at offset 0 and the older chain is scanned instead. A large
+// batch spends a seq, so a record left by a failed write, which has that
+// seq, is never replayed over the batch.
+//
+// # Failure
+//
+// A batch that fails (an I/O error, an injected fault) fails every Commit
+// in it with the same error and acknowledges none of them; the writer's
+// position in the WAL does not move, so the next record overwrites the
+// failed one (a shorter one leaves a tail that fails the CRC or pass/seq
+// check). The store stays usable, and a later Commit succeeds once the
+// condition clears. Records acknowledged earlier are untouched. One case
+// is indeterminate, as with any database whose fsync fails: if the record
+// was written but its fdatasync failed (or a large batch's bbolt
+// transaction failed after its meta page was written), the data may
+// already be on its way to the disk. Commit then returns an error that also
+// matches ErrUncertain: the ops were not acknowledged but may survive (a
+// failed WAL record is not visible to readers, but Open replays it if no
+// later record overwrote it; a large batch may already be visible); treat
+// them like a record persisted just before a crash, before its ack was
+// sent.
+//
+// A failed checkpoint (a full disk while the bbolt file grows, an I/O
+// error) is logged and retried; its records stay pending, in memory and in
+// the WAL, so they are still durable. Commits go on succeeding while the
+// WAL has room. Once it has none, the writer's own checkpoint fails and the
+// batch fails with that error ("store: WAL full, checkpoint failed: ...").
+// Get, ForEach and Check fail too while pending records cannot be applied,
+// and Close reports it (the next Open replays them). Nothing acknowledged
+// is lost, and everything works again once the condition clears.
+//
+// # Cancellation
+//
+// A Commit whose ctx ends while it is still queued is removed from the
+// queue and returns ctx.Err(); its ops are never applied. Once the writer
+// has taken it into a batch, Commit waits for that batch and returns its
+// outcome, whatever ctx does (a batch is bounded by MaxBatchOps and
+// MaxBatchBytes).
 package store

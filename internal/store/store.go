@@ -32,6 +32,14 @@ const (
 	DefaultMaxBatchBytes = 64 << 20
 	// DefaultLockTimeout is Options.LockTimeout when it is zero.
 	DefaultLockTimeout = 2 * time.Second
+	// DefaultWALSize is Options.WALSize when it is zero.
+	DefaultWALSize = 16 << 20
+	// MinWALSize and MaxWALSize bound Options.WALSize.
+	MinWALSize = 64 << 10
+	MaxWALSize = 1 << 30
+	// DefaultCheckpointInterval is Options.CheckpointInterval when it is
+	// zero.
+	DefaultCheckpointInterval = time.Second
 )
 
 var (
@@ -44,9 +52,11 @@ var (
 	// ErrCorrupt is returned by Open and Check when the file is not a valid
 	// bbolt database.
 	ErrCorrupt = errors.New("store: database file is corrupt")
-	// ErrUncertain is matched (errors.Is) by a Commit error whose
-	// transaction failed after its meta page was written: the ops were not
-	// acknowledged but may be visible and may survive (see the package doc).
+	// ErrUncertain is matched (errors.Is) by a Commit error whose ops may
+	// have reached the disk anyway (the WAL record was written but its
+	// fdatasync failed, or a large batch's bbolt transaction failed after
+	// its meta page was written): the ops were not acknowledged but may be
+	// visible and may survive (see the package doc).
 	ErrUncertain = errors.New("store: commit outcome uncertain")
 )
 
@@ -61,12 +71,27 @@ type Options struct {
 	// LockTimeout is how long Open waits for the file lock before returning
 	// ErrLocked. Zero means DefaultLockTimeout.
 	LockTimeout time.Duration
-	// Logger receives failed transactions. Nil means slog.Default().
+	// WALSize is the size in bytes of the write-ahead log file beside the
+	// database (path + ".wal"), allocated in full when it is created.
+	// Zero means DefaultWALSize; otherwise it must be in [MinWALSize,
+	// MaxWALSize]. A batch whose record would exceed WALSize/2 skips the
+	// WAL and is applied directly to the database.
+	WALSize int
+	// CheckpointInterval is how often the checkpointer applies the
+	// acknowledged records waiting in the WAL to the database (it also
+	// runs when they pass a quarter of the WAL, when the writer needs the
+	// room, and before reads). Zero means DefaultCheckpointInterval.
+	CheckpointInterval time.Duration
+	// Logger receives failed batches and checkpoints. Nil means
+	// slog.Default().
 	Logger *slog.Logger
 	// Observe, if set, is called by the writer after each successful
-	// transaction with its duration (Begin to the end of the fsyncs) and its
-	// op count: the fsync latency metric. It must be quick (it delays the
-	// next batch) and must not call the Store.
+	// batch with its duration and its op count: the fsync latency metric.
+	// The duration runs from the moment the batch is encoded to the end of
+	// its fdatasync: the WAL write and fdatasync, plus the checkpoint it
+	// waited for if the WAL had to wrap around (or the whole bbolt
+	// transaction for a batch too large for the WAL). It must be quick (it
+	// delays the next batch) and must not call the Store.
 	Observe func(d time.Duration, ops int)
 
 	// hooks are fault and scheduling injection points for this package's
@@ -74,14 +99,24 @@ type Options struct {
 	hooks *testHooks
 }
 
-// testHooks are called by the writer; nil fields are skipped.
+// testHooks are called by the writer and the checkpoint; nil fields are
+// skipped.
 type testHooks struct {
 	// beforeTxn runs after the writer has taken a batch of commits, before
-	// it begins the transaction. A test blocks here to let Commits queue.
+	// it makes it durable. A test blocks here to let Commits queue.
 	beforeTxn func(commits int)
-	// beforeCommit runs inside the transaction after every op is applied;
-	// an error fails the transaction as an I/O error would.
+	// beforeCommit runs just before the batch's WAL record is written
+	// (for a batch too large for the WAL: inside its bbolt transaction,
+	// after every op is applied); an error fails the batch as a failed
+	// write would.
 	beforeCommit func() error
+	// beforeSync runs after the WAL record is written, before its
+	// fdatasync; an error fails the batch as a failed fdatasync would
+	// (ErrUncertain).
+	beforeSync func() error
+	// beforeCheckpoint runs inside a checkpoint's bbolt transaction after
+	// every op is applied; an error fails the checkpoint.
+	beforeCheckpoint func() error
 }
 
 func (o Options) validate() error {
@@ -95,6 +130,12 @@ func (o Options) validate() error {
 	if o.LockTimeout < 0 {
 		errs = append(errs, fmt.Errorf("store: Options.LockTimeout %v < 0", o.LockTimeout))
 	}
+	if o.WALSize != 0 && (o.WALSize < MinWALSize || o.WALSize > MaxWALSize) {
+		errs = append(errs, fmt.Errorf("store: Options.WALSize %d not in [%d, %d]", o.WALSize, MinWALSize, MaxWALSize))
+	}
+	if o.CheckpointInterval < 0 {
+		errs = append(errs, fmt.Errorf("store: Options.CheckpointInterval %v < 0", o.CheckpointInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -107,6 +148,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.LockTimeout == 0 {
 		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.WALSize == 0 {
+		o.WALSize = DefaultWALSize
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -128,9 +175,23 @@ type Store struct {
 	// wake has room for one token; Commit leaves one after queueing so the
 	// writer, if idle, takes the queue.
 	wake chan struct{}
-	// quit is closed by Close; writerDone is closed by the writer on exit.
+	// quit is closed by Close; writerDone and ckptDone are closed by the
+	// writer and the checkpointer on exit.
 	quit       chan struct{}
 	writerDone chan struct{}
+	ckptDone   chan struct{}
+	// ckptWake has room for one token; the writer leaves one when the
+	// pending records pass a quarter of the WAL.
+	ckptWake chan struct{}
+
+	// w is the writer's position in the WAL: set by Open, then touched
+	// by the writer goroutine only (and by Close after it has exited).
+	w walState
+
+	// ckptMu serializes every bbolt write transaction (checkpoints and
+	// large batches), so a checkpoint's snapshot of pending is applied
+	// before the next one is taken.
+	ckptMu sync.Mutex
 
 	mu sync.Mutex
 	// queue holds the Commits the writer has not taken yet, oldest first.
@@ -141,25 +202,47 @@ type Store struct {
 	queue  []*request
 	closed bool
 	stats  Stats
+	// pending holds the acknowledged WAL records not yet applied to
+	// bbolt, in seq order; pendingBytes is their size in the WAL.
+	// INVARIANT: the writer appends, a checkpoint removes a prefix.
+	pending      []*record
+	pendingBytes int64
+	// applied is the seq of the last record known to be in bbolt.
+	applied uint64
 }
 
-// Stats counts the writer's work since Open.
+// Stats counts the writer's and the checkpointer's work since Open.
 type Stats struct {
-	// Txns is the number of transactions committed successfully.
+	// Txns is the number of batches made durable: WAL records written
+	// and fdatasync'd, plus batches too large for the WAL applied in their
+	// own bbolt transaction (DirectBatches).
 	Txns uint64
-	// FailedTxns is the number of transactions that failed.
+	// FailedTxns is the number of batches that failed.
 	FailedTxns uint64
 	// Commits is the number of Commit calls acknowledged (returned nil)
-	// by a transaction.
+	// by a batch.
 	Commits uint64
 	// Ops is the number of ops applied by those Commits.
 	Ops uint64
-	// MaxBatchCommits is the most Commit calls seen in one transaction.
+	// MaxBatchCommits is the most Commit calls seen in one batch.
 	MaxBatchCommits int
+	// DirectBatches counts the batches too large for the WAL.
+	DirectBatches uint64
+	// Checkpoints and FailedCheckpoints count the bbolt transactions that
+	// applied WAL records to the database.
+	Checkpoints       uint64
+	FailedCheckpoints uint64
+	// WALWraps counts the times the writer went back to the start of the
+	// WAL.
+	WALWraps uint64
+	// Recovered is the number of WAL records Open replayed into bbolt.
+	Recovered uint64
 }
 
 // Open opens the store at path, creating the file (mode 0600) if it is
-// missing, and starts the writer.
+// missing, opens or creates its WAL (path + ".wal", mode 0600), replays
+// into the database every WAL record it does not have yet, and starts the
+// writer and the checkpointer.
 func Open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("store: open: empty path")
@@ -193,8 +276,15 @@ func Open(path string, opts Options) (*Store, error) {
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		ckptDone:   make(chan struct{}),
+		ckptWake:   make(chan struct{}, 1),
+	}
+	if err := s.openWAL(created); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	go s.writer()
+	go s.checkpointer()
 	return s, nil
 }
 
@@ -248,7 +338,9 @@ func syncDir(dir string) error {
 func (s *Store) Path() string { return s.path }
 
 // Get returns a copy of the value of key in bucket, or (nil, nil) if the
-// bucket or the key does not exist.
+// bucket or the key does not exist. Like ForEach and Check, it first
+// applies to the database every acknowledged Commit still waiting in the
+// WAL, and fails if that checkpoint fails.
 func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 	if err := checkName(bucket, key); err != nil {
 		return nil, err
@@ -303,14 +395,18 @@ func (s *Store) Check() error {
 	})
 }
 
-// view runs fn in a read transaction, mapping a closed database to
-// ErrClosed. Errors returned by fn are passed through unchanged.
+// view runs fn in a read transaction, after applying every acknowledged
+// Commit to the database, mapping a closed database to ErrClosed. Errors
+// returned by fn are passed through unchanged.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if err := s.flush(); err != nil {
+		return err
 	}
 	tx, err := s.db.Begin(false)
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
@@ -330,10 +426,16 @@ func (s *Store) Stats() Stats {
 	return s.stats
 }
 
-// Close fails every queued Commit with ErrClosed, waits for the transaction
-// in flight, stops the writer and closes the file. Calls after the first
-// return ErrClosed.
-func (s *Store) Close() error {
+// Close fails every queued Commit with ErrClosed, waits for the batch in
+// flight, stops the writer and the checkpointer, applies every
+// acknowledged Commit to the database and closes the files. If that last
+// checkpoint fails, Close says so; the records stay in the WAL and the
+// next Open replays them. Calls after the first return ErrClosed.
+func (s *Store) Close() error { return s.close(true) }
+
+// close is Close; without checkpoint it leaves the pending records in the
+// WAL only, as a crash would (for tests).
+func (s *Store) close(checkpoint bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -352,7 +454,20 @@ func (s *Store) Close() error {
 	}
 	close(s.quit)
 	<-s.writerDone
+	<-s.ckptDone
+	var errs []error
+	if checkpoint {
+		if err := s.checkpoint(); err != nil {
+			errs = append(errs, fmt.Errorf("checkpoint (the WAL keeps the records): %w", err))
+		}
+	}
+	if err := s.w.f.Close(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.db.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.path, err)
 	}
 	return nil

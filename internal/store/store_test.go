@@ -19,9 +19,14 @@ import (
 func TestOpenCreatesFileWithMode0600(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "new.db")
 	s := openAt(t, path, Options{})
-	fi, err := os.Stat(path)
+	for _, p := range []string{path, path + ".wal"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), p)
+	}
+	fi, err := os.Stat(path + ".wal")
 	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	require.EqualValues(t, DefaultWALSize, fi.Size())
 	require.Equal(t, path, s.Path())
 	require.NoError(t, s.Close())
 }
@@ -269,12 +274,13 @@ func TestConcurrentCommittersDurable(t *testing.T) {
 }
 
 // While the writer is busy, Commits queue up, and the writer takes all of
-// them into its next transaction.
+// them into its next batch: one WAL record, one fdatasync.
 func TestGroupCommit(t *testing.T) {
 	g, hooks := newGate()
 	var observed [][2]int
 	var obsMu sync.Mutex
-	s := openTest(t, Options{hooks: hooks, Observe: func(d time.Duration, ops int) {
+	path := filepath.Join(t.TempDir(), "g.db")
+	s := openAt(t, path, Options{hooks: hooks, CheckpointInterval: time.Hour, Observe: func(d time.Duration, ops int) {
 		obsMu.Lock()
 		defer obsMu.Unlock()
 		observed = append(observed, [2]int{ops, int(d)})
@@ -298,7 +304,8 @@ func TestGroupCommit(t *testing.T) {
 		require.NoError(t, recv(t, results[i]))
 	}
 	st := s.Stats()
-	require.EqualValues(t, 2, st.Txns, "one transaction for the first Commit, one for the other %d", n)
+	require.EqualValues(t, 2, st.Txns, "one batch for the first Commit, one for the other %d", n)
+	require.Equal(t, 2, len(readChain(t, path)), "one WAL record per batch")
 	require.EqualValues(t, n+1, st.Commits)
 	require.Equal(t, n, st.MaxBatchCommits)
 	obsMu.Lock()

@@ -1,0 +1,505 @@
+package store
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// The write-ahead log (see the package doc for the whole argument).
+//
+// Record layout, all integers little-endian:
+//
+//	off  size  field
+//	  0     4  n: payload length in bytes (≥ 1)
+//	  4     4  CRC-32C (Castagnoli) of bytes 0..3 and 8..24+n, i.e. of
+//	           n, pass, seq and payload
+//	  8     8  pass: random id of the pass that wrote the record (≠ 0)
+//	 16     8  seq: the record's sequence number (≥ 1)
+//	 24     n  payload
+//
+// Payload: uvarint op count, then per op: one flag byte (1 = delete, 0 =
+// put), uvarint bucket length, bucket, uvarint key length, key, and for a
+// put only, uvarint value length, value.
+const (
+	walHeaderLen = 24
+	// walBucket is the reserved bbolt bucket holding walAppliedKey: the
+	// seq (8 bytes, big-endian) of the last WAL record whose ops are in
+	// bbolt.
+	walBucket     = "store.wal"
+	walAppliedKey = "applied"
+	walSuffix     = ".wal"
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// record is one acknowledged WAL record whose ops are not in bbolt yet.
+type record struct {
+	seq     uint64
+	size    int64  // bytes it takes in the WAL, header included
+	payload []byte // owned by the record; decoded again at checkpoint
+}
+
+// walState is the writer's position in the WAL. Only the writer goroutine
+// touches it once Open has returned.
+type walState struct {
+	f    *os.File
+	size int64  // capacity in bytes
+	off  int64  // where the next record goes
+	seq  uint64 // the next record's seq
+	pass uint64 // the current pass id; every record of a pass carries it
+}
+
+// newPass starts a new pass at offset 0. The caller guarantees that every
+// record written before is applied to bbolt (or was never acknowledged).
+func (w *walState) newPass() {
+	w.off = 0
+	w.pass = newPassID()
+}
+
+func newPassID() uint64 {
+	var b [8]byte
+	for {
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
+
+// encodeRecord encodes the ops of batch as a record whose header is left
+// for sealRecord.
+func encodeRecord(batch []*request) []byte {
+	n, nops := walHeaderLen+binary.MaxVarintLen64, 0
+	for _, r := range batch {
+		nops += len(r.ops)
+		for _, op := range r.ops {
+			n += 1 + 3*binary.MaxVarintLen32 + len(op.Bucket) + len(op.Key) + len(op.Value)
+		}
+	}
+	buf := make([]byte, walHeaderLen, n)
+	buf = binary.AppendUvarint(buf, uint64(nops))
+	for _, r := range batch {
+		for _, op := range r.ops {
+			var flag byte
+			if op.Delete {
+				flag = 1
+			}
+			buf = append(buf, flag)
+			buf = binary.AppendUvarint(buf, uint64(len(op.Bucket)))
+			buf = append(buf, op.Bucket...)
+			buf = binary.AppendUvarint(buf, uint64(len(op.Key)))
+			buf = append(buf, op.Key...)
+			if !op.Delete {
+				buf = binary.AppendUvarint(buf, uint64(len(op.Value)))
+				buf = append(buf, op.Value...)
+			}
+		}
+	}
+	return buf
+}
+
+// sealRecord fills in the header of rec (from encodeRecord).
+func sealRecord(rec []byte, pass, seq uint64) {
+	binary.LittleEndian.PutUint32(rec[0:], uint32(len(rec)-walHeaderLen))
+	binary.LittleEndian.PutUint64(rec[8:], pass)
+	binary.LittleEndian.PutUint64(rec[16:], seq)
+	binary.LittleEndian.PutUint32(rec[4:], recordCRC(rec))
+}
+
+func recordCRC(rec []byte) uint32 {
+	return crc32.Update(crc32.Update(0, crcTable, rec[0:4]), crcTable, rec[8:])
+}
+
+// decodeOps decodes a payload. The ops' slices point into payload.
+func decodeOps(payload []byte) ([]Op, error) {
+	bad := errors.New("malformed WAL payload")
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(payload)
+		if n <= 0 {
+			return 0, false
+		}
+		payload = payload[n:]
+		return v, true
+	}
+	bytes := func() ([]byte, bool) {
+		n, ok := uv()
+		if !ok || n > uint64(len(payload)) {
+			return nil, false
+		}
+		b := payload[:n:n]
+		payload = payload[n:]
+		return b, true
+	}
+	nops, ok := uv()
+	if !ok || nops > uint64(len(payload)) {
+		return nil, bad
+	}
+	ops := make([]Op, 0, nops)
+	for range nops {
+		if len(payload) == 0 || payload[0] > 1 {
+			return nil, bad
+		}
+		op := Op{Delete: payload[0] == 1}
+		payload = payload[1:]
+		b, ok1 := bytes()
+		k, ok2 := bytes()
+		if !ok1 || !ok2 {
+			return nil, bad
+		}
+		op.Bucket, op.Key = string(b), k
+		if !op.Delete {
+			if op.Value, ok = bytes(); !ok {
+				return nil, bad
+			}
+		}
+		ops = append(ops, op)
+	}
+	if len(payload) != 0 {
+		return nil, bad
+	}
+	return ops, nil
+}
+
+// scannedRecord is a valid record found by scanWAL.
+type scannedRecord struct {
+	off     int64
+	pass    uint64
+	seq     uint64
+	payload []byte // points into the scanned buffer
+}
+
+// scanWAL returns the valid chain of records at the start of buf (the
+// whole WAL file): the record at offset 0, if its length fits and its CRC
+// matches, then each record right after the previous one while its length
+// fits, its CRC matches, its pass is the first record's and its seq is
+// the previous seq + 1.
+func scanWAL(buf []byte) []scannedRecord {
+	var out []scannedRecord
+	off := int64(0)
+	for {
+		rest := buf[off:]
+		if len(rest) < walHeaderLen {
+			return out
+		}
+		n := int64(binary.LittleEndian.Uint32(rest[0:]))
+		if n < 1 || n > int64(len(rest))-walHeaderLen {
+			return out
+		}
+		rec := rest[:walHeaderLen+n]
+		if binary.LittleEndian.Uint32(rec[4:]) != recordCRC(rec) {
+			return out
+		}
+		pass := binary.LittleEndian.Uint64(rec[8:])
+		seq := binary.LittleEndian.Uint64(rec[16:])
+		if pass == 0 || seq == 0 {
+			return out
+		}
+		if len(out) > 0 {
+			if prev := out[len(out)-1]; pass != prev.pass || seq != prev.seq+1 {
+				return out
+			}
+		}
+		out = append(out, scannedRecord{off: off, pass: pass, seq: seq, payload: rec[walHeaderLen:]})
+		off += walHeaderLen + n
+	}
+}
+
+// createWAL creates (or replaces) the WAL at path: a file of size zero
+// bytes, written out in full (not sparse, so later overwrites allocate
+// nothing) and fsync'd under a temporary name, then renamed into place and
+// the directory fsync'd. A WAL file that exists is therefore always fully
+// allocated and fully zeroed or written by this package.
+func createWAL(path string, size int64) (*os.File, error) {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*os.File, error) {
+		_ = f.Close()
+		_ = os.Remove(tmp)
+		return nil, err
+	}
+	zeros := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
+			return fail(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openWAL opens the WAL beside the bbolt file, replays into bbolt every
+// valid record not applied yet, and leaves s.w ready for a new pass. The
+// caller holds the bbolt file lock, which covers the WAL too.
+func (s *Store) openWAL(dbCreated bool) error {
+	path := s.path + walSuffix
+	applied, err := s.readApplied()
+	if err != nil {
+		return err
+	}
+	s.applied = applied
+	s.w.size = int64(s.opts.WALSize)
+	if dbCreated {
+		// A WAL left beside a missing database belongs to a database that
+		// is gone; its tail alone must not be replayed into a new one.
+		f, err := createWAL(path, s.w.size)
+		if err != nil {
+			return fmt.Errorf("store: open %s: create WAL: %w", path, err)
+		}
+		s.w.f, s.w.seq = f, applied+1
+		s.w.newPass()
+		return nil
+	}
+
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if f, err = createWAL(path, s.w.size); err != nil {
+			return fmt.Errorf("store: open %s: create WAL: %w", path, err)
+		}
+		s.w.f, s.w.seq = f, applied+1
+		s.w.newPass()
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	buf := make([]byte, fi.Size())
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, fi.Size()), buf); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("store: open %s: read WAL: %w", path, err)
+	}
+	chain := scanWAL(buf)
+	last := applied
+	var replay []scannedRecord
+	for _, r := range chain {
+		if r.seq > applied {
+			replay = append(replay, r)
+		}
+		last = max(last, r.seq)
+	}
+	if len(replay) > 0 {
+		if err := s.replay(replay); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("store: open %s: replay WAL: %w", path, err)
+		}
+		s.stats.Recovered = uint64(len(replay))
+		s.applied = last
+	}
+	if fi.Size() != s.w.size {
+		// Everything valid is in bbolt now: the old WAL holds nothing
+		// needed, so it is replaced by one of the configured size.
+		_ = f.Close()
+		if f, err = createWAL(path, s.w.size); err != nil {
+			return fmt.Errorf("store: open %s: create WAL: %w", path, err)
+		}
+	}
+	s.w.f, s.w.seq = f, last+1
+	s.w.newPass()
+	return nil
+}
+
+// readApplied reads the seq of the last WAL record applied to bbolt.
+func (s *Store) readApplied() (uint64, error) {
+	var applied uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(walBucket))
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte(walAppliedKey))
+		if v == nil {
+			return nil
+		}
+		if len(v) != 8 {
+			return fmt.Errorf("%w: %s: %s/%s has %d bytes", ErrCorrupt, s.path, walBucket, walAppliedKey, len(v))
+		}
+		applied = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		err = fmt.Errorf("store: open %s: %w", s.path, err)
+	}
+	return applied, err
+}
+
+// replay applies the ops of recs and their last seq in one synced bbolt
+// transaction.
+func (s *Store) replay(recs []scannedRecord) error {
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	bc := newBucketCache(tx)
+	for _, r := range recs {
+		ops, err := decodeOps(r.payload)
+		if err != nil {
+			return fmt.Errorf("%w: record %d at offset %d: %w", ErrCorrupt, r.seq, r.off, err)
+		}
+		if err := bc.apply(ops); err != nil {
+			return err
+		}
+	}
+	if err := putApplied(tx, recs[len(recs)-1].seq); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func putApplied(tx *bolt.Tx, seq uint64) error {
+	b, err := tx.CreateBucketIfNotExists([]byte(walBucket))
+	if err != nil {
+		return fmt.Errorf("bucket %q: %w", walBucket, err)
+	}
+	return b.Put([]byte(walAppliedKey), binary.BigEndian.AppendUint64(nil, seq))
+}
+
+// checkpoint applies every record pending when it starts to bbolt in one
+// synced transaction that also records the last one's seq, then drops
+// them from pending. On failure they stay pending (they are still in the
+// WAL) and the error is returned without the "store: " prefix, for the
+// caller to wrap. Every bbolt write transaction runs under ckptMu.
+func (s *Store) checkpoint() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	s.mu.Lock()
+	recs := s.pending[:len(s.pending):len(s.pending)]
+	s.mu.Unlock()
+	if len(recs) == 0 {
+		return nil
+	}
+	err := s.applyRecords(recs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.stats.FailedCheckpoints++
+		return err
+	}
+	// Only the writer adds to pending, and only at its end, so recs is
+	// still its prefix.
+	var n int64
+	for _, r := range recs {
+		n += r.size
+	}
+	s.applied = recs[len(recs)-1].seq
+	s.pendingBytes -= n
+	// recs shares pending's array: it is not used after this.
+	s.pending = append(s.pending[:0], s.pending[len(recs):]...)
+	clear(s.pending[len(s.pending):cap(s.pending)])
+	s.stats.Checkpoints++
+	return nil
+}
+
+func (s *Store) applyRecords(recs []*record) error {
+	tx, err := s.db.Begin(true)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	bc := newBucketCache(tx)
+	for _, r := range recs {
+		ops, err := decodeOps(r.payload)
+		if err == nil {
+			err = bc.apply(ops)
+		}
+		if err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("apply record %d: %w", r.seq, err)
+		}
+	}
+	if err := putApplied(tx, recs[len(recs)-1].seq); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if h := s.opts.hooks.beforeCheckpoint; h != nil {
+		if err := h(); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// flush makes sure every acknowledged Commit is in bbolt, for readers.
+func (s *Store) flush() error {
+	s.mu.Lock()
+	n := len(s.pending)
+	s.mu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	if err := s.checkpoint(); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("store: checkpoint: %w", err)
+	}
+	return nil
+}
+
+// checkpointer applies pending records to bbolt in the background: when
+// the writer reports that they pass a quarter of the WAL, and every
+// CheckpointInterval. After a failure it waits for the next tick before
+// retrying, whatever the writer reports.
+func (s *Store) checkpointer() {
+	defer close(s.ckptDone)
+	t := time.NewTicker(s.opts.CheckpointInterval)
+	defer t.Stop()
+	failed := false
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.ckptWake:
+			if failed {
+				continue
+			}
+		case <-t.C:
+		}
+		s.mu.Lock()
+		n := len(s.pending)
+		s.mu.Unlock()
+		if n == 0 {
+			failed = false
+			continue
+		}
+		err := s.checkpoint()
+		failed = err != nil
+		if failed && !errors.Is(err, ErrClosed) {
+			s.log.Error("store: checkpoint failed; the records stay in the WAL and are retried",
+				"records", n, "err", err)
+		}
+	}
+}
