@@ -1,7 +1,8 @@
 // Package core is a bq server's protocol logic as a pure state machine
 // (PROTOCOL.md §2–§6, §9): it hosts the signed registers and active sets of
-// every lock, answers the bakery's accesses, forwards every newly accepted
-// object to the other servers, runs sessions and leases, and turns expired
+// every lock, answers the bakery's accesses, disseminates every newly accepted
+// object to the other servers (statements lazily, by Announce and pull;
+// votes, certificates and evidence at once), runs sessions and leases, and turns expired
 // leases into Suspect votes and votes into reset certificates.
 //
 // Inputs are Step (a message or a connection event) and Tick (time passes);
@@ -47,6 +48,11 @@ type Config struct {
 	MaxListenMembers     int
 	// VerifyCacheSize bounds the cache of verified statements.
 	VerifyCacheSize int
+	// AnnounceDelay is how long a newly accepted statement waits before it
+	// is announced to the other servers (§3.5, lazy dissemination): the
+	// statements accepted meanwhile go in one Announce per server. Zero
+	// announces at the next Tick.
+	AnnounceDelay time.Duration
 }
 
 // DefaultConfig returns production defaults for server self of an (n, f) cluster.
@@ -60,6 +66,7 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		MaxLocksPerClient:    1024,
 		MaxListenMembers:     4096,
 		VerifyCacheSize:      1 << 16,
+		AnnounceDelay:        20 * time.Millisecond,
 	}
 }
 
@@ -80,6 +87,9 @@ func (c *Config) Validate() error {
 	} else if int(c.Self) < len(c.Keys) && c.Keys[c.Self] != nil && c.Keys[c.Self].ID != c.Signer.Public.ID {
 		errs = append(errs, errors.New("core: the signing key is not this server's key in the cluster file"))
 	}
+	if c.AnnounceDelay < 0 {
+		errs = append(errs, errors.New("core: AnnounceDelay must be ≥ 0"))
+	}
 	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.VerifyCacheSize < 1 {
 		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers and VerifyCacheSize must be ≥ 1"))
 	}
@@ -90,7 +100,9 @@ func (c *Config) Validate() error {
 type Stats struct {
 	Accesses     map[string]uint64 // by kind: doorway, ticket, held, exit, listen, getset, read
 	Pushes       uint64
-	Forwards     uint64
+	Forwards     uint64 // statements, votes, certificates and evidence sent to servers
+	Announced    uint64 // statement references announced (counted once, not per server)
+	Pulled       uint64 // statements this server asked another for
 	VotesCast    uint64
 	Resets       uint64
 	Rejected     uint64
@@ -121,7 +133,13 @@ type Core struct {
 	// Held, the Ticket and its J as accepted (memory only: lost on restart),
 	// so resync can hand them to a peer that missed them.
 	justified map[regKey]justifiedTicket
-	Stats     Stats
+	// announce holds the references of statements accepted here since the
+	// last Announce, oldest first; announceSince is when the first came.
+	// INVARIANT: len(announce) < wire.MaxAnnounceItems (a full list goes
+	// out at once); Tick sends it once announceSince is AnnounceDelay old.
+	announce      []wire.StatementRef
+	announceSince time.Time
+	Stats         Stats
 }
 
 type regKey struct {
@@ -201,6 +219,9 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 		k.addVote(now, v, &e)
 		// Tell the client too: it stops counting this server toward its lease.
 		e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(body.Client), Msg: &wire.Message{Suspect: &v}})
+	}
+	if len(k.announce) > 0 && now.Sub(k.announceSince) >= k.cfg.AnnounceDelay {
+		k.flushAnnounce(&e)
 	}
 	return e
 }
@@ -371,6 +392,10 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 			return
 		}
 		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, e)
+	case m.Announce != nil && m.Announce.Want:
+		k.handleWant(s, m.Announce, e)
+	case m.Announce != nil:
+		k.handleAnnounce(s, m.Announce, e)
 	case m.Suspect != nil:
 		if !k.addVote(now, *m.Suspect, e) {
 			k.answerLateVote(s, m.Suspect, e)
@@ -509,13 +534,106 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	default:
 		delete(k.justified, rk)
 	}
-	fwd := &wire.Forward{Statement: ss}
-	if st.Phase == wire.PhaseTicket {
-		fwd.J = j
-	}
-	k.toServers(&wire.Message{Forward: fwd}, e)
+	k.noteAnnounce(now, wire.RefOf(st, &ss), e)
 	k.push(lock, c, e)
 	return acceptResult{outcome: activeset.Accepted}
+}
+
+// noteAnnounce queues a newly accepted statement for the next Announce
+// (§3.5, docs/protocol.md change 11). The client sent it to every server
+// itself, so on the common path the peers already hold it and the Announce
+// costs one reference per statement instead of a Forward (with J) per
+// server; a peer that lacks it asks, and gets it from handleWant.
+func (k *Core) noteAnnounce(now time.Time, ref wire.StatementRef, e *Effects) {
+	if mutation.On(mutation.NoAnnounce) {
+		return
+	}
+	if len(k.announce) == 0 {
+		k.announceSince = now
+	}
+	k.announce = append(k.announce, ref)
+	k.Stats.Announced++
+	if len(k.announce) >= wire.MaxAnnounceItems {
+		k.flushAnnounce(e)
+	}
+}
+
+// flushAnnounce sends the queued references to every other server.
+func (k *Core) flushAnnounce(e *Effects) {
+	m := &wire.Message{Announce: &wire.Announce{Items: k.announce}}
+	k.announce = nil
+	for i := range k.cfg.N {
+		if s := wire.ServerID(i); s != k.cfg.Self {
+			e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m})
+		}
+	}
+}
+
+// handleAnnounce asks s for every announced statement this server lacks: one
+// newer than the register's value here, or one with the same timestamp and
+// another body (which the Forward will then show as equivocation). The
+// references are unsigned hints: a faulty server can only make this server
+// ask it for something, which costs one message.
+func (k *Core) handleAnnounce(s wire.ServerID, a *wire.Announce, e *Effects) {
+	var want []wire.StatementRef
+	for _, ref := range a.Items {
+		c := ref.Client
+		if k.banned[c] != nil || ref.Session <= k.mute.ResetUpTo(c) {
+			continue
+		}
+		if lock := k.locks[ref.Lock]; lock != nil {
+			if en := lock.Highest(c); en != nil {
+				cmp := quorum.Timestamp{Session: ref.Session, Attempt: ref.Attempt, Phase: ref.Phase}.Compare(quorum.TimestampOf(en.St))
+				if cmp < 0 || (cmp == 0 && wire.BodyHash(&en.Signed) == ref.BodyHash) {
+					continue
+				}
+			}
+		}
+		want = append(want, ref)
+	}
+	if len(want) > 0 {
+		k.Stats.Pulled += uint64(len(want))
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Announce: &wire.Announce{Want: true, Items: want}}})
+	}
+}
+
+// handleWant answers s's request with the current register value of each
+// named (lock, client): a Ticket with its J, a Held after its Ticket.
+func (k *Core) handleWant(s wire.ServerID, a *wire.Announce, e *Effects) {
+	for _, ref := range a.Items {
+		for _, m := range k.registerForwards(ref.Lock, ref.Client) {
+			k.Stats.Forwards++
+			e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m})
+		}
+	}
+}
+
+// registerForwards is the register value of c for the lock named name as
+// Forwards a peer can accept on its own: nothing for a void value or none, a
+// Ticket with its J, a Held after its Ticket (with J), any other statement
+// alone. A Ticket restored from disk has lost its J and is not sent.
+func (k *Core) registerForwards(name string, c wire.ClientID) []*wire.Message {
+	lock := k.locks[name]
+	if lock == nil {
+		return nil
+	}
+	en := lock.Highest(c)
+	if en == nil || en.Void {
+		return nil
+	}
+	switch en.St.Phase {
+	case wire.PhaseTicket, wire.PhaseHeld:
+		jt, ok := k.justified[regKey{name, c}]
+		if !ok {
+			return nil
+		}
+		out := []*wire.Message{{Forward: &wire.Forward{Statement: jt.ticket, J: jt.j}}}
+		if en.St.Phase == wire.PhaseHeld {
+			out = append(out, &wire.Message{Forward: &wire.Forward{Statement: en.Signed}})
+		}
+		return out
+	}
+	return []*wire.Message{{Forward: &wire.Forward{Statement: en.Signed}}}
 }
 
 func (k *Core) push(lock *activeset.Lock, c wire.ClientID, e *Effects) {
@@ -568,22 +686,8 @@ func (k *Core) resync(s wire.ServerID, e *Effects) {
 	sort.Slice(clients, func(i, j int) bool { return clients[i].Less(clients[j]) })
 	for _, c := range clients {
 		for _, name := range sortedKeys(k.clientLocks[c]) {
-			en := k.locks[name].Highest(c)
-			if en == nil || en.Void {
-				continue
-			}
-			jt, ok := k.justified[regKey{name, c}]
-			switch en.St.Phase {
-			case wire.PhaseTicket, wire.PhaseHeld:
-				if !ok {
-					continue
-				}
-				send(&wire.Message{Forward: &wire.Forward{Statement: jt.ticket, J: jt.j}})
-				if en.St.Phase == wire.PhaseHeld {
-					send(&wire.Message{Forward: &wire.Forward{Statement: en.Signed}})
-				}
-			default:
-				send(&wire.Message{Forward: &wire.Forward{Statement: en.Signed}})
+			for _, m := range k.registerForwards(name, c) {
+				send(m)
 			}
 		}
 	}

@@ -1,6 +1,9 @@
 package core
 
-import "github.com/bq-lock/bq/internal/wire"
+import (
+	"github.com/bq-lock/bq/internal/mutation"
+	"github.com/bq-lock/bq/internal/wire"
+)
 
 // Record is one durable write the core asks for.
 type Record struct {
@@ -18,9 +21,26 @@ type Outgoing struct {
 
 func (o Outgoing) String() string { return o.To.String() + " <- " + o.Msg.String() }
 
+// Reports says whether o only reports objects that their authors signed (a
+// listener's Update, a Forward or an Announce of client statements, a reset
+// certificate, evidence) and acknowledges nothing. Such a message may leave
+// before the records of its batch are durable (docs/protocol.md change 12):
+// a crash that loses those records cannot make it false, because what it
+// shows was signed by a client or by q servers, not vouched for by this one.
+// Acks, Views, MembersReplies, votes, session acks and errors must wait.
+func (o Outgoing) Reports() bool {
+	m := o.Msg
+	if mutation.On(mutation.AckBeforeDurable) {
+		return true
+	}
+	return m.Update != nil || m.Forward != nil || m.Announce != nil || m.Reset != nil || m.Evidence != nil
+}
+
 // Effects is what the core asks the runtime to do after a step. The runtime
 // makes every Record durable before it sends any message of the same batch
-// (a reply must never acknowledge what a crash could lose, PROTOCOL.md §9).
+// (a reply must never acknowledge what a crash could lose, PROTOCOL.md §9),
+// except messages that only report (Outgoing.Reports), which may go at once
+// as long as no earlier message to the same peer is still waiting.
 type Effects struct {
 	Persist []Record
 	Send    []Outgoing

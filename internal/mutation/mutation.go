@@ -31,6 +31,14 @@ const (
 	// DropHighWater: servers put no high-water mark in their Views, so the
 	// ticket rule ignores hw (§3.1, §7; core.view).
 	DropHighWater
+	// AckBeforeDurable: every message counts as one that only reports, so
+	// servers send acks and Views before their records are durable (§9,
+	// docs/protocol.md change 12; core.Outgoing.Reports).
+	AckBeforeDurable
+	// NoAnnounce: servers never announce the statements they accept, so a
+	// statement that reached only some servers stays there (§3.5, lazy
+	// dissemination; core.noteAnnounce).
+	NoAnnounce
 )
 
 var names = []struct {
@@ -41,6 +49,8 @@ var names = []struct {
 	{ResetWithFPlusOne, "reset-with-f+1"},
 	{CountUnverifiedReplies, "count-unverified-replies"},
 	{DropHighWater, "drop-high-water"},
+	{AckBeforeDurable, "ack-before-durable"},
+	{NoAnnounce, "no-announce"},
 }
 
 func (m Mutation) String() string {

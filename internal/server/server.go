@@ -74,6 +74,12 @@ type Server struct {
 	// pipe carries the loop's effects to commitLoop; committed is closed when it exits.
 	pipe      chan core.Effects
 	committed chan struct{}
+	// waiting counts, per peer, the messages queued in pipe and not yet sent.
+	// INVARIANT: a message to a peer is sent at once (ahead of its batch's
+	// commit) only if it only reports (core.Outgoing.Reports) and waiting[peer]
+	// is 0, so every peer still gets its messages in the order the core made them.
+	waitingMu sync.Mutex
+	waiting   map[wire.Peer]int
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -104,7 +110,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{}),
-		pipe: make(chan core.Effects, 64), committed: make(chan struct{})}
+		pipe: make(chan core.Effects, 64), committed: make(chan struct{}), waiting: make(map[wire.Peer]int)}
 	fail := func(err error) (*Server, error) {
 		if s.transport != nil {
 			_ = s.transport.Close()
@@ -234,6 +240,7 @@ func (s *Server) loop(ctx context.Context) {
 				}
 			}
 		}
+		eff.Send = s.sendReports(eff.Send)
 		if len(eff.Persist) == 0 && len(eff.Send) == 0 {
 			continue
 		}
@@ -275,15 +282,49 @@ func (s *Server) commitLoop(ctx context.Context) {
 		if !s.persist(ctx, recs) {
 			return
 		}
-		for _, o := range sends {
-			err := s.transport.Send(o.To, o.Msg)
-			if err == nil {
-				s.countOut(o.To)
-			} else if !errors.Is(err, transport.ErrNotConnected) {
-				s.log.Debug("send failed", "to", o.To.String(), "msg", o.Msg.String(), "err", err)
-			}
-		}
+		s.sendWaiting(sends)
 		clear(sends)
+	}
+}
+
+// sendReports sends at once every message of sends that only reports and
+// has no earlier message to its peer still waiting for a commit, and returns
+// the rest, in order, counted as waiting. A listener then hears of an Exit
+// while the Exit is being committed, not after (docs/protocol.md change 12).
+func (s *Server) sendReports(sends []core.Outgoing) []core.Outgoing {
+	s.waitingMu.Lock()
+	defer s.waitingMu.Unlock()
+	late := sends[:0]
+	for _, o := range sends {
+		if o.Reports() && s.waiting[o.To] == 0 {
+			s.send(o)
+			continue
+		}
+		s.waiting[o.To]++
+		late = append(late, o)
+	}
+	return late
+}
+
+// sendWaiting sends messages that sendReports held back, once their
+// batch is durable, and stops counting them as waiting.
+func (s *Server) sendWaiting(sends []core.Outgoing) {
+	s.waitingMu.Lock()
+	defer s.waitingMu.Unlock()
+	for _, o := range sends {
+		s.send(o)
+		if s.waiting[o.To]--; s.waiting[o.To] == 0 {
+			delete(s.waiting, o.To)
+		}
+	}
+}
+
+func (s *Server) send(o core.Outgoing) {
+	err := s.transport.Send(o.To, o.Msg)
+	if err == nil {
+		s.countOut(o.To)
+	} else if !errors.Is(err, transport.ErrNotConnected) {
+		s.log.Debug("send failed", "to", o.To.String(), "msg", o.Msg.String(), "err", err)
 	}
 }
 

@@ -72,6 +72,15 @@ func (m *Message) Validate() error {
 		}
 	case m.Forward != nil:
 		return checkSignedStatement(m.Forward.Statement)
+	case m.Announce != nil:
+		if len(m.Announce.Items) > MaxAnnounceItems {
+			return fmt.Errorf("wire: announce of %d items exceeds %d", len(m.Announce.Items), MaxAnnounceItems)
+		}
+		for i := range m.Announce.Items {
+			if err := checkLock(m.Announce.Items[i].Lock); err != nil {
+				return err
+			}
+		}
 	case m.Status != nil:
 		if m.Status.Lock != "" {
 			return checkLock(m.Status.Lock)

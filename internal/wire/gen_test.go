@@ -225,6 +225,10 @@ func examples(tb testing.TB) []example {
 			Locks:    []wire.LockSummary{{Name: testLock, Members: 3}, {Name: "locks/idle"}},
 			Suspects: []wire.ClientID{id(f.carol)}, Banned: []wire.ClientID{id(f.dave), id(f.hybrid)}, More: true}}},
 		{"SessionClose", &wire.Message{SessionClose: &wire.SessionClose{Req: 16, Session: 3}}},
+		{"Announce", &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{
+			{Lock: testLock, Client: id(f.alice), Session: 3, Attempt: 2, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&ticket)}}}}},
+		{"Announce/want", &wire.Message{Announce: &wire.Announce{Want: true, Items: []wire.StatementRef{
+			{Lock: testLock, Client: id(f.bob), Session: 2, Attempt: 4, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&bobTicket)}}}}},
 	}
 }
 

@@ -455,6 +455,43 @@ type Forward struct {
 
 func (f *Forward) String() string { return fmt.Sprintf("Forward(J=%d)", len(f.J)) }
 
+// MaxAnnounceItems caps the statement references in one Announce.
+const MaxAnnounceItems = 1024
+
+// StatementRef names one statement without carrying it: whose, for which
+// lock, its timestamp, and the SHA-256 of its signed body. It is a hint, not
+// evidence: a receiver only uses it to decide what to ask for.
+type StatementRef struct {
+	Lock     string   `cbor:"1,keyasint"`
+	Client   ClientID `cbor:"2,keyasint"`
+	Session  uint64   `cbor:"3,keyasint"`
+	Attempt  uint64   `cbor:"4,keyasint"`
+	Phase    Phase    `cbor:"5,keyasint"`
+	BodyHash Digest   `cbor:"6,keyasint"`
+}
+
+// RefOf returns the reference of a verified statement and its signed form.
+func RefOf(st *Statement, ss *SignedStatement) StatementRef {
+	return StatementRef{Lock: st.Lock, Client: st.Client, Session: st.Session, Attempt: st.Attempt,
+		Phase: st.Phase, BodyHash: BodyHash(ss)}
+}
+
+// Announce is lazy dissemination (PROTOCOL.md §3.5, docs/protocol.md change
+// 11): with Want false, the statements the sender accepted lately; with Want
+// true, the statements of the receiver's announcement that the sender lacks,
+// which the receiver answers with Forwards.
+type Announce struct {
+	Want  bool           `cbor:"1,keyasint,omitempty"`
+	Items []StatementRef `cbor:"2,keyasint"`
+}
+
+func (a *Announce) String() string {
+	if a.Want {
+		return fmt.Sprintf("Announce(want=%d)", len(a.Items))
+	}
+	return fmt.Sprintf("Announce(have=%d)", len(a.Items))
+}
+
 // ---------------------------------------------------------------------------
 // Observation (bqclient status). Unsigned: one server's account, on the
 // authenticated channel; a reader compares several servers' accounts.
@@ -521,6 +558,7 @@ type Message struct {
 	Status       *Status           `cbor:"21,keyasint,omitempty"`
 	StatusReply  *StatusReply      `cbor:"22,keyasint,omitempty"`
 	SessionClose *SessionClose     `cbor:"23,keyasint,omitempty"`
+	Announce     *Announce         `cbor:"24,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -556,6 +594,7 @@ func (m *Message) Body() fmt.Stringer {
 	set(m.Status, m.Status == nil)
 	set(m.StatusReply, m.StatusReply == nil)
 	set(m.SessionClose, m.SessionClose == nil)
+	set(m.Announce, m.Announce == nil)
 	if n != 1 {
 		return nil
 	}

@@ -29,6 +29,10 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("wire: %w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
+// BodyHash is the SHA-256 of a signed statement's body: equal for two
+// copies of one statement even under a randomized signature scheme.
+func BodyHash(s *SignedStatement) Digest { return sha256.Sum256(s.Signed.Body) }
+
 // Hash identifies a signed statement by its exact parts — scheme, key, body
 // and signature, each length-prefixed so no two statements share an input —
 // for in-process caches and dedup. It never goes on the wire or to disk.

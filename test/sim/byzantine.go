@@ -56,7 +56,7 @@ var behaviors = []BehaviorInfo{
 	{"equivocate", "signs different Views for different clients: every other member omitted for half of the clients, stale members and hw for the rest", func() Behavior { return equivocate{} }},
 	{"forge", "forges signatures: adds an Exit of every member it reports, signed with its own key, to Updates, MembersReplies and ReadReplies; sends Suspect votes in other servers' names", func() Behavior { return forge{} }},
 	{"inflate", "holds a colluding client's key and puts that client's Ticket with N = 2^62−1 in every View it signs (as hw), and forwards it", func() Behavior { return inflate{} }},
-	{"drop-forwards", "never forwards statements, certificates or evidence to the other servers", func() Behavior { return dropForwards{} }},
+	{"drop-forwards", "never announces or forwards statements, and never forwards certificates or evidence, to the other servers", func() Behavior { return dropForwards{} }},
 	{"forge-reset", "presents reset certificates on every member it reports (its own vote plus votes forged in other servers' names) to clients and servers", func() Behavior { return forgeReset{} }},
 	{"oversize", "sends malformed bytes (random, truncated) in a tenth of its messages, and twice a run one message over the 4 MiB limit", func() Behavior { return oversize{} }},
 	{"partial-service", "serves only the clients whose id starts with an even byte; drops everything to the others", func() Behavior { return partialService{} }},
@@ -681,7 +681,7 @@ type dropForwards struct{}
 func (dropForwards) Name() string { return "drop-forwards" }
 
 func (dropForwards) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
-	if !o.To.IsClient && (o.Msg.Forward != nil || o.Msg.Reset != nil || o.Msg.Evidence != nil) {
+	if !o.To.IsClient && (o.Msg.Forward != nil || o.Msg.Announce != nil || o.Msg.Reset != nil || o.Msg.Evidence != nil) {
 		return nil
 	}
 	return one(o.To, o.Msg)

@@ -29,6 +29,10 @@ var mutationCases = []mutationCase{
 		nil, []string{CheckMutex, CheckFCFS, CheckFencing}},
 	{mutation.DropHighWater, "Views carry no high-water mark", 4, "none", 1, 300,
 		nil, []string{CheckFencing}},
+	{mutation.AckBeforeDurable, "servers ack before their records are durable", 4, "none", 1, 300,
+		nil, []string{CheckDurability, CheckMutex, CheckFCFS}},
+	{mutation.NoAnnounce, "servers never pass on the statements they accept", 4, "none", 1, 300,
+		[]string{"partial-talk", "partial-exit", "no-doorway"}, []string{CheckCaught, CheckLiveness, CheckReset}},
 }
 
 // findViolation runs the case's scenarios, seed after seed, until one

@@ -127,6 +127,9 @@ type Scenario struct {
 	LongDelayProb                 float64
 	// TickMin, TickMax bound the jittered tick period of every node.
 	TickMin, TickMax time.Duration
+	// CommitMin, CommitMax bound how long a server's batch of records takes
+	// to become durable (its replies wait; a crash meanwhile loses both).
+	CommitMin, CommitMax time.Duration
 	// HoldMin/HoldMax and ThinkMin/ThinkMax shape the workload.
 	HoldMin, HoldMax   time.Duration
 	ThinkMin, ThinkMax time.Duration
@@ -159,6 +162,8 @@ func (sc *Scenario) Defaults() {
 	}
 	def(&sc.TickMin, 10*time.Millisecond)
 	def(&sc.TickMax, 50*time.Millisecond)
+	def(&sc.CommitMin, 200*time.Microsecond)
+	def(&sc.CommitMax, 4*time.Millisecond)
 	def(&sc.HoldMin, 10*time.Millisecond)
 	def(&sc.HoldMax, 300*time.Millisecond)
 	def(&sc.ThinkMin, 50*time.Millisecond)

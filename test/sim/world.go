@@ -84,6 +84,16 @@ type simServer struct {
 	byz   *Byz
 	acks  map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
 	reset map[int]uint64              // ResetUpTo last seen per client
+	// The commit pipeline, as internal/server runs it: a batch's records
+	// reach the disk CommitMin..CommitMax after its step, batches in order;
+	// its messages wait for that, except those that only report
+	// (core.Outgoing.Reports) with nothing earlier waiting for their peer.
+	// A crash drops every batch still in the pipeline, records and messages.
+	// INVARIANT: waiting[p] counts the messages to p in the pipeline;
+	// diskFree is when the last batch in the pipeline is durable.
+	waiting  map[wire.Peer]int
+	diskFree time.Duration
+	gen      int // bumped by each crash: a pipeline batch of an older gen is void
 }
 
 type simClient struct {
@@ -274,7 +284,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 			return nil, err
 		}
 		w.keys = append(w.keys, k.Public)
-		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)})
+		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64), waiting: make(map[wire.Peer]int)})
 	}
 	for _, s := range w.srv {
 		cfg := core.DefaultConfig(s.id, sc.N, sc.F, w.keys, s.key)
@@ -782,6 +792,8 @@ func (w *World) crashServer(i int) {
 	}
 	w.stats.ServerCrashes++
 	s.up, s.core = false, nil
+	s.gen++
+	s.waiting, s.diskFree = make(map[wire.Peer]int), 0
 	w.bumpEpochs(i)
 	for o := range w.sc.N {
 		if o != i && w.srv[o].up && w.cut[i][o] == 0 {
@@ -934,21 +946,69 @@ func (w *World) serverStep(i int, in core.Input) {
 	w.serverEffects(i, e, sub, nil)
 }
 
-// serverEffects persists, then sends (PROTOCOL.md §9): the order the runtime must keep.
+// serverEffects runs a step's effects through the server's commit pipeline
+// (PROTOCOL.md §9, docs/protocol.md change 12): records become durable after
+// a commit delay, and only then go the batch's messages, except the ones that
+// only report, which leave at once when nothing earlier waits for their peer.
 func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []core.Outgoing) {
 	s := w.srv[i]
-	for _, r := range e.Persist {
-		s.disk.apply(r)
+	w.observeResets(i)
+	var early, late []core.Outgoing
+	for _, o := range e.Send {
+		if o.Reports() && s.waiting[o.To] == 0 {
+			early = append(early, o)
+			continue
+		}
+		s.waiting[o.To]++
+		late = append(late, o)
 	}
 	if sub != nil && s.byz == nil {
-		w.noteAck(s, sub, e)
+		w.noteAck(s, sub, core.Effects{Send: early})
 	}
-	w.observeResets(i)
-	outs := e.Send
+	w.emit(i, append(early, extra...))
+	if len(e.Persist) == 0 && len(late) == 0 {
+		return
+	}
+	var delay time.Duration
+	if len(e.Persist) > 0 {
+		delay = w.between(w.sc.CommitMin, w.sc.CommitMax)
+	}
+	done := max(w.now, s.diskFree) + delay
+	s.diskFree = done
+	gen := s.gen
+	commit := func() {
+		if s.gen != gen {
+			return // crashed before this batch was durable: records and replies are gone
+		}
+		for _, r := range e.Persist {
+			s.disk.apply(r)
+		}
+		if sub != nil && s.byz == nil {
+			w.noteAck(s, sub, core.Effects{Send: late})
+		}
+		for _, o := range late {
+			if s.waiting[o.To]--; s.waiting[o.To] == 0 {
+				delete(s.waiting, o.To)
+			}
+		}
+		w.emit(i, late)
+	}
+	if done == w.now {
+		commit()
+		return
+	}
+	w.after(done-w.now, commit)
+}
+
+// emit sends a server's messages, through its Byzantine behaviour if any.
+func (w *World) emit(i int, outs []core.Outgoing) {
+	s := w.srv[i]
+	if len(outs) == 0 {
+		return
+	}
 	if s.byz != nil {
 		outs = s.byz.rewrite(w.Now(), outs)
 	}
-	outs = append(outs, extra...)
 	for _, o := range outs {
 		data, err := wire.Encode(o.Msg)
 		if err != nil {

@@ -1,0 +1,135 @@
+package core
+
+import (
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// tick advances the clock by d and ticks every core.
+func (c *cluster) tick(d time.Duration) {
+	c.now = c.now.Add(d)
+	for s, k := range c.cores {
+		c.effects(s, k.Tick(c.now))
+	}
+}
+
+// inflightKinds renders the server-to-server messages in flight.
+func (c *cluster) inflightKinds() []string {
+	var out []string
+	for _, m := range c.inflight {
+		msg, err := wire.Decode(m.data)
+		require.NoError(c.t, err)
+		out = append(out, msg.String())
+	}
+	return out
+}
+
+// A statement that reached one server only is announced after AnnounceDelay,
+// pulled by every server that lacks it, and accepted there (§3.5, change 11).
+func TestAnnounceThenPull(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	cl := newClient(t)
+	d := cl.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)
+	c.fromClient(0, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: d}})
+	require.Empty(t, c.inflightKinds(), "nothing goes to the other servers at once")
+
+	delay := c.cores[0].cfg.AnnounceDelay
+	c.tick(delay / 2)
+	require.Empty(t, c.inflightKinds(), "nothing before AnnounceDelay")
+	c.tick(delay)
+	require.Equal(t, []string{"Announce(have=1)", "Announce(have=1)", "Announce(have=1)"}, c.inflightKinds())
+	c.flush()
+	for s, k := range c.cores {
+		st, void := k.Register("L", cl.id)
+		require.NotNil(t, st, "server %d", s)
+		require.False(t, void)
+		require.Equal(t, wire.PhaseDoorway, st.Phase, "server %d", s)
+	}
+	require.Equal(t, uint64(3), c.cores[1].Stats.Pulled+c.cores[2].Stats.Pulled+c.cores[3].Stats.Pulled)
+}
+
+// On the common path the client reached every server itself: the
+// announcements cost one reference per statement, and nothing is pulled.
+func TestAnnounceWhenEveryServerHasItPullsNothing(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	cl := newClient(t)
+	j := c.doorway(cl, "L", 1, 1)
+	tk := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
+	for s := range c.cores {
+		c.fromClient(s, cl.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: tk, J: j}})
+	}
+	c.tick(c.cores[0].cfg.AnnounceDelay)
+	kinds := c.inflightKinds()
+	require.Len(t, kinds, 12, "one Announce from each server to each other server")
+	for _, k := range kinds {
+		require.Equal(t, "Announce(have=2)", k, "the Doorway and the Ticket, as references")
+	}
+	c.flush()
+	require.Empty(t, c.inflight)
+	for s, k := range c.cores {
+		require.Zero(t, k.Stats.Pulled, "server %d", s)
+		st, _ := k.Register("L", cl.id)
+		require.Equal(t, wire.PhaseTicket, st.Phase)
+	}
+}
+
+// Two different statements with one timestamp, each sent to different
+// servers: the announced body hash differs, the statement is pulled, and
+// every server bans the client (§6) as eager forwarding did.
+func TestAnnounceFindsEquivocation(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	cl := newClient(t)
+	j := c.doorway(cl, "L", 1, 1)
+	j2 := []wire.SignedView{j[1], j[0], j[2]}
+	a := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
+	b := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j2)
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: a, J: j}})
+	c.fromClient(1, cl.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: b, J: j2}})
+	c.tick(c.cores[0].cfg.AnnounceDelay)
+	c.flush()
+	for s, k := range c.cores {
+		require.True(t, k.Banned(cl.id), "server %d", s)
+	}
+}
+
+// A faulty server that announces statements nobody signed only makes a
+// correct server ask it for them; nothing is applied.
+func TestAnnounceOfUnknownStatementIsHarmless(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ghost := newClient(t)
+	c.fromServer(0, 3, &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{
+		{Lock: "L", Client: ghost.id, Session: 9, Attempt: 9, Phase: wire.PhaseTicket}}}})
+	require.Equal(t, []string{"Announce(want=1)"}, c.inflightKinds())
+	c.drop()
+	st, _ := c.cores[0].Register("L", ghost.id)
+	require.Nil(t, st)
+	// And a Want for something this server does not hold is answered with nothing.
+	c.fromServer(0, 3, &wire.Message{Announce: &wire.Announce{Want: true, Items: []wire.StatementRef{
+		{Lock: "L", Client: ghost.id, Session: 9, Attempt: 9, Phase: wire.PhaseTicket}}}})
+	require.Empty(t, c.inflightKinds())
+}
+
+// Only messages that report signed objects may leave before the commit
+// (change 12); everything that acknowledges waits.
+func TestReportsClassification(t *testing.T) {
+	to := wire.ServerPeer(1)
+	reports := []*wire.Message{
+		{Update: &wire.Update{Lock: "L"}}, {Forward: &wire.Forward{}}, {Announce: &wire.Announce{}},
+		{Reset: &wire.ResetCertificate{}}, {Evidence: &wire.Evidence{}},
+	}
+	for _, m := range reports {
+		require.True(t, Outgoing{To: to, Msg: m}.Reports(), "%s", m)
+	}
+	acks := []*wire.Message{
+		{ViewReply: &wire.ViewReply{}}, {MembersReply: &wire.MembersReply{}}, {Ack: &wire.Ack{}},
+		{SessionAck: &wire.SessionAck{}}, {Suspect: &wire.SignedSuspect{}}, {Error: &wire.Error{}},
+		{ReadReply: &wire.ReadReply{}}, {StatusReply: &wire.StatusReply{}},
+	}
+	for _, m := range acks {
+		require.False(t, Outgoing{To: to, Msg: m}.Reports(), "%s", m)
+	}
+}
