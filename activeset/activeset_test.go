@@ -143,3 +143,20 @@ func TestGetSetKeepsOwnListen(t *testing.T) {
 	l.Unsubscribe(w.id)
 	require.Zero(t, l.Subscribers())
 }
+
+// A change no waiting client can act on (a Held after its Ticket) reaches
+// GetSet observers only; a Listen keeps its T for changes that matter.
+func TestChangedNotListensSkipsListens(t *testing.T) {
+	l := NewLock("L")
+	a, w, o := newSigner(t), newSigner(t), newSigner(t)
+	l.Apply(a.entry(t, 1, 1, wire.PhaseTicket, 1))
+	l.Subscribe(&Subscription{Client: w.id, Req: 1, Watch: map[wire.ClientID]bool{a.id: true}, Remaining: 1}, nil)
+	l.Subscribe(&Subscription{Client: o.id, Req: 2, Remaining: 5}, nil)
+	l.Apply(a.entry(t, 1, 1, wire.PhaseHeld, 1))
+	p := l.ChangedNotListens(a.id, nil)
+	require.Len(t, p, 1)
+	require.Equal(t, o.id, p[0].To, "only the GetSet observer")
+	l.Apply(a.entry(t, 1, 1, wire.PhaseExit, 0))
+	p = l.Changed(a.id, nil)
+	require.Len(t, p, 2, "the Exit reaches the listener, whose one push was kept for it")
+}

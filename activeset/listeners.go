@@ -102,9 +102,20 @@ func (l *Lock) Subscribers() int { return len(l.subs) }
 // changed (applied, voided or forgotten). Each push uses up one of the
 // subscription's T; the last one is marked and ends it.
 func (l *Lock) Changed(c wire.ClientID, certFor CertFor) []Push {
+	return l.changed(c, certFor, true)
+}
+
+// ChangedNotListens is Changed for a change no waiting client can act on
+// (a Held after its Ticket: the same N, so the same decision, §3.3): only
+// GetSet subscribers are told; Listens are left alone and keep their T.
+func (l *Lock) ChangedNotListens(c wire.ClientID, certFor CertFor) []Push {
+	return l.changed(c, certFor, false)
+}
+
+func (l *Lock) changed(c wire.ClientID, certFor CertFor, listens bool) []Push {
 	var out []Push
 	for _, s := range l.sortedSubs() {
-		if s.Client == c || !s.watches(c) {
+		if s.Client == c || !s.watches(c) || (!listens && s.Watch != nil) {
 			continue
 		}
 		u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}

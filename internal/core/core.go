@@ -518,7 +518,9 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 		panic(fmt.Sprintf("core: Apply after checks gave %s", out))
 	}
 	k.noteClientLock(c, lock.Name)
-	e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(lock.Name, c), Value: mustMarshal(ss)})
+	// A Held is lazy: losing it in a crash leaves its Ticket, with the same N,
+	// and nothing a client counts on (docs/protocol.md change 13).
+	e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(lock.Name, c), Value: mustMarshal(ss), Lazy: st.Phase == wire.PhaseHeld})
 	if lock.HW() != hwBefore {
 		e.Persist = append(e.Persist, Record{Bucket: bucketHW, Key: []byte(lock.Name), Value: mustMarshal(ss)})
 	}
@@ -535,7 +537,16 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 		delete(k.justified, rk)
 	}
 	k.noteAnnounce(now, wire.RefOf(st, &ss), e)
-	k.push(lock, c, e)
+	if st.Phase == wire.PhaseHeld {
+		// A Held repeats its Ticket's N: no listener's decision changes (§3.3
+		// allows pushing only what can), so only GetSet observers hear of it.
+		for _, p := range lock.ChangedNotListens(c, k.mute.Certificate) {
+			k.Stats.Pushes++
+			e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(p.To), Msg: &wire.Message{Update: p.Update}})
+		}
+	} else {
+		k.push(lock, c, e)
+	}
 	return acceptResult{outcome: activeset.Accepted}
 }
 

@@ -11,6 +11,20 @@ type Record struct {
 	Key    []byte
 	Value  []byte // nil with Delete
 	Delete bool
+	// Lazy: the record need not be durable before the messages of its
+	// batch, and may wait for the next commit (or the next Tick): a crash
+	// that loses it costs nothing (a Held, docs/protocol.md change 13).
+	Lazy bool
+}
+
+// Eager reports whether recs hold a record that is not Lazy.
+func Eager(recs []Record) bool {
+	for _, r := range recs {
+		if !r.Lazy && !mutation.On(mutation.LazyEveryRecord) {
+			return true
+		}
+	}
+	return false
 }
 
 // Outgoing is one message the core asks to send.

@@ -39,6 +39,9 @@ const (
 	// statement that reached only some servers stays there (§3.5, lazy
 	// dissemination; core.noteAnnounce).
 	NoAnnounce
+	// LazyEveryRecord: every record counts as lazy, so a batch's messages
+	// never wait for its records (§9; core.Eager).
+	LazyEveryRecord
 )
 
 var names = []struct {
@@ -51,6 +54,7 @@ var names = []struct {
 	{DropHighWater, "drop-high-water"},
 	{AckBeforeDurable, "ack-before-durable"},
 	{NoAnnounce, "no-announce"},
+	{LazyEveryRecord, "lazy-every-record"},
 }
 
 func (m Mutation) String() string {

@@ -50,3 +50,17 @@ func TestReportsOvertakeCommitsButKeepPeerOrder(t *testing.T) {
 	require.Empty(t, s.sendReports([]core.Outgoing{{To: a, Msg: push}}))
 	require.Len(t, rec.sent, 6)
 }
+
+// A batch of lazy records only costs no commit: its records wait for the next
+// eager batch (in front of it, in order) or the next tick.
+func TestDeferLazy(t *testing.T) {
+	s := &Server{}
+	held := core.Record{Bucket: "b", Key: []byte("k"), Value: []byte("held"), Lazy: true}
+	exit := core.Record{Bucket: "b", Key: []byte("k"), Value: []byte("exit")}
+	require.Empty(t, s.deferLazy([]core.Record{held}, false))
+	require.Equal(t, []core.Record{held, exit}, s.deferLazy([]core.Record{exit}, false), "the later record of the key comes last")
+	require.Empty(t, s.lazy)
+	require.Empty(t, s.deferLazy([]core.Record{held}, false))
+	require.Equal(t, []core.Record{held}, s.deferLazy(nil, true), "a tick flushes")
+	require.Empty(t, s.deferLazy(nil, true))
+}

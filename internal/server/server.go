@@ -80,6 +80,9 @@ type Server struct {
 	// is 0, so every peer still gets its messages in the order the core made them.
 	waitingMu sync.Mutex
 	waiting   map[wire.Peer]int
+	// lazy holds lazy records not yet given to a commit, oldest first
+	// (only the loop goroutine touches it).
+	lazy      []core.Record
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -205,11 +208,13 @@ func (s *Server) loop(ctx context.Context) {
 	batch := make([]transport.Inbound, 0, s.cfg.MaxBatch)
 	for {
 		var eff core.Effects
+		tick := false
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-ticker.C:
+			tick = true
 			eff = s.core.Tick(now)
 			if now.Sub(s.published) >= time.Second {
 				s.publish(now)
@@ -240,6 +245,7 @@ func (s *Server) loop(ctx context.Context) {
 				}
 			}
 		}
+		eff.Persist = s.deferLazy(eff.Persist, tick)
 		eff.Send = s.sendReports(eff.Send)
 		if len(eff.Persist) == 0 && len(eff.Send) == 0 {
 			continue
@@ -285,6 +291,24 @@ func (s *Server) commitLoop(ctx context.Context) {
 		s.sendWaiting(sends)
 		clear(sends)
 	}
+}
+
+// deferLazy holds back a batch whose records are all lazy (core.Record.Lazy)
+// so it costs no commit of its own, and puts what it holds in front of the
+// next batch with an eager record, or of any batch at a tick (so a lazy
+// record is durable within a tick and a commit). Order is kept: held records
+// go before later ones, so a later record of the same key wins.
+func (s *Server) deferLazy(recs []core.Record, tick bool) []core.Record {
+	if !tick && !core.Eager(recs) {
+		s.lazy = append(s.lazy, recs...)
+		return nil
+	}
+	if len(s.lazy) == 0 {
+		return recs
+	}
+	out := append(s.lazy, recs...)
+	s.lazy = nil
+	return out
 }
 
 // sendReports sends at once every message of sends that only reports and

@@ -42,7 +42,7 @@ func sumSeries(m map[string]float64, name string) float64 {
 // Lock+Unlock cycle), summed over all servers.
 type acqStats struct {
 	ServerCPUms, ClientCPUms float64
-	// Fsyncs are durable commits on the latency path (bq: bbolt commits;
+	// Fsyncs are durable commits on the latency path (bq: WAL group commits;
 	// etcd: WAL fsyncs); FsyncMs is their mean latency.
 	Fsyncs, FsyncMs float64
 	// bq: messages received from clients, received from servers, and queued
@@ -127,10 +127,10 @@ func (r *results) print(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "\nbq vs etcd v3.7 on one machine: nproc=%d, kernel %s, CPU %s\n", r.env.nproc, r.env.kernel, r.env.cpu)
 	fmt.Fprintf(w, "load average before %s, after %s; %s; started %s\n", r.env.loadBefore, r.env.loadAfter, r.env.goVersion, r.env.started)
-	fmt.Fprintf(w, "bq: n=4 f=1, 4 bqserver processes, bbolt + fsync, QUIC on loopback, Ed25519.\n")
+	fmt.Fprintf(w, "bq: n=4 f=1, 4 bqserver processes, WAL + fdatasync (bbolt behind it), QUIC on loopback, Ed25519.\n")
 	fmt.Fprintf(w, "etcd: 3 members (embed, one process each), default fsync; concurrency.Mutex, one session per client.\n")
 	fmt.Fprintf(w, "Per-acquisition counters are sums over all servers, in the measured window. Messages: c→s/s→s/s→c (bq),\n"+
-		"client RPCs (etcd). Commits: bbolt transactions, each written with 2 fdatasyncs (bq); WAL fsyncs (etcd).\n\n")
+		"client RPCs (etcd). Commits: WAL group commits, one fdatasync each (bq, applied to bbolt in the background); WAL fsyncs (etcd).\n\n")
 	row := func(label string, f func(*sysResult) string) {
 		fmt.Fprintf(w, "%-44s %18s %18s\n", label, cell(r.bq, f), cell(r.etcd, f))
 	}

@@ -31,6 +31,8 @@ var mutationCases = []mutationCase{
 		nil, []string{CheckFencing}},
 	{mutation.AckBeforeDurable, "servers ack before their records are durable", 4, "none", 1, 300,
 		nil, []string{CheckDurability, CheckMutex, CheckFCFS}},
+	{mutation.LazyEveryRecord, "every record may wait for a later commit", 4, "none", 1, 300,
+		nil, []string{CheckDurability, CheckMutex, CheckFCFS}},
 	{mutation.NoAnnounce, "servers never pass on the statements they accept", 4, "none", 1, 300,
 		[]string{"partial-talk", "partial-exit", "no-doorway"}, []string{CheckCaught, CheckLiveness, CheckReset}},
 }

@@ -93,7 +93,8 @@ type simServer struct {
 	// diskFree is when the last batch in the pipeline is durable.
 	waiting  map[wire.Peer]int
 	diskFree time.Duration
-	gen      int // bumped by each crash: a pipeline batch of an older gen is void
+	lazy     []core.Record // lazy records not yet in a commit (core.Record.Lazy)
+	gen      int           // bumped by each crash: a pipeline batch of an older gen is void
 }
 
 type simClient struct {
@@ -793,7 +794,7 @@ func (w *World) crashServer(i int) {
 	w.stats.ServerCrashes++
 	s.up, s.core = false, nil
 	s.gen++
-	s.waiting, s.diskFree = make(map[wire.Peer]int), 0
+	s.waiting, s.diskFree, s.lazy = make(map[wire.Peer]int), 0, nil
 	w.bumpEpochs(i)
 	for o := range w.sc.N {
 		if o != i && w.srv[o].up && w.cut[i][o] == 0 {
@@ -925,7 +926,7 @@ func (w *World) serverTick(i int) {
 			extra = s.byz.tick(w.Now())
 			w.stats.ByzantineSent += len(extra)
 		}
-		w.serverEffects(i, e, nil, extra)
+		w.serverEffects(i, e, nil, extra, true)
 	}
 	w.after(w.between(w.sc.TickMin, w.sc.TickMax), func() { w.serverTick(i) })
 }
@@ -943,16 +944,24 @@ func (w *World) serverStep(i int, in core.Input) {
 	if in.Msg != nil && in.From.IsClient {
 		sub = in.Msg.Submit
 	}
-	w.serverEffects(i, e, sub, nil)
+	w.serverEffects(i, e, sub, nil, false)
 }
 
 // serverEffects runs a step's effects through the server's commit pipeline
 // (PROTOCOL.md §9, docs/protocol.md change 12): records become durable after
 // a commit delay, and only then go the batch's messages, except the ones that
 // only report, which leave at once when nothing earlier waits for their peer.
-func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []core.Outgoing) {
+func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []core.Outgoing, tick bool) {
 	s := w.srv[i]
 	w.observeResets(i)
+	// Lazy records wait for the next eager batch or tick, as internal/server's deferLazy.
+	if !tick && !core.Eager(e.Persist) {
+		s.lazy = append(s.lazy, e.Persist...)
+		e.Persist = nil
+	} else if len(s.lazy) > 0 {
+		e.Persist = append(s.lazy, e.Persist...)
+		s.lazy = nil
+	}
 	var early, late []core.Outgoing
 	for _, o := range e.Send {
 		if o.Reports() && s.waiting[o.To] == 0 {
@@ -1056,7 +1065,13 @@ func (w *World) noteAck(s *simServer, sub *wire.Submit, e core.Effects) {
 			continue
 		}
 		k := regKey{st.Lock, c}
-		if ts := quorum.TimestampOf(st); ts.Compare(s.acks[k]) > 0 {
+		ts := quorum.TimestampOf(st)
+		if st.Phase == wire.PhaseHeld {
+			// A Held is lazy (docs/protocol.md change 13): its ack promises
+			// only the Ticket it follows.
+			ts.Phase = wire.PhaseTicket
+		}
+		if ts.Compare(s.acks[k]) > 0 {
 			s.acks[k] = ts
 		}
 		return
