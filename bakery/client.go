@@ -155,6 +155,12 @@ type report struct {
 	best       *wire.Statement        // highest valid statement of x reported since Listen
 	absentFrom map[wire.ServerID]bool // servers that reported x absent since Listen
 	resetUpTo  uint64                 // highest reset certificate seen for x
+	// passed: x was passable at a decision (q servers heard since Listen).
+	// INVARIANT: once set it stays set for the attempt, as in Lamport's
+	// bakery, where the loop checks each j once and never goes back: what x
+	// does later (a new attempt's Doorway) cannot hold this client up, and
+	// statements about x are no longer verified.
+	passed bool
 }
 
 // attempt is one attempt of this client on one lock.
@@ -749,6 +755,11 @@ func (c *Client) onUpdate(now time.Time, a *attempt, s wire.ServerID, u *wire.Up
 		}
 	}
 	for i := range u.Statements {
+		// The signer's id costs a hash, its signature a verification: skip
+		// statements of clients this attempt does not watch or has passed.
+		if r := a.reports[wire.ClientID(u.Statements[i].Key.Fingerprint())]; r == nil || r.passed {
+			continue
+		}
 		st, err := c.verify(&u.Statements[i])
 		if err != nil || st.Lock != a.lock {
 			continue
@@ -777,6 +788,9 @@ func (c *Client) onUpdate(now time.Time, a *attempt, s wire.ServerID, u *wire.Up
 // passable applies LISTEN's rule to member x (§3.3).
 func (c *Client) passable(a *attempt, x wire.ClientID) bool {
 	r := a.reports[x]
+	if r.passed {
+		return true
+	}
 	if len(r.absentFrom) >= c.q {
 		return true // absence rule
 	}
@@ -799,13 +813,19 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	if len(a.others) > 0 && len(a.heard) < c.q {
 		return
 	}
+	blocked := false
 	for _, x := range a.others {
-		if !c.passable(a, x) {
-			if a.tryOnly {
-				c.exit(a, Failed, ErrBusy, e)
-			}
-			return
+		if c.passable(a, x) {
+			a.reports[x].passed = true
+		} else {
+			blocked = true
 		}
+	}
+	if blocked {
+		if a.tryOnly {
+			c.exit(a, Failed, ErrBusy, e)
+		}
+		return
 	}
 	if !c.lease.Holds(now) {
 		return // enter only with the lease guarantee (§3.3, §5)

@@ -19,6 +19,8 @@ type net struct {
 	clients []*bakery.Client
 	queue   []pkt
 	events  []bakery.Event
+	// drop, if set, loses the packets it returns true for.
+	drop func(pkt) bool
 }
 
 type pkt struct {
@@ -60,6 +62,9 @@ func (n *net) run() {
 	for len(n.queue) > 0 {
 		p := n.queue[0]
 		n.queue = n.queue[1:]
+		if n.drop != nil && n.drop(p) {
+			continue
+		}
 		m, err := wire.Decode(p.data)
 		require.NoError(n.t, err)
 		n.now = n.now.Add(time.Millisecond)
@@ -75,15 +80,16 @@ func (n *net) run() {
 	}
 }
 
-func TestSmokeTwoClients(t *testing.T) {
+// newNet makes n = 4 servers and k started clients.
+func newNet(t *testing.T, k int) *net {
 	const nsrv, f = 4, 1
 	var keys wire.Keyring
 	var signers []*crypto.PrivateKey
 	for range nsrv {
-		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+		key, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 		require.NoError(t, err)
-		keys = append(keys, k.Public)
-		signers = append(signers, k)
+		keys = append(keys, key.Public)
+		signers = append(signers, key)
 	}
 	n := &net{t: t, now: time.Unix(1000, 0)}
 	for i := range nsrv {
@@ -91,15 +97,71 @@ func TestSmokeTwoClients(t *testing.T) {
 		require.NoError(t, err)
 		n.servers = append(n.servers, c)
 	}
-	for range 2 {
-		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	for range k {
+		key, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 		require.NoError(t, err)
-		c, err := bakery.NewClient(bakery.ClientConfig{Key: k, N: nsrv, F: f, Keys: keys, TTL: 5 * time.Second})
+		c, err := bakery.NewClient(bakery.ClientConfig{Key: key, N: nsrv, F: f, Keys: keys, TTL: 5 * time.Second})
 		require.NoError(t, err)
 		n.clients = append(n.clients, c)
 		n.clientOut(len(n.clients)-1, c.Start(n.now))
 	}
 	n.run()
+	return n
+}
+
+func (n *net) lock(ci int) {
+	e, err := n.clients[ci].Lock(n.now, "L", false)
+	require.NoError(n.t, err)
+	n.clientOut(ci, e)
+	n.run()
+}
+
+func (n *net) unlock(ci int) {
+	e, err := n.clients[ci].Unlock(n.now, "L")
+	require.NoError(n.t, err)
+	n.clientOut(ci, e)
+	n.run()
+}
+
+// acquired lists the clients that acquired, in order.
+func (n *net) acquired() []int {
+	var out []int
+	for _, ev := range n.events {
+		if ev.Kind != bakery.Acquired {
+			continue
+		}
+		for ci, c := range n.clients {
+			if ev.Token.Client == c.ID() {
+				out = append(out, ci)
+			}
+		}
+	}
+	return out
+}
+
+// Once a waiting client has passed a member (it exited), what that member
+// does next cannot hold it up again: Lamport's loop checks each member once
+// (docs/protocol.md §3.3). Here c0 re-enters and stays in its Doorway (its
+// Views are lost); c2, which passed c0 when it exited, still enters after c1.
+func TestPassedMemberStaysPassed(t *testing.T) {
+	n := newNet(t, 3)
+	n.lock(0)
+	n.lock(1)
+	n.lock(2)
+	require.Equal(t, []int{0}, n.acquired())
+	// c2 hears of c0's Exit from one server only: c0 is passable by its
+	// Exit, not by the absence rule (which needs q servers).
+	n.drop = func(p pkt) bool { return !p.toServer && p.to == 2 && p.from != 0 }
+	n.unlock(0)
+	require.Equal(t, []int{0, 1}, n.acquired(), "c1 next; c2 has passed c0 and waits for c1")
+	n.drop = func(p pkt) bool { return !p.toServer && p.to == 0 } // c0 never hears back
+	n.lock(0)
+	n.unlock(1)
+	require.Equal(t, []int{0, 1, 2}, n.acquired(), "c0's new Doorway must not stop c2")
+}
+
+func TestSmokeTwoClients(t *testing.T) {
+	n := newNet(t, 2)
 	require.True(t, n.clients[0].LeaseHolds(n.now))
 
 	e, err := n.clients[0].Lock(n.now, "L", false)

@@ -3,7 +3,9 @@ package bakery
 import (
 	"errors"
 	"fmt"
+	"sort"
 
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/internal/wire"
 )
@@ -44,14 +46,30 @@ func badJ(format string, args ...any) error {
 // J must hold exactly q Views from q distinct servers, each validly signed,
 // each for this lock and attempt. Member and hw statements that fail
 // verification or belong to another lock are skipped: they cannot raise N
-// (and a correct server's View holds none). Client and server run this same
+// (and a correct server's View holds none). Only the statements that could
+// attain the max are verified, highest first. Client and server run this same
 // function, so they always agree on N.
 func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a Attempt, verify StatementVerifier) (uint64, error) {
 	if len(j) != q {
 		return 0, badJ("has %d views, needs exactly %d", len(j), q)
 	}
 	seen := make(map[wire.ServerID]bool, q)
-	var maxN uint64
+	// Candidates for the max, read from the statements' bodies before any
+	// signature check. Only the highest valid one matters (§3.2: "verify the
+	// signatures of the statements that attain the max; others cannot raise
+	// it"), so they are tried from the highest N down and the first that
+	// verifies ends the search; a statement with N = 0 never counts.
+	type candidate struct {
+		n  uint64
+		ss *wire.SignedStatement
+	}
+	var cands []candidate
+	consider := func(ss *wire.SignedStatement) {
+		var peek wire.Statement
+		if crypto.Unmarshal(ss.Signed.Body, &peek) == nil && peek.N > 0 {
+			cands = append(cands, candidate{peek.N, ss})
+		}
+	}
 	for i := range j {
 		v, err := j[i].Verify(keys)
 		if err != nil {
@@ -64,18 +82,24 @@ func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a At
 		if v.Lock != a.Lock || v.For != a.Client || v.ForSession != a.Session || v.ForAttempt != a.Attempt {
 			return 0, badJ("view by %s is for %s %s sess=%d att=%d, not %s", v.Server, v.Lock, v.For, v.ForSession, v.ForAttempt, a)
 		}
-		consider := func(ss *wire.SignedStatement) {
-			st, err := verify(ss)
-			if err != nil || st.Lock != a.Lock {
-				return
-			}
-			maxN = max(maxN, st.N)
-		}
 		for k := range v.Members {
 			consider(&v.Members[k])
 		}
 		if v.HW != nil {
 			consider(v.HW)
+		}
+	}
+	sort.SliceStable(cands, func(x, y int) bool { return cands[x].n > cands[y].n })
+	var maxN uint64
+	tried := make(map[string]bool, len(cands))
+	for _, c := range cands {
+		if tried[string(c.ss.Signed.Body)] {
+			continue // the same statement in another View: it failed already
+		}
+		tried[string(c.ss.Signed.Body)] = true
+		if st, err := verify(c.ss); err == nil && st.Lock == a.Lock {
+			maxN = st.N
+			break
 		}
 	}
 	n := maxN + 1

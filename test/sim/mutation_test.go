@@ -26,7 +26,7 @@ var mutationCases = []mutationCase{
 	{mutation.ResetWithFPlusOne, "reset certificates of f+1 votes", 4, "suspect-hidden", 1, 300,
 		nil, []string{CheckReset, CheckMutex}},
 	{mutation.CountUnverifiedReplies, "clients count statements that fail verification", 4, "forge", 1, 300,
-		nil, []string{CheckMutex, CheckFCFS, CheckFencing}},
+		nil, []string{CheckMutex, CheckFCFS, CheckFencing, CheckRegularity}},
 	{mutation.DropHighWater, "Views carry no high-water mark", 4, "none", 1, 300,
 		nil, []string{CheckFencing}},
 	{mutation.AckBeforeDurable, "servers ack before their records are durable", 4, "none", 1, 300,
