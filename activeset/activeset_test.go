@@ -160,3 +160,23 @@ func TestChangedNotListensSkipsListens(t *testing.T) {
 	p = l.Changed(a.id, nil)
 	require.Len(t, p, 2, "the Exit reaches the listener, whose one push was kept for it")
 }
+
+// A Listen stops hearing of a member once a statement settles it (its Exit
+// here): the member's next attempt is not pushed to a client that can no
+// longer act on it (docs/protocol.md change 15).
+func TestSettledMemberLeavesWatch(t *testing.T) {
+	l := NewLock("L")
+	a, b, w := newSigner(t), newSigner(t), newSigner(t)
+	l.Apply(a.entry(t, 1, 1, wire.PhaseTicket, 1))
+	l.Apply(b.entry(t, 1, 1, wire.PhaseTicket, 2))
+	settledByExit := func(x wire.ClientID, e *Entry) bool { return e != nil && e.St.Phase == wire.PhaseExit }
+	snap := l.Subscribe(&Subscription{Client: w.id, Req: 1, Watch: map[wire.ClientID]bool{a.id: true, b.id: true},
+		Remaining: 10, Settled: settledByExit}, nil)
+	require.Len(t, snap.Statements, 2)
+	l.Apply(a.entry(t, 1, 1, wire.PhaseExit, 0))
+	require.Len(t, l.Changed(a.id, nil), 1, "the Exit is pushed")
+	l.Apply(a.entry(t, 1, 2, wire.PhaseDoorway, 0))
+	require.Empty(t, l.Changed(a.id, nil), "a's next attempt is not")
+	l.Apply(b.entry(t, 1, 1, wire.PhaseHeld, 2))
+	require.Len(t, l.Changed(b.id, nil), 1, "b is not settled: still watched")
+}

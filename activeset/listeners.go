@@ -15,6 +15,18 @@ type Subscription struct {
 	Req       uint64
 	Watch     map[wire.ClientID]bool
 	Remaining int
+	// Settled, if set (a Listen), reports whether x's register value here
+	// lets the subscriber pass x for good (§3.3; docs/protocol.md change 15):
+	// x is described once more and then leaves Watch, so nothing x does
+	// later is pushed to a client that can no longer act on it.
+	Settled func(x wire.ClientID, e *Entry) bool
+}
+
+// settle drops x from a Listen's Watch once its value here settles it.
+func (l *Lock) settle(s *Subscription, x wire.ClientID) {
+	if s.Settled != nil && s.Watch != nil && s.Settled(x, l.highest[x]) {
+		delete(s.Watch, x)
+	}
 }
 
 func (s *Subscription) watches(c wire.ClientID) bool { return s.Watch == nil || s.Watch[c] }
@@ -53,6 +65,7 @@ func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
 		sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
 		for _, c := range ids {
 			l.describe(u, c, certFor)
+			l.settle(s, c)
 		}
 	}
 	if s.Remaining > 0 {
@@ -120,6 +133,7 @@ func (l *Lock) changed(c wire.ClientID, certFor CertFor, listens bool) []Push {
 		}
 		u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}
 		l.describe(u, c, certFor)
+		l.settle(s, c)
 		s.Remaining--
 		if s.Remaining <= 0 {
 			u.Last = true

@@ -137,6 +137,22 @@ func (l *Lock) Members() []*Entry {
 	return out
 }
 
+// HighestNumbered is the member with the highest ticket N (ties: the
+// lowest ClientID), or nil when no member has a ticket: the one member
+// statement a View needs (docs/protocol.md change 16).
+func (l *Lock) HighestNumbered() *Entry {
+	var best *Entry
+	for _, e := range l.highest {
+		if !e.Active() || e.St.N == 0 {
+			continue
+		}
+		if best == nil || e.St.N > best.St.N || (e.St.N == best.St.N && e.St.Client.Less(best.St.Client)) {
+			best = e
+		}
+	}
+	return best
+}
+
 // MemberCount is the size of the active set.
 func (l *Lock) MemberCount() int {
 	n := 0

@@ -133,3 +133,35 @@ func TestReportsClassification(t *testing.T) {
 		require.False(t, Outgoing{To: to, Msg: m}.Reports(), "%s", m)
 	}
 }
+
+// A View carries one member statement, the highest numbered, however many
+// clients are members (docs/protocol.md change 16).
+func TestViewCarriesOnlyTheHighestNumberedMember(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	var clients []*client
+	for i := range 5 {
+		cl := newClient(t)
+		clients = append(clients, cl)
+		j := c.doorway(cl, "L", 1, 1)
+		if i < 3 { // three take tickets, two stay in their Doorway
+			tk := cl.stmt("L", 1, 1, wire.PhaseTicket, uint64(i+1), j)
+			for s := range c.cores {
+				c.fromClient(s, cl.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: tk, J: j}})
+			}
+		}
+	}
+	for _, m := range c.replies(clients[4].id) {
+		require.Nil(t, m.Error, "%s", m)
+	}
+	late := newClient(t)
+	j := c.doorway(late, "L", 1, 1)
+	for _, v := range j {
+		body, err := v.Verify(c.keys)
+		require.NoError(t, err)
+		require.Len(t, body.Members, 1)
+		st, err := body.Members[0].Verify()
+		require.NoError(t, err)
+		require.Equal(t, clients[2].id, st.Client)
+		require.Equal(t, uint64(3), st.N)
+	}
+}

@@ -376,8 +376,28 @@ func (k *Core) onListen(c wire.ClientID, l *wire.Listen, reply func(*wire.Messag
 			watch[x] = true
 		}
 	}
-	sub := &activeset.Subscription{Client: c, Req: l.Req, Watch: watch, Remaining: k.cfg.MaxPushes}
+	sub := &activeset.Subscription{Client: c, Req: l.Req, Watch: watch, Remaining: k.cfg.MaxPushes,
+		Settled: settledFor(bakery.Token{N: own.St.N, Client: c})}
 	reply(&wire.Message{Update: lock.Subscribe(sub, k.mute.Certificate)})
+}
+
+// settledFor is the Settled rule of a Listen whose client holds ticket
+// mine (docs/protocol.md change 15): a member is settled by a statement
+// that makes it passable for good, as the client's own rule (§3.3) decides
+// it: an Exit, a reset, or a Ticket or Held that comes after mine. No
+// statement here settles nothing: the absence rule needs q servers.
+func settledFor(mine bakery.Token) func(wire.ClientID, *activeset.Entry) bool {
+	return func(x wire.ClientID, en *activeset.Entry) bool {
+		switch {
+		case en == nil:
+			return false
+		case en.Void, en.St.Phase == wire.PhaseExit:
+			return true
+		case en.St.Phase == wire.PhaseTicket, en.St.Phase == wire.PhaseHeld:
+			return mine.Less(bakery.Token{N: en.St.N, Client: x})
+		}
+		return false
+	}
 }
 
 func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Effects) {
@@ -753,7 +773,12 @@ func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
 func (k *Core) view(lock *activeset.Lock, st *wire.Statement) wire.SignedView {
 	body := &wire.ViewBody{
 		Lock: lock.Name, For: st.Client, ForSession: st.Session, ForAttempt: st.Attempt,
-		Server: k.cfg.Self, Seq: lock.Seq(), Members: activeset.Signed(lock.Members()),
+		Server: k.cfg.Self, Seq: lock.Seq(),
+	}
+	// Only the highest numbered member: N = 1 + max needs no other, so a View
+	// stays one statement long however many clients wait (change 16).
+	if top := lock.HighestNumbered(); top != nil {
+		body.Members = []wire.SignedStatement{top.Signed}
 	}
 	if hw := lock.HW(); hw != nil && !mutation.On(mutation.DropHighWater) {
 		s := hw.Signed

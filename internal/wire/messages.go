@@ -101,7 +101,9 @@ type ViewBody struct {
 	Server     ServerID `cbor:"5,keyasint"`
 	// Seq numbers the changes this server applied to the lock.
 	Seq uint64 `cbor:"6,keyasint"`
-	// Members holds the highest statement of each member of the active set, ordered by client id.
+	// Members holds member statements of the active set. A correct server
+	// puts only the highest numbered member's statement (docs/protocol.md
+	// change 16: N = 1 + max needs no other); a client takes any list.
 	Members []SignedStatement `cbor:"7,keyasint"`
 	// HW is the highest Ticket this server ever accepted for the lock (nil if none).
 	HW *SignedStatement `cbor:"8,keyasint,omitempty"`
