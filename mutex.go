@@ -156,15 +156,32 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 	}
 }
 
-// abandon gives up the attempt, waits (bounded) for its Exit to complete,
-// and ends the turn.
+// abandon gives up the attempt and waits, at most closeGrace, for its Exit
+// to complete. The turn ends only when the attempt is really gone (its Exit
+// applied, its session lost, or the client closed): if that takes longer, a
+// goroutine keeps the turn until then, so a next Lock of this name waits for
+// it (within its own context) instead of failing on the attempt in progress.
 func (m *Mutex) abandon(events <-chan slotEvent, t *turn) {
 	c := m.c
 	c.mu.Lock()
 	c.apply(c.bk.Abandon(time.Now(), m.name))
 	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.awaitAbandoned(events, t)
+	}()
 	timer := time.NewTimer(closeGrace)
 	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		c.log.Warn("the Exit of an abandoned attempt did not reach a quorum in time; a next Lock of this name waits for it or for the session lease to clear it", "lock", m.name)
+	}
+}
+
+// awaitAbandoned waits for an abandoned attempt to end and ends its turn.
+func (m *Mutex) awaitAbandoned(events <-chan slotEvent, t *turn) {
 	var lost <-chan struct{}
 	for {
 		select {
@@ -180,11 +197,7 @@ func (m *Mutex) abandon(events <-chan slotEvent, t *turn) {
 			}
 		case <-lost:
 			return // the holding was lost, which ended the turn; no Exit will be reported
-		case <-timer.C:
-			c.log.Warn("the Exit of an abandoned attempt did not reach a quorum in time; the session lease will clear it", "lock", m.name)
-			t.end()
-			return
-		case <-c.closed:
+		case <-m.c.closed:
 			return
 		}
 	}

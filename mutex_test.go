@@ -402,3 +402,36 @@ func TestConcurrentUseOfOneClient(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, st.Locks, "every lock was released")
 }
+
+// An abandoned attempt whose Exit cannot reach a quorum keeps its name busy
+// until it ends: a next Lock of the name waits for it within its own context
+// (ErrTimeout here), never fails on "an attempt already in progress", and
+// succeeds once the Exit goes through.
+func TestLockAfterAbandonWithStuckExit(t *testing.T) {
+	tc := newCluster(t, 4)
+	holder, quitter := tc.dial(Config{}), tc.dial(Config{})
+	ctx := ctxFor(t, waitTimeout)
+	h, err := holder.Mutex("stuck").Lock(ctx)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := lockAsync(wctx, quitter, "stuck")
+	waitStatus(t, holder, "stuck", "the waiter's ticket", func(ls *LockStatus) bool { return queuedWithTicket(ls, quitter.ID()) })
+
+	tc.stop(2)
+	tc.stop(3) // no quorum: the Exit of the abandoned attempt cannot complete
+	cancel()
+	require.ErrorIs(t, await(t, r).err, context.Canceled)
+
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancelShort()
+	_, err = quitter.Mutex("stuck").Lock(short)
+	require.ErrorIs(t, err, ErrTimeout, "the next Lock waits for the abandoned attempt")
+
+	tc.start(2)
+	tc.start(3)
+	require.NoError(t, h.Unlock(ctx))
+	h2, err := quitter.Mutex("stuck").Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, h2.Unlock(ctx))
+}
