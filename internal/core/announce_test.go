@@ -165,3 +165,25 @@ func TestViewCarriesOnlyTheHighestNumberedMember(t *testing.T) {
 		require.Equal(t, uint64(3), st.N)
 	}
 }
+
+// A reconnect resynchronises by reference too (change 11): the peer pulls
+// only the register values it lacks.
+func TestResyncAnnouncesAndPeerPullsWhatItLacks(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	a, b := newClient(t), newClient(t)
+	c.doorway(a, "L", 1, 1) // every server has a's Doorway
+	db := b.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)
+	for s := range 3 { // server 3 misses b's Doorway
+		c.fromClient(s, b.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+		c.fromClient(s, b.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: db}})
+	}
+	c.drop()
+	c.now = c.now.Add(time.Millisecond)
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(3)}))
+	require.Equal(t, []string{"Announce(have=2)"}, c.inflightKinds(), "references, not Forwards")
+	c.flush()
+	require.Equal(t, uint64(1), c.cores[3].Stats.Pulled, "only b's Doorway")
+	st, _ := c.cores[3].Register("L", b.id)
+	require.NotNil(t, st)
+	require.Equal(t, wire.PhaseDoorway, st.Phase)
+}

@@ -639,6 +639,20 @@ func (k *Core) handleWant(s wire.ServerID, a *wire.Announce, e *Effects) {
 	}
 }
 
+// canForward reports whether registerForwards has something to send for
+// c's register value en on the lock named name.
+func (k *Core) canForward(name string, c wire.ClientID, en *activeset.Entry) bool {
+	if en.Void {
+		return false
+	}
+	switch en.St.Phase {
+	case wire.PhaseTicket, wire.PhaseHeld:
+		_, ok := k.justified[regKey{name, c}]
+		return ok
+	}
+	return true
+}
+
 // registerForwards is the register value of c for the lock named name as
 // Forwards a peer can accept on its own: nothing for a void value or none, a
 // Ticket with its J, a Held after its Ticket (with J), any other statement
@@ -649,7 +663,7 @@ func (k *Core) registerForwards(name string, c wire.ClientID) []*wire.Message {
 		return nil
 	}
 	en := lock.Highest(c)
-	if en == nil || en.Void {
+	if en == nil || !k.canForward(name, c, en) {
 		return nil
 	}
 	switch en.St.Phase {
@@ -701,9 +715,10 @@ func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added b
 // the simulator, test/sim):
 
 // resync sends a server whose channel just came (back) up what it may have
-// missed while it was down or cut off: the register value of every client
-// here that no reset voids (a Ticket with its J, a Held after its Ticket;
-// a Ticket restored from disk has lost its J and is skipped), and every vote
+// missed while it was down or cut off: a reference to the register value of
+// every client here that no reset voids, which the peer pulls if it lacks it
+// (a Ticket with its J, a Held after its Ticket; a Ticket restored from disk
+// has lost its J and is skipped), and every vote
 // that no certificate has settled yet (its own may have been lost on the way
 // out), and the evidence of every ban. Without it, a statement, vote or
 // evidence forwarded while the peer was away is never seen there, and a silent client that only one correct server
@@ -715,12 +730,23 @@ func (k *Core) resync(s wire.ServerID, e *Effects) {
 		clients = append(clients, c)
 	}
 	sort.Slice(clients, func(i, j int) bool { return clients[i].Less(clients[j]) })
+	// Register values go as references (change 11): the peer pulls only
+	// what it lacks, so a reconnect costs a reference per register, not a
+	// Forward (with J) per register.
+	var refs []wire.StatementRef
 	for _, c := range clients {
 		for _, name := range sortedKeys(k.clientLocks[c]) {
-			for _, m := range k.registerForwards(name, c) {
-				send(m)
+			if en := k.locks[name].Highest(c); en != nil && k.canForward(name, c, en) {
+				refs = append(refs, wire.RefOf(en.St, &en.Signed))
+			}
+			if len(refs) == wire.MaxAnnounceItems {
+				send(&wire.Message{Announce: &wire.Announce{Items: refs}})
+				refs = nil
 			}
 		}
+	}
+	if len(refs) > 0 {
+		send(&wire.Message{Announce: &wire.Announce{Items: refs}})
 	}
 	for _, v := range k.mute.PendingVotes() {
 		send(&wire.Message{Suspect: &v})
