@@ -187,3 +187,21 @@ func TestResyncAnnouncesAndPeerPullsWhatItLacks(t *testing.T) {
 	require.NotNil(t, st)
 	require.Equal(t, wire.PhaseDoorway, st.Phase)
 }
+
+// A client statement older than the one held (a late copy, a resend) is
+// answered as before but counted as stale, not as a refusal.
+func TestStaleStatementCountedApart(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	cl := newClient(t)
+	j := c.doorway(cl, "L", 1, 1)
+	tk := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
+	ex := cl.stmt("L", 1, 1, wire.PhaseExit, 0, nil)
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: ex}})
+	c.replies(cl.id)
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: tk, J: j}})
+	got := c.replies(cl.id)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].Error)
+	require.Equal(t, uint64(1), c.cores[0].Stats.Stale)
+	require.Zero(t, c.cores[0].Stats.Rejected)
+}

@@ -105,7 +105,8 @@ type Stats struct {
 	Pulled       uint64 // statements this server asked another for
 	VotesCast    uint64
 	Resets       uint64
-	Rejected     uint64
+	Rejected     uint64 // client requests refused with an error, stale statements aside
+	Stale        uint64 // client statements older than the one held (refused; a resend or a late copy)
 	Bans         uint64
 	CacheHits    uint64
 	CacheMisses  uint64
@@ -338,6 +339,18 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 	lock.Unsubscribe(c) // a client's next message for a lock ends its listen (§3)
 	k.Stats.Accesses[phaseName(st.Phase)]++
 	res := k.accept(now, lock, st, m.Statement, m.J, e)
+	if res.outcome == activeset.Stale {
+		// The client has moved past this statement (it reached this server
+		// later than a newer one, pulled from a peer, or it was resent): it
+		// still gets its answer, but this is no refusal worth counting.
+		k.Stats.Stale++
+		detail := res.err.Error()
+		if len(detail) > wire.MaxDetail {
+			detail = detail[:wire.MaxDetail]
+		}
+		reply(&wire.Message{Error: &wire.Error{Req: m.Req, Code: res.code, Detail: detail}})
+		return
+	}
 	if res.err != nil {
 		fail(m.Req, res.code, res.err)
 		return

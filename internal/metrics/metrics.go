@@ -28,6 +28,9 @@ type Snapshot struct {
 	Bans         uint64 // clients banned on evidence
 	Equivocation uint64
 	Rejected     uint64
+	Stale        uint64 // client statements older than the one held: refused, benign
+	Announced    uint64 // statement references announced to the other servers
+	Pulled       uint64 // statements asked of other servers
 	CacheHits    uint64
 	CacheMisses  uint64
 	// Locks is the number of locks with members; Members sums their active
@@ -139,7 +142,10 @@ func (r *Registry) Write(w io.Writer) error {
 	one("bq_resets_total", "counter", "Reset certificates applied.", float64(s.Resets))
 	one("bq_bans_total", "counter", "Clients banned on transferable evidence.", float64(s.Bans))
 	one("bq_equivocations_total", "counter", "Equivocating statement pairs seen.", float64(s.Equivocation))
-	one("bq_rejected_total", "counter", "Client requests refused with an error.", float64(s.Rejected))
+	one("bq_rejected_total", "counter", "Client requests refused with an error (stale statements not included).", float64(s.Rejected))
+	one("bq_stale_total", "counter", "Client statements refused because a newer one of the same client is held (a resend or a late copy: benign).", float64(s.Stale))
+	one("bq_announced_total", "counter", "Statement references announced to the other servers (lazy dissemination).", float64(s.Announced))
+	one("bq_pulled_total", "counter", "Statements this server asked another for after an announcement.", float64(s.Pulled))
 	one("bq_verify_cache_hits_total", "counter", "Statement signature checks answered from the cache.", float64(s.CacheHits))
 	one("bq_verify_cache_misses_total", "counter", "Statement signatures verified.", float64(s.CacheMisses))
 	one("bq_locks_in_use", "gauge", "Locks with a non-empty active set.", float64(s.Locks))

@@ -442,7 +442,7 @@ func (s *Server) publish(now time.Time) {
 		Accesses: make(map[string]uint64, len(k.Stats.Accesses)),
 		Pushes:   k.Stats.Pushes, Forwards: k.Stats.Forwards, Suspicions: k.Stats.VotesCast,
 		Resets: k.Stats.Resets, Bans: k.Stats.Bans, Equivocation: k.Stats.Equivocation,
-		Rejected: k.Stats.Rejected, CacheHits: k.Stats.CacheHits, CacheMisses: k.Stats.CacheMisses,
+		Rejected: k.Stats.Rejected, Stale: k.Stats.Stale, Announced: k.Stats.Announced, Pulled: k.Stats.Pulled, CacheHits: k.Stats.CacheHits, CacheMisses: k.Stats.CacheMisses,
 	}
 	for kind, n := range k.Stats.Accesses {
 		snap.Accesses[kind] = n

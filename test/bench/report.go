@@ -338,6 +338,7 @@ func (s *sysResult) json() map[string]any {
 				"suspicions":            row.Step["bq_suspicions_total"],
 				"resets":                row.Step["bq_resets_total"],
 				"rejected":              row.Step["bq_rejected_total"],
+				"stale":                 row.Step["bq_stale_total"],
 			}
 			s.stats(row.W, row.R.Acq).json(x, "")
 			rows = append(rows, x)
