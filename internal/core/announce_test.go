@@ -205,3 +205,27 @@ func TestStaleStatementCountedApart(t *testing.T) {
 	require.Equal(t, uint64(1), c.cores[0].Stats.Stale)
 	require.Zero(t, c.cores[0].Stats.Rejected)
 }
+
+// J is persisted with its Ticket: a server restarted from its disk can still
+// hand the Ticket to a peer that lacks it, and drops J with the Exit.
+func TestJustificationSurvivesRestart(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	cl := newClient(t)
+	j := c.doorway(cl, "L", 1, 1)
+	tk := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
+	for s := range 3 { // server 3 misses the Ticket
+		c.fromClient(s, cl.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: tk, J: j}})
+	}
+	c.drop()
+	c.restart(0)
+	c.fromServer(0, 3, &wire.Message{Announce: &wire.Announce{Want: true, Items: []wire.StatementRef{
+		{Lock: "L", Client: cl.id, Session: 1, Attempt: 1, Phase: wire.PhaseTicket}}}})
+	require.Equal(t, []string{"Forward(J=3)"}, c.inflightKinds(), "the restarted server still has J")
+	c.flush()
+	st, _ := c.cores[3].Register("L", cl.id)
+	require.Equal(t, wire.PhaseTicket, st.Phase)
+
+	ex := cl.stmt("L", 1, 1, wire.PhaseExit, 0, nil)
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: ex}})
+	require.Empty(t, c.disks[0][bucketJust], "J leaves the disk with the Exit")
+}

@@ -131,8 +131,10 @@ type Core struct {
 	// lease here, and nothing it sends is applied.
 	banned map[wire.ClientID]*wire.Evidence
 	// justified holds, for every register whose value is a Ticket or its
-	// Held, the Ticket and its J as accepted (memory only: lost on restart),
-	// so resync can hand them to a peer that missed them.
+	// Held, the Ticket and its J as accepted, so resync and pulls can hand
+	// them to a peer that missed them.
+	// INVARIANT: mirrored in bucketJust (written with the Ticket, deleted
+	// with the register's next statement or a ban), so it survives restarts.
 	justified map[regKey]justifiedTicket
 	// announce holds the references of statements accepted here since the
 	// last Announce, oldest first; announceSince is when the first came.
@@ -459,6 +461,10 @@ func (k *Core) ban(c wire.ClientID, ev *wire.Evidence, e *Effects) {
 			k.push(lock, c, e)
 		}
 		e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(name, c), Delete: true})
+		if _, ok := k.justified[regKey{name, c}]; ok {
+			delete(k.justified, regKey{name, c})
+			e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(name, c), Delete: true})
+		}
 	}
 	delete(k.clientLocks, c)
 	k.mute.Forget(c)
@@ -564,10 +570,16 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	}
 	switch rk := (regKey{lock.Name, c}); st.Phase {
 	case wire.PhaseTicket:
+		// J goes to disk with its Ticket, so a restarted server can still hand
+		// the Ticket to a peer that lacks it (resync, pulls).
 		k.justified[rk] = justifiedTicket{ticket: ss, j: j}
+		e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(lock.Name, c), Value: mustMarshal(&wire.Forward{Statement: ss, J: j})})
 	case wire.PhaseHeld: // follows its Ticket, whose J stays
 	default:
-		delete(k.justified, rk)
+		if _, ok := k.justified[rk]; ok {
+			delete(k.justified, rk)
+			e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(lock.Name, c), Delete: true})
+		}
 	}
 	k.noteAnnounce(now, wire.RefOf(st, &ss), e)
 	if st.Phase == wire.PhaseHeld {
@@ -669,7 +681,8 @@ func (k *Core) canForward(name string, c wire.ClientID, en *activeset.Entry) boo
 // registerForwards is the register value of c for the lock named name as
 // Forwards a peer can accept on its own: nothing for a void value or none, a
 // Ticket with its J, a Held after its Ticket (with J), any other statement
-// alone. A Ticket restored from disk has lost its J and is not sent.
+// alone. A Ticket without its J (one restored from a disk written before J
+// was persisted) is not sent.
 func (k *Core) registerForwards(name string, c wire.ClientID) []*wire.Message {
 	lock := k.locks[name]
 	if lock == nil {
@@ -730,8 +743,7 @@ func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added b
 // resync sends a server whose channel just came (back) up what it may have
 // missed while it was down or cut off: a reference to the register value of
 // every client here that no reset voids, which the peer pulls if it lacks it
-// (a Ticket with its J, a Held after its Ticket; a Ticket restored from disk
-// has lost its J and is skipped), and every vote
+// (a Ticket with its J, a Held after its Ticket), and every vote
 // that no certificate has settled yet (its own may have been lost on the way
 // out), and the evidence of every ban. Without it, a statement, vote or
 // evidence forwarded while the peer was away is never seen there, and a silent client that only one correct server

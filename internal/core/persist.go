@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/bq-lock/bq/activeset"
+	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/detector"
 	"github.com/bq-lock/bq/internal/wire"
@@ -18,6 +19,7 @@ const (
 	bucketVote = "vote" // client ‖ session → this server's own SignedSuspect
 	bucketCert = "cert" // client → highest ResetCertificate
 	bucketBan  = "ban"  // client → the Evidence that convicted it
+	bucketJust = "just" // lock NUL client → the register's Ticket with its J (a wire.Forward)
 )
 
 func stmtKey(lock string, c wire.ClientID) []byte {
@@ -70,6 +72,13 @@ func (k *Core) Restore(r Reader) error {
 	if err != nil {
 		return fmt.Errorf("core: restoring high-water marks: %w", err)
 	}
+	err = r.ForEach(bucketJust, func(key, v []byte) error {
+		k.restoreJustified(key, v)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring justifications: %w", err)
+	}
 	err = r.ForEach(bucketCert, func(_, v []byte) error {
 		var cert wire.ResetCertificate
 		if err := crypto.Unmarshal(v, &cert); err != nil {
@@ -116,6 +125,33 @@ func (k *Core) Restore(r Reader) error {
 		return fmt.Errorf("core: restoring votes: %w", err)
 	}
 	return nil
+}
+
+// restoreJustified puts a stored Ticket with its J back in justified if it
+// is still the register's Ticket (or the Ticket of its Held) and J checks
+// out; anything else is skipped: a J only helps resynchronisation.
+func (k *Core) restoreJustified(key, v []byte) {
+	var f wire.Forward
+	if crypto.Unmarshal(v, &f) != nil {
+		return
+	}
+	st, err := k.verify(&f.Statement)
+	if err != nil || st.Phase != wire.PhaseTicket || string(key) != string(stmtKey(st.Lock, st.Client)) {
+		return
+	}
+	lock := k.locks[st.Lock]
+	if lock == nil {
+		return
+	}
+	en := lock.Highest(st.Client)
+	if en == nil || (en.St.Phase != wire.PhaseTicket && en.St.Phase != wire.PhaseHeld) ||
+		en.St.Session != st.Session || en.St.Attempt != st.Attempt || en.St.N != st.N {
+		return
+	}
+	if bakery.CheckTicket(st, f.J, k.cfg.Keys, k.q, k.verify) != nil {
+		return
+	}
+	k.justified[regKey{st.Lock, st.Client}] = justifiedTicket{ticket: f.Statement, j: f.J}
 }
 
 // restoreEntry decodes and verifies a stored signed statement.
