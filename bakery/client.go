@@ -549,8 +549,8 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 // stuck reports a session that may never make progress: a server that
 // suspected it refuses it for good, so the client depends on the others,
 // and up to f of those may be faulty and never answer while still acking
-// heartbeats. Once an access (GET-TICKET, SET-TICKET) of the session has
-// waited a TTL with such a suspicion, or the guarantee has not come a TTL
+// heartbeats. Once an access (GET-TICKET, SET-TICKET, or LISTEN before q
+// servers reported) of the session has waited a TTL with such a suspicion, or the guarantee has not come a TTL
 // after the session opened, the client starts over in a new session instead
 // of waiting forever (found by the simulator, test/sim).
 func (c *Client) stuck(now time.Time, holds bool) bool {
@@ -561,7 +561,12 @@ func (c *Client) stuck(now time.Time, holds bool) bool {
 		return true
 	}
 	for _, a := range c.attempts {
-		if a.sess == c.sess && (a.phase == phaseGetTicket || a.phase == phaseSetTicket) && now.Sub(a.since) >= c.cfg.TTL {
+		if a.sess != c.sess || now.Sub(a.since) < c.cfg.TTL {
+			continue
+		}
+		// LISTEN counts only until q servers have reported: waiting after
+		// that is waiting for the lock, which may rightly take long.
+		if a.phase == phaseGetTicket || a.phase == phaseSetTicket || (a.phase == phaseListen && len(a.heard) < c.q) {
 			return true
 		}
 	}
@@ -724,6 +729,7 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	}
 	sort.Slice(a.others, func(i, j int) bool { return a.others[i].Less(a.others[j]) })
 	a.phase = phaseListen
+	a.since = now
 	a.heard = make(map[wire.ServerID]bool)
 	a.reports = make(map[wire.ClientID]*report, len(a.others))
 	for _, x := range a.others {
