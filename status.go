@@ -25,6 +25,9 @@ type Status struct {
 	Lock *LockStatus
 	// Locks summarises every lock with members (when no lock was named).
 	Locks []LockSummary
+	// LocksTruncated is set when a server cut its list of locks at its reply
+	// limit: Locks may then miss some (ask about a lock by name to see it).
+	LocksTruncated bool
 }
 
 // ServerStatus is one server's line in a Status.
@@ -149,9 +152,11 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 	if lock == "" {
 		sizes := make(map[string]int)
 		for _, s := range ids {
-			for _, l := range replies[wire.ServerID(s)].Locks {
+			r := replies[wire.ServerID(s)]
+			for _, l := range r.Locks {
 				sizes[l.Name] = max(sizes[l.Name], int(l.Members))
 			}
+			st.LocksTruncated = st.LocksTruncated || r.More
 		}
 		for name, n := range sizes {
 			st.Locks = append(st.Locks, LockSummary{Name: name, Members: n})

@@ -128,3 +128,22 @@ func TestStatusByzantineServer(t *testing.T) {
 		require.Empty(t, ls.Banned)
 	}
 }
+
+// A server that cut its list of locks at its reply limit says so (More), and
+// the combined Status says the list may be incomplete instead of passing it
+// off as every lock.
+func TestStatusLocksTruncated(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	cl, err := certs.Init(certs.InitOptions{Dir: dir, Servers: 4, F: -1, Host: "127.0.0.1", PortBase: 20000}, time.Now(), rand.Reader)
+	require.NoError(t, err)
+	c := &Client{cluster: cl}
+	replies := map[wire.ServerID]*wire.StatusReply{
+		0: {Server: 0, Locks: []wire.LockSummary{{Name: "a", Members: 1}}},
+		1: {Server: 1, Locks: []wire.LockSummary{{Name: "a", Members: 2}, {Name: "b", Members: 1}}, More: true},
+	}
+	st := c.combine("", replies)
+	require.True(t, st.LocksTruncated)
+	require.Equal(t, []LockSummary{{Name: "a", Members: 2}, {Name: "b", Members: 1}}, st.Locks)
+	delete(replies, 1)
+	require.False(t, c.combine("", replies).LocksTruncated)
+}

@@ -29,6 +29,9 @@ func printStatus(w io.Writer, st *bq.Status) {
 		for _, l := range st.Locks {
 			fmt.Fprintf(w, "lock %s: %d member(s)\n", l.Name, l.Members)
 		}
+		if st.LocksTruncated {
+			fmt.Fprintln(w, "(the list is cut at a server's reply limit: some locks are missing; name a lock to see it)")
+		}
 		return
 	}
 	l := st.Lock
@@ -91,6 +94,7 @@ type jsonStatus struct {
 	Servers         []jsonServer     `json:"servers"`
 	Lock            *jsonLock        `json:"lock,omitempty"`
 	Locks           []map[string]any `json:"locks,omitempty"`
+	LocksTruncated  bool             `json:"locks_truncated,omitempty"`
 }
 
 func participantJSON(p bq.Participant) jsonParticipant {
@@ -98,7 +102,7 @@ func participantJSON(p bq.Participant) jsonParticipant {
 }
 
 func statusJSON(st *bq.Status) jsonStatus {
-	out := jsonStatus{N: st.N, F: st.F, Quorum: st.Quorum, Reachable: st.Reachable, FaultsTolerated: st.FaultsTolerated}
+	out := jsonStatus{N: st.N, F: st.F, Quorum: st.Quorum, Reachable: st.Reachable, FaultsTolerated: st.FaultsTolerated, LocksTruncated: st.LocksTruncated}
 	for _, s := range st.Servers {
 		out.Servers = append(out.Servers, jsonServer{ID: int(s.ID), Address: s.Address, Reachable: s.Reachable})
 	}
