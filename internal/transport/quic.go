@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -95,6 +97,13 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 		}
 	}
 	n.tr.ConnContext = n.connContext
+	resetKey, err := statelessResetKey(cfg.Cert)
+	if err != nil {
+		n.cancel()
+		_ = udp.Close()
+		return nil, err
+	}
+	n.tr.StatelessResetKey = resetKey
 	ln, err := n.tr.Listen(n.listenTLS(), n.quicConfig(-1))
 	if err != nil {
 		n.cancel()
@@ -200,6 +209,26 @@ func (cfg *ClientConfig) check() (Limits, error) {
 		bad("IdentifyServer: missing")
 	}
 	return lim, errors.Join(errs...)
+}
+
+// statelessResetKey derives the server's QUIC stateless reset key from its
+// TLS private key, so it is the same after a restart: a server that crashed
+// and came back answers packets of its old connections with a stateless
+// reset, and peers reconnect at once instead of after the idle timeout.
+// Nobody without the server's private key can derive it (and so forge a
+// reset, which could only close a connection anyway).
+func statelessResetKey(cert tls.Certificate) (*quic.StatelessResetKey, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("transport: deriving the stateless reset key: %w", err)
+	}
+	b, err := hkdf.Key(sha256.New, der, nil, "bq/v1/quic-stateless-reset", 32)
+	if err != nil {
+		return nil, fmt.Errorf("transport: deriving the stateless reset key: %w", err)
+	}
+	var k quic.StatelessResetKey
+	copy(k[:], b)
+	return &k, nil
 }
 
 func listenUDP(addr string) (*net.UDPConn, error) {

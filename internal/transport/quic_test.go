@@ -358,3 +358,34 @@ func TestQUICConfigErrors(t *testing.T) {
 		t.Errorf("a server with another server's certificate: %v", err)
 	}
 }
+
+// A server that crashes and comes back on its address answers the packets of
+// its old connections with a stateless reset (its key derives from its TLS
+// key, so it is the same after a restart): the client notices at the next
+// packet and reconnects, instead of waiting out the idle timeout (set far
+// beyond this test's wait here, so only the reset can end the connection).
+func TestQUICRestartedServerResetsOldConnections(t *testing.T) {
+	qc := newQUICCluster(t, 1, Limits{IdleTimeout: 10 * waitTimeout})
+	s0 := qc.listen(t, qc.cfg(0))
+	w0 := watch("s0", s0)
+	key := newKey(t)
+	c := qc.dial(t, key)
+	wc := watch("client", c)
+	wc.next(t, "connection", connected(ServerPeer(0)))
+	w0.next(t, "the client", connected(clientOf(key)))
+
+	// A crash: the socket goes away without a word to the client.
+	if err := s0.(*node).udp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = s0.Close()
+	s1 := qc.listen(t, qc.cfg(0)) // the same address and certificate
+	w1 := watch("s0 again", s1)
+
+	if err := c.Send(ServerPeer(0), heartbeat(1)); err != nil {
+		t.Fatal(err)
+	}
+	wc.next(t, "the old connection reset", disconnected(ServerPeer(0)))
+	wc.next(t, "a new connection", connected(ServerPeer(0)))
+	w1.next(t, "the client again", connected(clientOf(key)))
+}
