@@ -69,6 +69,10 @@ type Participant struct {
 	ReportedBy int
 }
 
+// Token is the fencing token of the participant's ticket (zero N while it
+// has none): the same value its Holding.Token reports once it holds.
+func (p Participant) Token() Token { return Token{N: p.Ticket, Client: p.Client} }
+
 // Flagged is a client flagged by some servers.
 type Flagged struct {
 	Client     wire.ClientID

@@ -37,7 +37,7 @@ func printStatus(w io.Writer, st *bq.Status) {
 	l := st.Lock
 	fmt.Fprintf(w, "lock %s\n", l.Name)
 	if l.Holder != nil {
-		fmt.Fprintf(w, "  holder: %s token=%d (reported by %d)\n", l.Holder.Client.Hex()[:16], l.Holder.Ticket, l.Holder.ReportedBy)
+		fmt.Fprintf(w, "  holder: %s token=%s (reported by %d)\n", l.Holder.Client.Hex()[:16], l.Holder.Token(), l.Holder.ReportedBy)
 	} else {
 		fmt.Fprintln(w, "  holder: none")
 	}
@@ -63,6 +63,7 @@ type jsonParticipant struct {
 	Client     string `json:"client"`
 	Phase      string `json:"phase"`
 	Ticket     uint64 `json:"ticket,omitempty"`
+	Token      string `json:"token,omitempty"`
 	ReportedBy int    `json:"reported_by"`
 }
 
@@ -98,7 +99,11 @@ type jsonStatus struct {
 }
 
 func participantJSON(p bq.Participant) jsonParticipant {
-	return jsonParticipant{Client: p.Client.Hex(), Phase: p.Phase.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
+	jp := jsonParticipant{Client: p.Client.Hex(), Phase: p.Phase.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
+	if p.Ticket > 0 {
+		jp.Token = p.Token().String()
+	}
+	return jp
 }
 
 func statusJSON(st *bq.Status) jsonStatus {

@@ -51,6 +51,7 @@ func TestBqclientContract(t *testing.T) {
 	out, code = client("a.key", "lock", "demo", "--detach", "--ttl", "1m")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "acquired demo token=")
+	held := strings.Fields(out[strings.Index(out, "acquired demo token=")+len("acquired demo token="):])[0]
 	out, code = client("b.key", "lock", "demo", "--try", "--", "true")
 	require.Equal(t, 3, code, out)
 	require.Contains(t, out, "busy")
@@ -62,6 +63,7 @@ func TestBqclientContract(t *testing.T) {
 		Lock            struct {
 			Holder *struct {
 				Client string `json:"client"`
+				Token  string `json:"token"`
 			} `json:"holder"`
 		} `json:"lock"`
 	}
@@ -69,6 +71,7 @@ func TestBqclientContract(t *testing.T) {
 	require.Equal(t, 4, st.Reachable)
 	require.Equal(t, 1, st.FaultsTolerated)
 	require.NotNil(t, st.Lock.Holder, out)
+	require.Equal(t, held, st.Lock.Holder.Token, "status shows the holder's fencing token as lock printed it")
 	out, code = client("a.key", "unlock", "demo")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "released demo")
