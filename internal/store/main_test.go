@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +112,23 @@ func recv(t testing.TB, ch <-chan error) error {
 		t.Fatal("Commit did not return")
 		return nil
 	}
+}
+
+// fault is an error that a test hook returns, switched on and off by the
+// test while the writer or the checkpointer may be calling the hook.
+type fault struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *fault) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *fault) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }

@@ -171,28 +171,19 @@ func TestCommitValidation(t *testing.T) {
 // A Commit's ops are applied together: readers see all or none of them, and
 // a transaction that fails applies none.
 func TestCommitIsAtomic(t *testing.T) {
-	var fail error
-	var mu sync.Mutex
-	hooks := &testHooks{beforeCommit: func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return fail
-	}}
+	var fail fault
+	hooks := &testHooks{beforeCommit: fail.get}
 	s := openTest(t, Options{hooks: hooks})
 	ctx := context.Background()
 
 	// A failing transaction applies none of a multi-bucket Commit.
-	mu.Lock()
-	fail = errors.New("injected I/O error")
-	mu.Unlock()
+	fail.set(errors.New("injected I/O error"))
 	err := s.Commit(ctx, put("a", "k", "1"), put("b", "k", "1"), put("c", "k", "1"))
 	require.ErrorContains(t, err, "injected I/O error")
 	for _, b := range []string{"a", "b", "c"} {
 		requireAbsent(t, s, b, "k")
 	}
-	mu.Lock()
-	fail = nil
-	mu.Unlock()
+	fail.set(nil)
 
 	// Readers never see half of a Commit: writers keep keys x and y of
 	// bucket "pair" equal; every snapshot must show them equal.
@@ -411,27 +402,18 @@ func TestFailedTransactionFailsWholeBatch(t *testing.T) {
 // The writer keeps working after a failed transaction and later Commits
 // succeed; nothing acknowledged before the failure is lost.
 func TestStoreUsableAfterFailure(t *testing.T) {
-	var mu sync.Mutex
-	var fail error
-	hooks := &testHooks{beforeCommit: func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return fail
-	}}
+	var fail fault
+	hooks := &testHooks{beforeCommit: fail.get}
 	path := filepath.Join(t.TempDir(), "u.db")
 	s := openAt(t, path, Options{hooks: hooks})
 	ctx := context.Background()
 	require.NoError(t, s.Commit(ctx, put("u", "before", "1")))
 
-	mu.Lock()
-	fail = errors.New("injected EIO")
-	mu.Unlock()
+	fail.set(errors.New("injected EIO"))
 	for i := range 3 {
 		require.ErrorContains(t, s.Commit(ctx, put("u", fmt.Sprint("during", i), "1")), "injected EIO")
 	}
-	mu.Lock()
-	fail = nil
-	mu.Unlock()
+	fail.set(nil)
 	require.NoError(t, s.Commit(ctx, put("u", "after", "1")))
 	require.NoError(t, s.Close())
 

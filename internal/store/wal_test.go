@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -385,30 +384,21 @@ func TestLargeBatchBypassesWAL(t *testing.T) {
 func TestSyncFailureIsUncertain(t *testing.T) {
 	for _, next := range []string{"small", "large"} {
 		t.Run("next="+next, func(t *testing.T) {
-			var mu sync.Mutex
-			var fail error
-			hooks := &testHooks{beforeSync: func() error {
-				mu.Lock()
-				defer mu.Unlock()
-				return fail
-			}}
+			var fail fault
+			hooks := &testHooks{beforeSync: fail.get}
 			path := filepath.Join(t.TempDir(), "u.db")
 			opts := Options{WALSize: MinWALSize, CheckpointInterval: noTimer, hooks: hooks}
 			s := openAt(t, path, opts)
 			ctx := context.Background()
 			require.NoError(t, s.Commit(ctx, put("u", "x", "1")))
 
-			mu.Lock()
-			fail = errors.New("injected EIO")
-			mu.Unlock()
+			fail.set(errors.New("injected EIO"))
 			err := s.Commit(ctx, put("u", "x", "uncertain"), put("u", "y", strings.Repeat("u", 200)))
 			require.ErrorIs(t, err, ErrUncertain)
 			require.ErrorContains(t, err, "injected EIO")
 			require.True(t, strings.HasPrefix(err.Error(), "store: "), err.Error())
 			require.EqualValues(t, 1, s.Stats().FailedTxns)
-			mu.Lock()
-			fail = nil
-			mu.Unlock()
+			fail.set(nil)
 
 			value := "2"
 			if next == "large" {
@@ -429,20 +419,13 @@ func TestSyncFailureIsUncertain(t *testing.T) {
 // error; reads fail too. Once checkpoints work again, so does everything,
 // and nothing acknowledged is lost.
 func TestCheckpointFailure(t *testing.T) {
-	var mu sync.Mutex
-	var fail error
-	hooks := &testHooks{beforeCheckpoint: func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return fail
-	}}
+	var fail fault
+	hooks := &testHooks{beforeCheckpoint: fail.get}
 	path := filepath.Join(t.TempDir(), "cf.db")
 	opts := Options{WALSize: MinWALSize, CheckpointInterval: 10 * time.Millisecond, hooks: hooks}
 	s := openAt(t, path, opts)
 	ctx := context.Background()
-	mu.Lock()
-	fail = errors.New("injected: no space left on device")
-	mu.Unlock()
+	fail.set(errors.New("injected: no space left on device"))
 
 	acked := 0
 	var err error
@@ -462,9 +445,7 @@ func TestCheckpointFailure(t *testing.T) {
 	require.ErrorContains(t, s.Close(), "injected")
 
 	// Reopened with checkpoints working: everything acknowledged is there.
-	mu.Lock()
-	fail = nil
-	mu.Unlock()
+	fail.set(nil)
 	s = openAt(t, path, opts)
 	require.EqualValues(t, acked, s.Stats().Recovered)
 	for i := range acked {
@@ -473,16 +454,12 @@ func TestCheckpointFailure(t *testing.T) {
 	requireAbsent(t, s, "c", fmt.Sprint(acked))
 
 	// And a live store recovers by itself once the failure clears.
-	mu.Lock()
-	fail = errors.New("injected again")
-	mu.Unlock()
+	fail.set(errors.New("injected again"))
 	for err = nil; err == nil; acked++ {
 		err = s.Commit(ctx, put("d", fmt.Sprint(acked), strings.Repeat("v", 500)))
 	}
 	require.ErrorContains(t, err, "injected again")
-	mu.Lock()
-	fail = nil
-	mu.Unlock()
+	fail.set(nil)
 	require.NoError(t, s.Commit(ctx, put("d", "after", "1")))
 	requireValue(t, s, "d", "after", "1")
 	require.NoError(t, s.Check())
