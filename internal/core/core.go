@@ -233,11 +233,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	reply := func(msg *wire.Message) { e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: msg}) }
 	fail := func(req uint64, code wire.ErrorCode, err error) {
 		k.Stats.Rejected++
-		detail := err.Error()
-		if len(detail) > wire.MaxDetail {
-			detail = detail[:wire.MaxDetail]
-		}
-		reply(&wire.Message{Error: &wire.Error{Req: req, Code: code, Detail: detail}})
+		reply(errorMsg(req, code, err))
 	}
 	if k.banned[c] != nil {
 		fail(requestID(m), wire.ErrCodeBanned, fmt.Errorf("core: %s was judged Byzantine (%s); this server ignores it", c, k.banned[c].Kind))
@@ -289,6 +285,15 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	default:
 		fail(0, wire.ErrCodeMalformed, fmt.Errorf("core: a client may not send %s", m))
 	}
+}
+
+// errorMsg answers request req with err, its text cut to wire.MaxDetail.
+func errorMsg(req uint64, code wire.ErrorCode, err error) *wire.Message {
+	detail := err.Error()
+	if len(detail) > wire.MaxDetail {
+		detail = detail[:wire.MaxDetail]
+	}
+	return &wire.Message{Error: &wire.Error{Req: req, Code: code, Detail: detail}}
 }
 
 // maxStatusLocks caps the lock summaries in one StatusReply.
@@ -346,11 +351,7 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 		// later than a newer one, pulled from a peer, or it was resent): it
 		// still gets its answer, but this is no refusal worth counting.
 		k.Stats.Stale++
-		detail := res.err.Error()
-		if len(detail) > wire.MaxDetail {
-			detail = detail[:wire.MaxDetail]
-		}
-		reply(&wire.Message{Error: &wire.Error{Req: m.Req, Code: res.code, Detail: detail}})
+		reply(errorMsg(m.Req, res.code, res.err))
 		return
 	}
 	if res.err != nil {
@@ -585,10 +586,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	if st.Phase == wire.PhaseHeld {
 		// A Held repeats its Ticket's N: no listener's decision changes (§3.3
 		// allows pushing only what can), so only GetSet observers hear of it.
-		for _, p := range lock.ChangedNotListens(c, k.mute.Certificate) {
-			k.Stats.Pushes++
-			e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(p.To), Msg: &wire.Message{Update: p.Update}})
-		}
+		k.sendPushes(lock.ChangedNotListens(c, k.mute.Certificate), e)
 	} else {
 		k.push(lock, c, e)
 	}
@@ -694,10 +692,7 @@ func (k *Core) registerForwards(name string, c wire.ClientID) []*wire.Message {
 	}
 	switch en.St.Phase {
 	case wire.PhaseTicket, wire.PhaseHeld:
-		jt, ok := k.justified[regKey{name, c}]
-		if !ok {
-			return nil
-		}
+		jt := k.justified[regKey{name, c}] // present: canForward checked it
 		out := []*wire.Message{{Forward: &wire.Forward{Statement: jt.ticket, J: jt.j}}}
 		if en.St.Phase == wire.PhaseHeld {
 			out = append(out, &wire.Message{Forward: &wire.Forward{Statement: en.Signed}})
@@ -708,7 +703,11 @@ func (k *Core) registerForwards(name string, c wire.ClientID) []*wire.Message {
 }
 
 func (k *Core) push(lock *activeset.Lock, c wire.ClientID, e *Effects) {
-	for _, p := range lock.Changed(c, k.mute.Certificate) {
+	k.sendPushes(lock.Changed(c, k.mute.Certificate), e)
+}
+
+func (k *Core) sendPushes(pushes []activeset.Push, e *Effects) {
+	for _, p := range pushes {
 		k.Stats.Pushes++
 		e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(p.To), Msg: &wire.Message{Update: p.Update}})
 	}
