@@ -74,15 +74,11 @@ type Server struct {
 	// pipe carries the loop's effects to commitLoop; committed is closed when it exits.
 	pipe      chan core.Effects
 	committed chan struct{}
-	// waiting counts, per peer, the messages queued in pipe and not yet sent.
-	// INVARIANT: a message to a peer is sent at once (ahead of its batch's
-	// commit) only if it only reports (core.Outgoing.Reports) and waiting[peer]
-	// is 0, so every peer still gets its messages in the order the core made them.
-	waitingMu sync.Mutex
-	waiting   map[wire.Peer]int
-	// lazy holds lazy records not yet given to a commit, oldest first
-	// (only the loop goroutine touches it).
-	lazy      []core.Record
+	// order decides which messages go before their batch's commit and
+	// holds back lazy records (core.Pipeline); the loop and commitLoop share
+	// it under orderMu.
+	orderMu   sync.Mutex
+	order     core.Pipeline
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -113,7 +109,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{}),
-		pipe: make(chan core.Effects, 64), committed: make(chan struct{}), waiting: make(map[wire.Peer]int)}
+		pipe: make(chan core.Effects, 64), committed: make(chan struct{})}
 	fail := func(err error) (*Server, error) {
 		if s.transport != nil {
 			_ = s.transport.Close()
@@ -245,8 +241,16 @@ func (s *Server) loop(ctx context.Context) {
 				}
 			}
 		}
-		eff.Persist = s.deferLazy(eff.Persist, tick)
-		eff.Send = s.sendReports(eff.Send)
+		s.orderMu.Lock()
+		recs, now, late := s.order.Batch(eff, tick)
+		s.orderMu.Unlock()
+		// A message sent now has no earlier message to its peer waiting, and
+		// only this goroutine makes new ones: the peer's order holds. A
+		// listener hears of an Exit while the Exit is being committed.
+		for _, o := range now {
+			s.send(o)
+		}
+		eff = core.Effects{Persist: recs, Send: late}
 		if len(eff.Persist) == 0 && len(eff.Send) == 0 {
 			continue
 		}
@@ -288,58 +292,13 @@ func (s *Server) commitLoop(ctx context.Context) {
 		if !s.persist(ctx, recs) {
 			return
 		}
-		s.sendWaiting(sends)
-		clear(sends)
-	}
-}
-
-// deferLazy holds back a batch whose records are all lazy (core.Record.Lazy)
-// so it costs no commit of its own, and puts what it holds in front of the
-// next batch with an eager record, or of any batch at a tick (so a lazy
-// record is durable within a tick and a commit). Order is kept: held records
-// go before later ones, so a later record of the same key wins.
-func (s *Server) deferLazy(recs []core.Record, tick bool) []core.Record {
-	if !tick && !core.Eager(recs) {
-		s.lazy = append(s.lazy, recs...)
-		return nil
-	}
-	if len(s.lazy) == 0 {
-		return recs
-	}
-	out := append(s.lazy, recs...)
-	s.lazy = nil
-	return out
-}
-
-// sendReports sends at once every message of sends that only reports and
-// has no earlier message to its peer still waiting for a commit, and returns
-// the rest, in order, counted as waiting. A listener then hears of an Exit
-// while the Exit is being committed, not after (docs/protocol.md change 12).
-func (s *Server) sendReports(sends []core.Outgoing) []core.Outgoing {
-	s.waitingMu.Lock()
-	defer s.waitingMu.Unlock()
-	late := sends[:0]
-	for _, o := range sends {
-		if o.Reports() && s.waiting[o.To] == 0 {
+		for _, o := range sends {
 			s.send(o)
-			continue
 		}
-		s.waiting[o.To]++
-		late = append(late, o)
-	}
-	return late
-}
-
-// sendWaiting sends messages that sendReports held back, once their
-// batch is durable, and stops counting them as waiting.
-func (s *Server) sendWaiting(sends []core.Outgoing) {
-	s.waitingMu.Lock()
-	defer s.waitingMu.Unlock()
-	for _, o := range sends {
-		s.send(o)
-		if s.waiting[o.To]--; s.waiting[o.To] == 0 {
-			delete(s.waiting, o.To)
-		}
+		s.orderMu.Lock()
+		s.order.Sent(sends)
+		s.orderMu.Unlock()
+		clear(sends)
 	}
 }
 

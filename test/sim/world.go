@@ -89,12 +89,10 @@ type simServer struct {
 	// its messages wait for that, except those that only report
 	// (core.Outgoing.Reports) with nothing earlier waiting for their peer.
 	// A crash drops every batch still in the pipeline, records and messages.
-	// INVARIANT: waiting[p] counts the messages to p in the pipeline;
-	// diskFree is when the last batch in the pipeline is durable.
-	waiting  map[wire.Peer]int
+	// INVARIANT: diskFree is when the last batch in the pipeline is durable.
+	order    core.Pipeline // the runtime's own rule
 	diskFree time.Duration
-	lazy     []core.Record // lazy records not yet in a commit (core.Record.Lazy)
-	gen      int           // bumped by each crash: a pipeline batch of an older gen is void
+	gen      int // bumped by each crash: a pipeline batch of an older gen is void
 }
 
 type simClient struct {
@@ -285,7 +283,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 			return nil, err
 		}
 		w.keys = append(w.keys, k.Public)
-		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64), waiting: make(map[wire.Peer]int)})
+		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)})
 	}
 	for _, s := range w.srv {
 		cfg := core.DefaultConfig(s.id, sc.N, sc.F, w.keys, s.key)
@@ -794,7 +792,7 @@ func (w *World) crashServer(i int) {
 	w.stats.ServerCrashes++
 	s.up, s.core = false, nil
 	s.gen++
-	s.waiting, s.diskFree, s.lazy = make(map[wire.Peer]int), 0, nil
+	s.order, s.diskFree = core.Pipeline{}, 0
 	w.bumpEpochs(i)
 	for o := range w.sc.N {
 		if o != i && w.srv[o].up && w.cut[i][o] == 0 {
@@ -954,32 +952,16 @@ func (w *World) serverStep(i int, in core.Input) {
 func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []core.Outgoing, tick bool) {
 	s := w.srv[i]
 	w.observeResets(i)
-	// Lazy records wait for the next eager batch or tick, as internal/server's deferLazy.
-	if !tick && !core.Eager(e.Persist) {
-		s.lazy = append(s.lazy, e.Persist...)
-		e.Persist = nil
-	} else if len(s.lazy) > 0 {
-		e.Persist = append(s.lazy, e.Persist...)
-		s.lazy = nil
-	}
-	var early, late []core.Outgoing
-	for _, o := range e.Send {
-		if o.Reports() && s.waiting[o.To] == 0 {
-			early = append(early, o)
-			continue
-		}
-		s.waiting[o.To]++
-		late = append(late, o)
-	}
+	records, early, late := s.order.Batch(e, tick)
 	if sub != nil && s.byz == nil {
 		w.noteAck(s, sub, core.Effects{Send: early})
 	}
 	w.emit(i, append(early, extra...))
-	if len(e.Persist) == 0 && len(late) == 0 {
+	if len(records) == 0 && len(late) == 0 {
 		return
 	}
 	var delay time.Duration
-	if len(e.Persist) > 0 {
+	if len(records) > 0 {
 		delay = w.between(w.sc.CommitMin, w.sc.CommitMax)
 	}
 	done := max(w.now, s.diskFree) + delay
@@ -989,18 +971,14 @@ func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []c
 		if s.gen != gen {
 			return // crashed before this batch was durable: records and replies are gone
 		}
-		for _, r := range e.Persist {
+		for _, r := range records {
 			s.disk.apply(r)
 		}
 		if sub != nil && s.byz == nil {
 			w.noteAck(s, sub, core.Effects{Send: late})
 		}
-		for _, o := range late {
-			if s.waiting[o.To]--; s.waiting[o.To] == 0 {
-				delete(s.waiting, o.To)
-			}
-		}
 		w.emit(i, late)
+		s.order.Sent(late)
 	}
 	if done == w.now {
 		commit()
