@@ -336,6 +336,17 @@ func TestValidateBounds(t *testing.T) {
 	require.Error(t, (&wire.Message{Submit: &wire.Submit{Statement: wire.SignedStatement{Signed: crypto.Signed{Body: []byte{1}}}}}).Validate())
 	require.Error(t, (&wire.Message{Submit: &wire.Submit{Statement: wire.SignedStatement{Signed: crypto.Signed{Sig: []byte{1}}}}}).Validate())
 	require.Error(t, (&wire.Message{Forward: &wire.Forward{}}).Validate())
+
+	// An Announce is bounded and names valid locks: a faulty server cannot
+	// make a correct one ask for (or answer) more than MaxAnnounceItems at once.
+	ref := wire.StatementRef{Lock: "L"}
+	require.Error(t, (&wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{{}}}}).Validate(), "an empty lock name")
+	full := make([]wire.StatementRef, wire.MaxAnnounceItems)
+	for i := range full {
+		full[i] = ref
+	}
+	require.NoError(t, (&wire.Message{Announce: &wire.Announce{Items: full}}).Validate())
+	require.ErrorContains(t, (&wire.Message{Announce: &wire.Announce{Want: true, Items: append(full, ref)}}).Validate(), "exceeds")
 }
 
 // Phase, SuspectReason, EvidenceKind and ErrorCode are small integers on the
