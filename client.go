@@ -123,7 +123,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if newTransport == nil {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
-				Key: key, Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert, Logger: cfg.Logger,
+				Key: key, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert, Logger: cfg.Logger,
 			})
 		}
 	}

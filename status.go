@@ -175,7 +175,7 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 	for _, s := range ids {
 		r := replies[wire.ServerID(s)]
 		for i := range r.Members {
-			stmt, err := r.Members[i].Verify()
+			stmt, err := r.Members[i].Verify(c.cluster.ID())
 			if err != nil || stmt.Lock != lock {
 				continue
 			}

@@ -77,11 +77,11 @@ func TestStatusByzantineServer(t *testing.T) {
 	framed, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
 	require.NoError(t, err)
 
-	held, err := wire.SignStatement(holder, &wire.Statement{Lock: "x", Client: wire.ClientID(holder.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 7})
+	held, err := wire.SignStatement(holder, cl.ID(), &wire.Statement{Lock: "x", Client: wire.ClientID(holder.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 7})
 	require.NoError(t, err)
-	elsewhere, err := wire.SignStatement(framed, &wire.Statement{Lock: "y", Client: wire.ClientID(framed.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 1})
+	elsewhere, err := wire.SignStatement(framed, cl.ID(), &wire.Statement{Lock: "y", Client: wire.ClientID(framed.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 1})
 	require.NoError(t, err)
-	forged, err := wire.SignStatement(framed, &wire.Statement{Lock: "x", Client: wire.ClientID(framed.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 1})
+	forged, err := wire.SignStatement(framed, cl.ID(), &wire.Statement{Lock: "x", Client: wire.ClientID(framed.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 1})
 	require.NoError(t, err)
 	forged.Signed.Sig = append([]byte(nil), forged.Signed.Sig...)
 	forged.Signed.Sig[0] ^= 1

@@ -25,9 +25,9 @@ func (s signer) entry(t *testing.T, sess, att uint64, ph wire.Phase, n uint64) *
 	if ph == wire.PhaseTicket {
 		st.JHash = &wire.Digest{}
 	}
-	ss, err := wire.SignStatement(s.key, st)
+	ss, err := wire.SignStatement(s.key, wire.ClusterID{}, st)
 	require.NoError(t, err)
-	got, err := ss.Verify()
+	got, err := ss.Verify(wire.ClusterID{})
 	require.NoError(t, err)
 	return &Entry{Signed: ss, St: got}
 }

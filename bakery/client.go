@@ -258,8 +258,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := quorum.Check(cfg.N, cfg.F); err != nil {
 		return nil, err
 	}
-	if len(cfg.Keys) != cfg.N {
-		return nil, fmt.Errorf("bakery: %d server keys for n=%d", len(cfg.Keys), cfg.N)
+	if cfg.Keys.Len() != cfg.N {
+		return nil, fmt.Errorf("bakery: %d server keys for n=%d", cfg.Keys.Len(), cfg.N)
 	}
 	if cfg.TTL <= 0 {
 		return nil, errors.New("bakery: TTL must be positive")
@@ -322,7 +322,7 @@ func (c *Client) toAll(e *Effects, m *wire.Message) {
 func (c *Client) req() uint64 { c.nextReq++; return c.nextReq }
 
 func (c *Client) sign(st *wire.Statement) wire.SignedStatement {
-	ss, err := wire.SignStatement(c.cfg.Key, st)
+	ss, err := wire.SignStatement(c.cfg.Key, c.cfg.Keys.Cluster, st)
 	if err != nil {
 		panic(fmt.Sprintf("bakery: signing our own statement: %v", err))
 	}
@@ -960,7 +960,7 @@ func (c *Client) verify(ss *wire.SignedStatement) (*wire.Statement, error) {
 	if st, ok := c.cache[h]; ok {
 		return st, nil
 	}
-	st, err := ss.Verify()
+	st, err := ss.Verify(c.cfg.Keys.Cluster)
 	if err != nil && mutation.On(mutation.CountUnverifiedReplies) {
 		var raw wire.Statement // TEST-ONLY weakening: take the body unchecked
 		if crypto.Unmarshal(ss.Signed.Body, &raw) == nil {

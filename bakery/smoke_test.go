@@ -83,14 +83,15 @@ func (n *net) run() {
 // newNet makes n = 4 servers and k started clients.
 func newNet(t *testing.T, k int) *net {
 	const nsrv, f = 4, 1
-	var keys wire.Keyring
+	var pubs []*crypto.Parsed
 	var signers []*crypto.PrivateKey
 	for range nsrv {
 		key, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 		require.NoError(t, err)
-		keys = append(keys, key.Public)
+		pubs = append(pubs, key.Public)
 		signers = append(signers, key)
 	}
+	keys := wire.NewKeyring(f, pubs)
 	n := &net{t: t, now: time.Unix(1000, 0)}
 	for i := range nsrv {
 		c, err := core.New(core.DefaultConfig(wire.ServerID(i), nsrv, f, keys, signers[i]))

@@ -61,14 +61,18 @@ func MaxFaults(n int) int {
 	return (n - 1) / 3
 }
 
-// Keyring returns the servers' signing keys indexed by id.
+// Keyring returns the servers' signing keys indexed by id, with the
+// cluster's id (wire.ClusterIDOf over n, f and those keys).
 func (c *Cluster) Keyring() wire.Keyring {
-	k := make(wire.Keyring, len(c.Servers))
+	k := make([]*crypto.Parsed, len(c.Servers))
 	for i := range c.Servers {
 		k[i] = c.Servers[i].SigningKey
 	}
-	return k
+	return wire.NewKeyring(c.F, k)
 }
+
+// ID is the cluster's id: what every signature in it is bound to.
+func (c *Cluster) ID() wire.ClusterID { return c.Keyring().Cluster }
 
 // CAPool returns a new pool holding only the cluster CA.
 func (c *Cluster) CAPool() *x509.CertPool {

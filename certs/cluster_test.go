@@ -101,7 +101,7 @@ func TestInitLoadRoundTrip(t *testing.T) {
 			require.True(t, made.CA.Equal(c.CA))
 			require.Len(t, c.Servers, 4)
 			keys := c.Keyring()
-			require.Len(t, keys, 4)
+			require.Equal(t, 4, keys.Len())
 			for i, s := range c.Servers {
 				require.Equal(t, wire.ServerID(i), s.ID)
 				require.Equal(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(9000+i)), s.Address)

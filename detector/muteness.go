@@ -33,8 +33,8 @@ type MutenessConfig struct {
 // Validate reports every problem with the configuration.
 func (c *MutenessConfig) Validate() error {
 	var errs []error
-	if c.Quorum < 1 || c.Quorum > len(c.Keys) {
-		errs = append(errs, fmt.Errorf("detector: quorum %d is not in 1..%d", c.Quorum, len(c.Keys)))
+	if c.Quorum < 1 || c.Quorum > c.Keys.Len() {
+		errs = append(errs, fmt.Errorf("detector: quorum %d is not in 1..%d", c.Quorum, c.Keys.Len()))
 	}
 	if c.Signer == nil {
 		errs = append(errs, errors.New("detector: no signing key"))
@@ -266,7 +266,7 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 }
 
 func (m *Muteness) sign(c wire.ClientID, sess uint64, why wire.SuspectReason) wire.SignedSuspect {
-	v, err := wire.SignSuspect(m.cfg.Signer, &wire.SuspectBody{Client: c, Session: sess, Server: m.cfg.Self, Reason: why})
+	v, err := wire.SignSuspect(m.cfg.Signer, m.cfg.Keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: m.cfg.Self, Reason: why})
 	if err != nil {
 		panic(fmt.Sprintf("detector: signing a vote: %v", err)) // our own struct always encodes: a bug
 	}
@@ -355,7 +355,7 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 // (PROTOCOL.md §5).
 func (m *Muteness) certQuorum() int {
 	if mutation.On(mutation.ResetWithFPlusOne) {
-		return len(m.cfg.Keys) - m.cfg.Quorum + 1 // f+1 when n = 3f+1: TEST-ONLY weakening
+		return m.cfg.Keys.Len() - m.cfg.Quorum + 1 // f+1 when n = 3f+1: TEST-ONLY weakening
 	}
 	return m.cfg.Quorum
 }

@@ -21,9 +21,10 @@ func newFixture(t *testing.T, n, q int, ttl time.Duration) *fixture {
 	for range n {
 		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 		require.NoError(t, err)
-		f.keys = append(f.keys, k.Public)
+		f.keys.Servers = append(f.keys.Servers, k.Public)
 		f.signers = append(f.signers, k)
 	}
+	f.keys = wire.NewKeyring((n-1)/3, f.keys.Servers)
 	for i := range n {
 		m, err := NewMuteness(MutenessConfig{
 			Self: wire.ServerID(i), Quorum: q, Keys: f.keys, Signer: f.signers[i],
@@ -81,7 +82,7 @@ func TestNoResetWhileQLeasesLive(t *testing.T) {
 			votes = append(votes, f.dets[s].Tick(now)...)
 		}
 		// The Byzantine server signs a vote against the client at every step.
-		bad, err := wire.SignSuspect(f.signers[n-1], &wire.SuspectBody{Client: c, Session: 1, Server: wire.ServerID(n - 1), Reason: wire.SuspectMute})
+		bad, err := wire.SignSuspect(f.signers[n-1], f.keys.Cluster, &wire.SuspectBody{Client: c, Session: 1, Server: wire.ServerID(n - 1), Reason: wire.SuspectMute})
 		require.NoError(t, err)
 		votes = append(votes, bad)
 		require.Empty(t, f.gossip(t, votes), "step %d", step)
@@ -174,7 +175,7 @@ func TestCertificateRules(t *testing.T) {
 	f := newFixture(t, 4, 3, time.Second)
 	c := clientID(t)
 	vote := func(s int, sess uint64) wire.SignedSuspect {
-		v, err := wire.SignSuspect(f.signers[s], &wire.SuspectBody{Client: c, Session: sess, Server: wire.ServerID(s), Reason: wire.SuspectMute})
+		v, err := wire.SignSuspect(f.signers[s], f.keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: wire.ServerID(s), Reason: wire.SuspectMute})
 		require.NoError(t, err)
 		return v
 	}

@@ -31,7 +31,7 @@ func (c *cluster) inflightKinds() []string {
 // pulled by every server that lacks it, and accepted there (§3.5, change 11).
 func TestAnnounceThenPull(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	cl := newClient(t)
+	cl := c.newClient()
 	d := cl.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)
 	c.fromClient(0, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
 	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: d}})
@@ -56,7 +56,7 @@ func TestAnnounceThenPull(t *testing.T) {
 // announcements cost one reference per statement, and nothing is pulled.
 func TestAnnounceWhenEveryServerHasItPullsNothing(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	cl := newClient(t)
+	cl := c.newClient()
 	j := c.doorway(cl, "L", 1, 1)
 	tk := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
 	for s := range c.cores {
@@ -82,7 +82,7 @@ func TestAnnounceWhenEveryServerHasItPullsNothing(t *testing.T) {
 // every server bans the client (§6) as eager forwarding did.
 func TestAnnounceFindsEquivocation(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	cl := newClient(t)
+	cl := c.newClient()
 	j := c.doorway(cl, "L", 1, 1)
 	j2 := []wire.SignedView{j[1], j[0], j[2]}
 	a := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
@@ -100,7 +100,7 @@ func TestAnnounceFindsEquivocation(t *testing.T) {
 // correct server ask it for them; nothing is applied.
 func TestAnnounceOfUnknownStatementIsHarmless(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	ghost := newClient(t)
+	ghost := c.newClient()
 	c.fromServer(0, 3, &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{
 		{Lock: "L", Client: ghost.id, Session: 9, Attempt: 9, Phase: wire.PhaseTicket}}}})
 	require.Equal(t, []string{"Announce(want=1)"}, c.inflightKinds())
@@ -140,7 +140,7 @@ func TestViewCarriesOnlyTheHighestNumberedMember(t *testing.T) {
 	c := newCluster(t, 4, 1)
 	var clients []*client
 	for i := range 5 {
-		cl := newClient(t)
+		cl := c.newClient()
 		clients = append(clients, cl)
 		j := c.doorway(cl, "L", 1, 1)
 		if i < 3 { // three take tickets, two stay in their Doorway
@@ -153,13 +153,13 @@ func TestViewCarriesOnlyTheHighestNumberedMember(t *testing.T) {
 	for _, m := range c.replies(clients[4].id) {
 		require.Nil(t, m.Error, "%s", m)
 	}
-	late := newClient(t)
+	late := c.newClient()
 	j := c.doorway(late, "L", 1, 1)
 	for _, v := range j {
 		body, err := v.Verify(c.keys)
 		require.NoError(t, err)
 		require.Len(t, body.Members, 1)
-		st, err := body.Members[0].Verify()
+		st, err := body.Members[0].Verify(c.keys.Cluster)
 		require.NoError(t, err)
 		require.Equal(t, clients[2].id, st.Client)
 		require.Equal(t, uint64(3), st.N)
@@ -170,7 +170,7 @@ func TestViewCarriesOnlyTheHighestNumberedMember(t *testing.T) {
 // only the register values it lacks.
 func TestResyncAnnouncesAndPeerPullsWhatItLacks(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	a, b := newClient(t), newClient(t)
+	a, b := c.newClient(), c.newClient()
 	c.doorway(a, "L", 1, 1) // every server has a's Doorway
 	db := b.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)
 	for s := range 3 { // server 3 misses b's Doorway
@@ -192,7 +192,7 @@ func TestResyncAnnouncesAndPeerPullsWhatItLacks(t *testing.T) {
 // answered as before but counted as stale, not as a refusal.
 func TestStaleStatementCountedApart(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	cl := newClient(t)
+	cl := c.newClient()
 	j := c.doorway(cl, "L", 1, 1)
 	tk := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
 	ex := cl.stmt("L", 1, 1, wire.PhaseExit, 0, nil)
@@ -210,7 +210,7 @@ func TestStaleStatementCountedApart(t *testing.T) {
 // hand the Ticket to a peer that lacks it, and drops J with the Exit.
 func TestJustificationSurvivesRestart(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	cl := newClient(t)
+	cl := c.newClient()
 	j := c.doorway(cl, "L", 1, 1)
 	tk := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
 	for s := range 3 { // server 3 misses the Ticket

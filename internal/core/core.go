@@ -76,15 +76,15 @@ func (c *Config) Validate() error {
 	if err := quorum.Check(c.N, c.F); err != nil {
 		errs = append(errs, err)
 	}
-	if len(c.Keys) != c.N {
-		errs = append(errs, fmt.Errorf("core: %d server keys for n=%d", len(c.Keys), c.N))
+	if c.Keys.Len() != c.N {
+		errs = append(errs, fmt.Errorf("core: %d server keys for n=%d", c.Keys.Len(), c.N))
 	}
 	if int(c.Self) >= c.N {
 		errs = append(errs, fmt.Errorf("core: self %s is not a server of n=%d", c.Self, c.N))
 	}
 	if c.Signer == nil {
 		errs = append(errs, errors.New("core: no signing key"))
-	} else if int(c.Self) < len(c.Keys) && c.Keys[c.Self] != nil && c.Keys[c.Self].ID != c.Signer.Public.ID {
+	} else if int(c.Self) < c.Keys.Len() && c.Keys.Key(c.Self) != nil && c.Keys.Key(c.Self).ID != c.Signer.Public.ID {
 		errs = append(errs, errors.New("core: the signing key is not this server's key in the cluster file"))
 	}
 	if c.AnnounceDelay < 0 {
@@ -834,7 +834,7 @@ func (k *Core) view(lock *activeset.Lock, st *wire.Statement) wire.SignedView {
 		s := hw.Signed
 		body.HW = &s
 	}
-	v, err := wire.SignView(k.cfg.Signer, body)
+	v, err := wire.SignView(k.cfg.Signer, k.cfg.Keys.Cluster, body)
 	if err != nil {
 		panic(fmt.Sprintf("core: signing a view: %v", err))
 	}
@@ -905,7 +905,7 @@ func (k *Core) verify(ss *wire.SignedStatement) (*wire.Statement, error) {
 		return st, nil
 	}
 	k.Stats.CacheMisses++
-	st, err := ss.Verify()
+	st, err := ss.Verify(k.cfg.Keys.Cluster)
 	if err != nil {
 		return nil, err
 	}

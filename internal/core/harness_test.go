@@ -36,9 +36,10 @@ func newCluster(t *testing.T, n, f int) *cluster {
 	for range n {
 		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 		require.NoError(t, err)
-		c.keys = append(c.keys, k.Public)
+		c.keys.Servers = append(c.keys.Servers, k.Public)
 		c.signers = append(c.signers, k)
 	}
+	c.keys = wire.NewKeyring(f, c.keys.Servers)
 	for i := range n {
 		c.cores = append(c.cores, c.newCore(i, n, f))
 		c.disks = append(c.disks, map[string]map[string][]byte{})
@@ -150,15 +151,17 @@ func (m mapReader) ForEach(bucket string, fn func(k, v []byte) error) error {
 
 // client is a hand-driven client identity.
 type client struct {
-	t   *testing.T
-	key *crypto.PrivateKey
-	id  wire.ClientID
+	t       *testing.T
+	key     *crypto.PrivateKey
+	id      wire.ClientID
+	cluster wire.ClusterID
 }
 
-func newClient(t *testing.T) *client {
+// newClient makes a client of this cluster (its statements name its id).
+func (c *cluster) newClient() *client {
 	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
-	require.NoError(t, err)
-	return &client{t: t, key: k, id: wire.ClientID(k.Public.ID)}
+	require.NoError(c.t, err)
+	return &client{t: c.t, key: k, id: wire.ClientID(k.Public.ID), cluster: c.keys.Cluster}
 }
 
 func (cl *client) stmt(lock string, sess, att uint64, ph wire.Phase, n uint64, j []wire.SignedView) wire.SignedStatement {
@@ -167,7 +170,7 @@ func (cl *client) stmt(lock string, sess, att uint64, ph wire.Phase, n uint64, j
 		h := wire.JustificationHash(j)
 		st.JHash = &h
 	}
-	ss, err := wire.SignStatement(cl.key, st)
+	ss, err := wire.SignStatement(cl.key, cl.cluster, st)
 	require.NoError(cl.t, err)
 	return ss
 }

@@ -12,7 +12,7 @@ import (
 // accepted with N = 1 + max over all of them — harmless, never a verdict.
 func TestJustificationWithMixedMemberSetsAccepted(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	early, x := newClient(t), newClient(t)
+	early, x := c.newClient(), c.newClient()
 	ej := c.doorway(early, "L", 1, 1)
 	c.flush()
 	et := early.stmt("L", 1, 1, wire.PhaseTicket, 1, ej)
@@ -27,7 +27,7 @@ func TestJustificationWithMixedMemberSetsAccepted(t *testing.T) {
 		body, err := v.Verify(c.keys)
 		require.NoError(t, err)
 		for i := range body.Members {
-			st, err := body.Members[i].Verify()
+			st, err := body.Members[i].Verify(c.keys.Cluster)
 			require.NoError(t, err)
 			if st.Client == early.id && st.Phase == wire.PhaseTicket {
 				tickets++
@@ -51,7 +51,7 @@ func TestJustificationWithMixedMemberSetsAccepted(t *testing.T) {
 // with anyone else's views is an invalid justification and convicts it.
 func TestTicketWithoutDoorwayBanned(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	honest, bad := newClient(t), newClient(t)
+	honest, bad := c.newClient(), c.newClient()
 	j := c.doorway(honest, "L", 1, 1)
 	c.flush()
 	tk := bad.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
@@ -67,7 +67,7 @@ func TestTicketWithoutDoorwayBanned(t *testing.T) {
 // an invalid justification too.
 func TestTicketForAnotherLockBanned(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	bad := newClient(t)
+	bad := c.newClient()
 	j := c.doorway(bad, "A", 1, 1)
 	c.flush()
 	tk := bad.stmt("B", 1, 1, wire.PhaseTicket, 1, j)
@@ -80,7 +80,7 @@ func TestTicketForAnotherLockBanned(t *testing.T) {
 // at most T pushes each: the flood replaces, it never accumulates.
 func TestListenFloodIsBounded(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	flooder, other := newClient(t), newClient(t)
+	flooder, other := c.newClient(), c.newClient()
 	j := c.doorway(flooder, "L", 1, 1)
 	c.flush()
 	tk := flooder.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
@@ -104,7 +104,7 @@ func TestListenFloodIsBounded(t *testing.T) {
 // (replaying someone else's statements): refused, nothing applied, no verdict.
 func TestReplayingAnotherClientsStatementRefused(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	victim, bad := newClient(t), newClient(t)
+	victim, bad := c.newClient(), c.newClient()
 	c.doorway(victim, "L", 1, 1)
 	c.flush()
 	exit := victim.stmt("L", 1, 1, wire.PhaseExit, 0, nil)

@@ -13,7 +13,7 @@ import (
 // found by the simulator, bqsim -seed 34 -byzantine all).
 func TestEvidenceResyncedToPeerThatMissedIt(t *testing.T) {
 	c := newCluster(t, 4, 1)
-	bad := newClient(t)
+	bad := c.newClient()
 	j := c.doorway(bad, "L", 1, 1)
 	c.flush()
 	tk := bad.stmt("L", 1, 1, wire.PhaseTicket, 1<<40, j)

@@ -155,6 +155,7 @@ func Start(cfg Config) (*Server, error) {
 	self := c.Servers[m.ID]
 	s.transport, err = transport.ListenServer(transport.ServerConfig{
 		ID:             m.ID,
+		Cluster:        c.ID(),
 		ListenAddr:     self.Address,
 		Peers:          c.Addresses(),
 		Cert:           m.TLS,
@@ -166,7 +167,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	log.Info("server started", "addr", self.Address, "n", c.N, "f", c.F, "quorum", c.Quorum,
+	log.Info("server started", "addr", self.Address, "cluster", c.ID().String(), "n", c.N, "f", c.F, "quorum", c.Quorum,
 		"incarnation", s.Incarnation, "dir", m.Dir)
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -21,7 +21,10 @@ import (
 
 // ServerConfig configures ListenServer.
 type ServerConfig struct {
-	ID         wire.ServerID
+	ID wire.ServerID
+	// Cluster is this server's cluster: client Hellos must be signed for it,
+	// and servers that greet with another are refused (PROTOCOL.md §1).
+	Cluster    wire.ClusterID
 	ListenAddr string                   // UDP host:port to listen on (and to dial from)
 	Peers      map[wire.ServerID]string // every server's address; this server's own entry is ignored
 	Cert       tls.Certificate          // this server's certificate, issued by the cluster CA
@@ -39,6 +42,7 @@ type ServerConfig struct {
 // ClientConfig configures DialClient.
 type ClientConfig struct {
 	Key            *crypto.PrivateKey       // the client's signing key; its ClientID is the client's identity
+	Cluster        wire.ClusterID           // the cluster the Hello is signed for; servers of another are refused
 	Servers        map[wire.ServerID]string // every server's address
 	CAPool         *x509.CertPool           // the cluster CA
 	IdentifyServer func(*x509.Certificate) (wire.ServerID, bool)
@@ -85,6 +89,7 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 	}
 	n := newNode(lim, cfg.Logger, udp)
 	n.server = true
+	n.cluster = cfg.Cluster
 	n.self = cfg.ID
 	n.cert = cfg.Cert
 	n.caPool = cfg.CAPool
@@ -135,6 +140,7 @@ func DialClient(cfg ClientConfig) (Transport, error) {
 	}
 	n := newNode(lim, cfg.Logger, udp)
 	n.key = cfg.Key
+	n.cluster = cfg.Cluster
 	n.clientID = wire.ClientID(cfg.Key.Public.ID)
 	n.caPool = cfg.CAPool
 	n.identify = cfg.IdentifyServer
@@ -249,6 +255,7 @@ type node struct {
 	lim Limits
 
 	server   bool
+	cluster  wire.ClusterID
 	self     wire.ServerID   // servers
 	cert     tls.Certificate // servers
 	admit    func(wire.ClientID) error

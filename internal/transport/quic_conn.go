@@ -100,7 +100,7 @@ func (n *node) openStream(conn *quic.Conn, deadline time.Time) (*quic.Stream, []
 	_ = s.SetDeadline(deadline)
 	nonce := make([]byte, wire.NonceSize)
 	_, _ = crand.Read(nonce)
-	if err := writeMsg(s, &wire.Message{Challenge: &wire.Challenge{Server: n.self, Nonce: nonce}}); err != nil {
+	if err := writeMsg(s, &wire.Message{Challenge: &wire.Challenge{Server: n.self, Nonce: nonce, Cluster: n.cluster}}); err != nil {
 		return nil, nil, err
 	}
 	return s, nonce, nil
@@ -175,7 +175,7 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 		n.refuseClient(conn, s, wire.ErrCodeInternal, codeHandshake, "no TLS exporter: "+err.Error())
 		return
 	}
-	id, err := verifyHello(m.Hello, nonce, exporter)
+	id, err := verifyHello(m.Hello, n.cluster, nonce, exporter)
 	if err != nil {
 		n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, err.Error())
 		return
@@ -364,6 +364,11 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 		_ = conn.CloseWithError(codeHandshake, "expected a challenge")
 		return 0, fmt.Errorf("expected a challenge from %s, got %s", d.id, ch)
 	}
+	if ch.Challenge.Cluster != n.cluster {
+		_ = conn.CloseWithError(codeHandshake, "another cluster")
+		return 0, fmt.Errorf("%s at %s is a server of cluster %s, not of this cluster %s (check the cluster file)",
+			d.id, d.addr, ch.Challenge.Cluster, n.cluster)
+	}
 	auth := "mutual TLS"
 	if !n.server {
 		auth = "server certificate and signed hello"
@@ -399,7 +404,7 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 	if err != nil {
 		return fmt.Errorf("TLS exporter: %w", err)
 	}
-	h, err := signHello(n.key, nonce, exporter)
+	h, err := signHello(n.key, n.cluster, nonce, exporter)
 	if err != nil {
 		return err
 	}

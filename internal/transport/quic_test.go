@@ -21,9 +21,10 @@ import (
 // rawClient speaks the client side of the protocol by hand, so a test can
 // get it wrong on purpose.
 type rawClient struct {
-	conn  *quic.Conn
-	s     *quic.Stream
-	nonce []byte
+	conn      *quic.Conn
+	s         *quic.Stream
+	nonce     []byte
+	challenge *wire.Challenge
 }
 
 func dialRaw(t *testing.T, addr string) *rawClient {
@@ -44,7 +45,7 @@ func dialRaw(t *testing.T, addr string) *rawClient {
 	if err != nil || m.Challenge == nil {
 		t.Fatalf("expected a challenge: %v %v", m, err)
 	}
-	return &rawClient{conn: conn, s: s, nonce: m.Challenge.Nonce}
+	return &rawClient{conn: conn, s: s, nonce: m.Challenge.Nonce, challenge: m.Challenge}
 }
 
 func (r *rawClient) exporter(t *testing.T) []byte {
@@ -65,7 +66,7 @@ func (r *rawClient) send(t *testing.T, m *wire.Message) {
 
 func (r *rawClient) hello(t *testing.T, key *crypto.PrivateKey, nonce, exporter []byte) {
 	t.Helper()
-	h, err := signHello(key, nonce, exporter)
+	h, err := signHello(key, wire.ClusterID{}, nonce, exporter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestQUICHelloBinding(t *testing.T) {
 
 	// A Hello whose key is not the signer's.
 	r := dialRaw(t, qc.addrs[0])
-	h, err := signHello(newKey(t), r.nonce, r.exporter(t))
+	h, err := signHello(newKey(t), wire.ClusterID{}, r.nonce, r.exporter(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,4 +389,58 @@ func TestQUICRestartedServerResetsOldConnections(t *testing.T) {
 	wc.next(t, "the old connection reset", disconnected(ServerPeer(0)))
 	wc.next(t, "a new connection", connected(ServerPeer(0)))
 	w1.next(t, "the client again", connected(clientOf(key)))
+}
+
+// PROTOCOL.md §1, cluster binding: a client's Hello is signed for one
+// cluster, and a server of another refuses it with a reason that names both;
+// a client that reaches a server of another cluster says so and does not
+// count it.
+func TestQUICHelloOfAnotherCluster(t *testing.T) {
+	ours, theirs := wire.ClusterID{1}, wire.ClusterID{2}
+	qc := newQUICCluster(t, 1, Limits{})
+	cfg := qc.cfg(0)
+	cfg.Cluster = ours
+	w0 := watch("s0", qc.listen(t, cfg))
+	key := newKey(t)
+
+	r := dialRaw(t, qc.addrs[0])
+	if ch := r.challenge; ch.Cluster != ours {
+		t.Fatalf("challenge names cluster %s, want %s", ch.Cluster, ours)
+	}
+	h, err := signHello(key, theirs, r.nonce, r.exporter(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.send(t, &wire.Message{Hello: h})
+	m := r.read(t)
+	if m.Error == nil || m.Error.Code != wire.ErrCodeNotAllowed || !strings.Contains(m.Error.Detail, "for cluster "+theirs.String()) ||
+		!strings.Contains(m.Error.Detail, "of cluster "+ours.String()) {
+		t.Fatalf("got %s, want Error(not-allowed) naming both clusters", m)
+	}
+	r.closedWith(t, codeRefused)
+
+	// The same Hello with its Cluster field changed to ours does not verify:
+	// the signature covers the cluster.
+	r = dialRaw(t, qc.addrs[0])
+	h, err = signHello(key, theirs, r.nonce, r.exporter(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Cluster = ours
+	r.send(t, &wire.Message{Hello: h})
+	if m := r.read(t); m.Error == nil || m.Error.Code != wire.ErrCodeNotAllowed || !strings.Contains(m.Error.Detail, "does not verify") {
+		t.Fatalf("got %s, want Error(not-allowed): bad signature", m)
+	}
+	noEventFrom(t, w0, clientOf(key))
+
+	// A client of the other cluster hears which cluster it reached.
+	cc := qc.clientConfig(key)
+	cc.Cluster = theirs
+	tr, err := DialClient(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qc.all.add(tr)
+	qc.sink.wait(t, "is a server of cluster "+ours.String(), "not of this cluster "+theirs.String())
+	noEventFrom(t, w0, clientOf(key))
 }

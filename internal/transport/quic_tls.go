@@ -121,24 +121,28 @@ func (n *node) dialTLS(want wire.ServerID, addr string) *tls.Config {
 	return c
 }
 
-// signHello makes the Hello of key over a server's nonce and this
-// connection's exporter value.
-func signHello(key *crypto.PrivateKey, nonce, exporter []byte) (*wire.Hello, error) {
-	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter})
+// signHello makes the Hello of key for cluster over a server's nonce and
+// this connection's exporter value.
+func signHello(key *crypto.PrivateKey, cluster wire.ClusterID, nonce, exporter []byte) (*wire.Hello, error) {
+	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter, Cluster: cluster})
 	if err != nil {
 		return nil, err
 	}
-	return &wire.Hello{Key: key.Public.Wire, Sig: key.Sign(crypto.DomainHello, body)}, nil
+	return &wire.Hello{Key: key.Public.Wire, Sig: key.Sign(crypto.DomainHello, body), Cluster: cluster}, nil
 }
 
-// verifyHello checks that h is signed by its key over nonce and exporter,
-// and returns the ClientID the connection is then bound to.
-func verifyHello(h *wire.Hello, nonce, exporter []byte) (wire.ClientID, error) {
+// verifyHello checks that h is for cluster and signed by its key over nonce
+// and exporter, and returns the ClientID the connection is then bound to.
+func verifyHello(h *wire.Hello, cluster wire.ClusterID, nonce, exporter []byte) (wire.ClientID, error) {
+	if h.Cluster != cluster {
+		return wire.ClientID{}, fmt.Errorf("hello of %s is for cluster %s, this server is of cluster %s (a client of another cluster file)",
+			wire.ClientIDOf(h.Key), h.Cluster, cluster)
+	}
 	pub, err := h.Key.Parse()
 	if err != nil {
 		return wire.ClientID{}, fmt.Errorf("hello key: %w", err)
 	}
-	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter})
+	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter, Cluster: cluster})
 	if err != nil {
 		return wire.ClientID{}, err
 	}

@@ -51,7 +51,7 @@ func BenchmarkSignedStatementVerify(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(s.Signed.Body)))
 			for b.Loop() {
-				if _, err := s.Verify(); err != nil {
+				if _, err := s.Verify(testCluster()); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -104,7 +104,7 @@ func BenchmarkSignedStatementHash(b *testing.B) {
 		b.Fatal(err)
 	}
 	d := Digest{1}
-	ss, err := SignStatement(k, &Statement{Lock: "L", Client: ClientID(k.Public.ID), Session: 1, Attempt: 1, Phase: PhaseTicket, N: 3, JHash: &d})
+	ss, err := SignStatement(k, testCluster(), &Statement{Lock: "L", Client: ClientID(k.Public.ID), Session: 1, Attempt: 1, Phase: PhaseTicket, N: 3, JHash: &d})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func FuzzSignedStatementVerify(f *testing.F) {
 		}
 		s := wire.SignedStatement{Key: k.Public.Wire, Signed: crypto.Signed{Body: body, Sig: sig}}
 		_ = s.Hash()
-		st, err := s.Verify()
+		st, err := s.Verify(testCluster())
 		if err != nil {
 			require.ErrorIs(t, err, wire.ErrInvalid)
 			require.Nil(t, st)
@@ -126,12 +126,12 @@ func FuzzSignedViewVerify(f *testing.F) {
 		require.NotContains(t, vb.String(), "\n")
 		// The statements inside are not verified by the view; verifying them never panics.
 		for i := range vb.Members {
-			if st, err := vb.Members[i].Verify(); err == nil {
+			if st, err := vb.Members[i].Verify(testCluster()); err == nil {
 				checkStatement(t, &vb.Members[i], st)
 			}
 		}
 		if vb.HW != nil {
-			if st, err := vb.HW.Verify(); err == nil {
+			if st, err := vb.HW.Verify(testCluster()); err == nil {
 				checkStatement(t, vb.HW, st)
 			}
 		}
@@ -201,7 +201,7 @@ func FuzzResetCertificateVerify(f *testing.F) {
 					if s < fix.n {
 						signer = fix.servers[s]
 					}
-					v, err := wire.SignSuspect(signer, &wire.SuspectBody{Client: cli, Session: ss, Server: wire.ServerID(s), Reason: why})
+					v, err := wire.SignSuspect(signer, testCluster(), &wire.SuspectBody{Client: cli, Session: ss, Server: wire.ServerID(s), Reason: why})
 					require.NoError(f, err)
 					table[voteKey{s, oc, os, rb, false}] = v
 					bad := v

@@ -48,9 +48,25 @@ func keyFor(scheme, label string) (*crypto.PrivateKey, error) {
 	return crypto.PrivateKeyFromSeed(scheme, seed[:])
 }
 
+// testCluster is the fixture cluster's id, which every statement the tests
+// sign is for.
+func testCluster() wire.ClusterID {
+	fixtureOnce.Do(buildFixture)
+	if theFixture == nil {
+		return wire.ClusterID{}
+	}
+	return theFixture.keys.Cluster
+}
+
 func fx(tb testing.TB) *fixture {
 	tb.Helper()
-	fixtureOnce.Do(func() {
+	fixtureOnce.Do(buildFixture)
+	require.NoError(tb, fixtureErr)
+	return theFixture
+}
+
+func buildFixture() {
+	{
 		f := &fixture{n: 4, q: 3}
 		mk := func(scheme, label string) *crypto.PrivateKey {
 			k, err := keyFor(scheme, label)
@@ -59,13 +75,15 @@ func fx(tb testing.TB) *fixture {
 			}
 			return k
 		}
+		var pubs []*crypto.Parsed
 		for i := 0; i < f.n; i++ {
 			k := mk(crypto.Ed25519, "bq/test/server/"+string(rune('0'+i)))
 			f.servers = append(f.servers, k)
 			if k != nil {
-				f.keys = append(f.keys, k.Public)
+				pubs = append(pubs, k.Public)
 			}
 		}
+		f.keys = wire.NewKeyring(1, pubs)
 		f.alice = mk(crypto.Ed25519, "bq/test/client/alice")
 		f.bob = mk(crypto.Ed25519, "bq/test/client/bob")
 		f.carol = mk(crypto.Ed25519, "bq/test/client/carol")
@@ -74,9 +92,7 @@ func fx(tb testing.TB) *fixture {
 		f.hybrid = mk(crypto.Ed25519Dilithium2, "bq/test/client/hybrid")
 		f.outsider = mk(crypto.Ed25519, "bq/test/outsider")
 		theFixture = f
-	})
-	require.NoError(tb, fixtureErr)
-	return theFixture
+	}
 }
 
 func id(k *crypto.PrivateKey) wire.ClientID { return wire.ClientID(k.Public.ID) }
@@ -89,7 +105,7 @@ func digest(label string) *wire.Digest {
 // stmt signs a statement of client k.
 func (f *fixture) stmt(tb testing.TB, k *crypto.PrivateKey, phase wire.Phase, sess, att, n uint64, jhash *wire.Digest) wire.SignedStatement {
 	tb.Helper()
-	s, err := wire.SignStatement(k, &wire.Statement{
+	s, err := wire.SignStatement(k, testCluster(), &wire.Statement{
 		Lock: testLock, Client: id(k), Session: sess, Attempt: att, Phase: phase, N: n, JHash: jhash,
 	})
 	require.NoError(tb, err)
@@ -106,7 +122,7 @@ func sortMembers(ms []wire.SignedStatement) []wire.SignedStatement {
 func (f *fixture) view(tb testing.TB, s int, k *crypto.PrivateKey, sess, att uint64) wire.SignedView {
 	tb.Helper()
 	hw := f.stmt(tb, f.dave, wire.PhaseTicket, 1, 1, 5, digest("dave's J"))
-	v, err := wire.SignView(f.servers[s], &wire.ViewBody{
+	v, err := wire.SignView(f.servers[s], testCluster(), &wire.ViewBody{
 		Lock: testLock, For: id(k), ForSession: sess, ForAttempt: att,
 		Server: wire.ServerID(s), Seq: 100 + uint64(s),
 		Members: sortMembers([]wire.SignedStatement{
@@ -132,7 +148,7 @@ func (f *fixture) justification(tb testing.TB, k *crypto.PrivateKey, sess, att u
 
 func (f *fixture) vote(tb testing.TB, s int, c wire.ClientID, sess uint64, why wire.SuspectReason) wire.SignedSuspect {
 	tb.Helper()
-	v, err := wire.SignSuspect(f.servers[s], &wire.SuspectBody{Client: c, Session: sess, Server: wire.ServerID(s), Reason: why})
+	v, err := wire.SignSuspect(f.servers[s], testCluster(), &wire.SuspectBody{Client: c, Session: sess, Server: wire.ServerID(s), Reason: why})
 	require.NoError(tb, err)
 	return v
 }
@@ -178,15 +194,15 @@ func examples(tb testing.TB) []example {
 	nonce := []byte(strings.Repeat("N", wire.NonceSize))
 
 	hello := func(k *crypto.PrivateKey) *wire.Hello {
-		b, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: []byte(strings.Repeat("E", 32))})
+		b, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: []byte(strings.Repeat("E", 32)), Cluster: f.keys.Cluster})
 		require.NoError(tb, err)
-		return &wire.Hello{Key: k.Public.Wire, Sig: k.Sign(crypto.DomainHello, b)}
+		return &wire.Hello{Key: k.Public.Wire, Sig: k.Sign(crypto.DomainHello, b), Cluster: f.keys.Cluster}
 	}
 	// Equivocation: a second Ticket of alice with the same timestamp (3, 2, Ticket) and another N.
 	equivocal := f.stmt(tb, f.alice, wire.PhaseTicket, 3, 2, 8, ticket2JHash(ticket))
 
 	return []example{
-		{"Challenge", &wire.Message{Challenge: &wire.Challenge{Server: 2, Nonce: nonce}}},
+		{"Challenge", &wire.Message{Challenge: &wire.Challenge{Server: 2, Nonce: nonce, Cluster: f.keys.Cluster}}},
 		{"Hello", &wire.Message{Hello: hello(f.alice)}},
 		{"Hello/ML-DSA-44", &wire.Message{Hello: hello(f.pq)}},
 		{"Hello/Ed25519-Dilithium2", &wire.Message{Hello: hello(f.hybrid)}},
@@ -236,7 +252,7 @@ func ptr[T any](v T) *T { return &v }
 
 // ticket2JHash returns a copy of the JHash of a signed Ticket.
 func ticket2JHash(s wire.SignedStatement) *wire.Digest {
-	st, err := s.Verify()
+	st, err := s.Verify(testCluster())
 	if err != nil || st.JHash == nil {
 		panic("test bug: not a valid Ticket")
 	}

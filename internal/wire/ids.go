@@ -41,6 +41,22 @@ func (c ClientID) MarshalCBOR() ([]byte, error) { return cbor.Marshal(c[:]) }
 // UnmarshalCBOR accepts exactly a 32-byte string.
 func (c *ClientID) UnmarshalCBOR(b []byte) error { return unmarshalFixed(b, c[:], "client id") }
 
+// ClusterID names one cluster (see ClusterIDOf). Every signed body carries
+// it, so nothing signed for one cluster verifies in another.
+type ClusterID [32]byte
+
+// String is the short form used in logs and errors: 8 hex digits.
+func (c ClusterID) String() string { return hex.EncodeToString(c[:4]) }
+
+// Hex is the full hexadecimal form.
+func (c ClusterID) Hex() string { return hex.EncodeToString(c[:]) }
+
+// MarshalCBOR encodes the id as a 32-byte string.
+func (c ClusterID) MarshalCBOR() ([]byte, error) { return cbor.Marshal(c[:]) }
+
+// UnmarshalCBOR accepts exactly a 32-byte string.
+func (c *ClusterID) UnmarshalCBOR(b []byte) error { return unmarshalFixed(b, c[:], "cluster id") }
+
 // Digest is a SHA-256 hash (of a justification, of a signed object).
 type Digest [32]byte
 

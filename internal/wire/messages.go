@@ -69,6 +69,8 @@ type Statement struct {
 	N uint64 `cbor:"6,keyasint,omitempty"`
 	// JHash is the hash of the justification (Ticket only).
 	JHash *Digest `cbor:"7,keyasint,omitempty"`
+	// Cluster is the cluster this statement is for (PROTOCOL.md §1).
+	Cluster ClusterID `cbor:"8,keyasint"`
 }
 
 func (s *Statement) String() string {
@@ -107,6 +109,8 @@ type ViewBody struct {
 	Members []SignedStatement `cbor:"7,keyasint"`
 	// HW is the highest Ticket this server ever accepted for the lock (nil if none).
 	HW *SignedStatement `cbor:"8,keyasint,omitempty"`
+	// Cluster is the signer's cluster (PROTOCOL.md §1).
+	Cluster ClusterID `cbor:"9,keyasint"`
 }
 
 func (v *ViewBody) String() string {
@@ -149,6 +153,8 @@ type SuspectBody struct {
 	Session uint64        `cbor:"2,keyasint"`
 	Server  ServerID      `cbor:"3,keyasint"`
 	Reason  SuspectReason `cbor:"4,keyasint"`
+	// Cluster is the signer's cluster (PROTOCOL.md §1).
+	Cluster ClusterID `cbor:"5,keyasint"`
 }
 
 func (s *SuspectBody) String() string {
@@ -217,15 +223,21 @@ func (e *Evidence) String() string {
 type Challenge struct {
 	Server ServerID `cbor:"1,keyasint"`
 	Nonce  []byte   `cbor:"2,keyasint"`
+	// Cluster is the server's cluster, so a client dialing the wrong one
+	// hears which it reached (PROTOCOL.md §1).
+	Cluster ClusterID `cbor:"3,keyasint"`
 }
 
 func (c *Challenge) String() string { return fmt.Sprintf("Challenge(by=%s)", c.Server) }
 
-// Hello binds a connection to a ClientID: Sig is the client's signature, in
-// domain DomainHello, over HelloBody{Nonce, Exporter}.
+// Hello binds a connection to a ClientID and a cluster: Sig is the client's
+// signature, in domain DomainHello, over HelloBody{Nonce, Exporter, Cluster}.
 type Hello struct {
 	Key crypto.PublicKey `cbor:"1,keyasint"`
 	Sig []byte           `cbor:"2,keyasint"`
+	// Cluster is the cluster the client signed for, so a server of another
+	// cluster can say so instead of "bad signature".
+	Cluster ClusterID `cbor:"3,keyasint"`
 }
 
 func (h *Hello) String() string { return fmt.Sprintf("Hello(%s)", ClientIDOf(h.Key)) }
@@ -235,6 +247,9 @@ func (h *Hello) String() string { return fmt.Sprintf("Hello(%s)", ClientIDOf(h.K
 type HelloBody struct {
 	Nonce    []byte `cbor:"1,keyasint"`
 	Exporter []byte `cbor:"2,keyasint"`
+	// Cluster is the cluster the client means to talk to (PROTOCOL.md §1):
+	// the session the connection carries, and every ack on it, is bound to it.
+	Cluster ClusterID `cbor:"3,keyasint"`
 }
 
 // Welcome accepts a Hello.

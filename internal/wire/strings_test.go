@@ -35,7 +35,7 @@ func stringLines(tb testing.TB) []string {
 		f.stmt(tb, f.pq, wire.PhaseDoorway, 1, 1, 0, nil),
 		f.stmt(tb, f.hybrid, wire.PhaseDoorway, 1, 1, 0, nil),
 	} {
-		st, err := s.Verify()
+		st, err := s.Verify(testCluster())
 		require.NoError(tb, err)
 		add("Statement", st)
 	}

@@ -9,15 +9,72 @@ import (
 	"github.com/bq-lock/bq/crypto"
 )
 
-// Keyring holds the servers' signing keys, indexed by ServerID.
-type Keyring []*crypto.Parsed
+// Keyring is what a verifier needs to know of its cluster: the servers'
+// signing keys, indexed by ServerID, and the cluster's id, which every signed
+// body must name (PROTOCOL.md §1, cluster binding).
+// INVARIANT: Cluster == ClusterIDOf(f, Servers) for the f it was made with.
+type Keyring struct {
+	Cluster ClusterID
+	Servers []*crypto.Parsed
+}
+
+// NewKeyring makes the keyring of a cluster of len(servers) servers that
+// tolerates f faulty ones; its Cluster is ClusterIDOf(f, servers).
+func NewKeyring(f int, servers []*crypto.Parsed) Keyring {
+	return Keyring{Cluster: ClusterIDOf(f, servers), Servers: servers}
+}
+
+// Len is n, the number of servers.
+func (k Keyring) Len() int { return len(k.Servers) }
 
 // Key returns the key of server id, or nil if there is no such server.
 func (k Keyring) Key(id ServerID) *crypto.Parsed {
-	if int(id) >= len(k) {
+	if int(id) >= len(k.Servers) {
 		return nil
 	}
-	return k[id]
+	return k.Servers[id]
+}
+
+// ClusterIDOf is the id of the cluster of len(servers) servers, f of them
+// tolerated faulty, with these signing keys in id order: SHA-256 over a
+// domain tag, n, f and every key's scheme and bytes, each length-prefixed. A
+// key used with two clusters signs statements that verify in one only.
+func ClusterIDOf(f int, servers []*crypto.Parsed) ClusterID {
+	h := sha256.New()
+	h.Write([]byte("bq/v1/cluster\x00"))
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(servers)))
+	h.Write(n[:])
+	binary.BigEndian.PutUint64(n[:], uint64(f))
+	h.Write(n[:])
+	for _, k := range servers {
+		var part [][]byte
+		if k != nil {
+			part = [][]byte{[]byte(k.Wire.Scheme), k.Wire.Key}
+		} else {
+			part = [][]byte{nil, nil}
+		}
+		for _, b := range part {
+			binary.BigEndian.PutUint32(n[:4], uint32(len(b)))
+			h.Write(n[:4])
+			h.Write(b)
+		}
+	}
+	var id ClusterID
+	h.Sum(id[:0])
+	return id
+}
+
+// ErrForeignCluster marks a signed object made for another cluster: a replay
+// across clusters (by a faulty server, or a client key used with two), never
+// valid here. It wraps ErrInvalid.
+var ErrForeignCluster = fmt.Errorf("%w: signed for another cluster", ErrInvalid)
+
+func checkCluster(what string, got, want ClusterID) error {
+	if got != want {
+		return fmt.Errorf("wire: %w: %s of cluster %s, this is cluster %s", ErrForeignCluster, what, got, want)
+	}
+	return nil
 }
 
 // ErrInvalid marks objects that fail verification: bad signatures, bodies
@@ -49,8 +106,10 @@ func (s *SignedStatement) Hash() Digest {
 	return d
 }
 
-// SignStatement signs st with the client key k. st.Client must be k's ClientID.
-func SignStatement(k *crypto.PrivateKey, st *Statement) (SignedStatement, error) {
+// SignStatement signs st for cluster with the client key k (it sets
+// st.Cluster). st.Client must be k's ClientID.
+func SignStatement(k *crypto.PrivateKey, cluster ClusterID, st *Statement) (SignedStatement, error) {
+	st.Cluster = cluster
 	if ClientID(k.Public.ID) != st.Client {
 		return SignedStatement{}, errors.New("wire: statement client does not match the signing key")
 	}
@@ -62,9 +121,10 @@ func SignStatement(k *crypto.PrivateKey, st *Statement) (SignedStatement, error)
 }
 
 // Verify checks the signature, decodes the body strictly, and checks that the
-// statement is internally consistent: its client is its key's, its lock name
-// is valid, and N and JHash are present exactly where its phase needs them.
-func (s *SignedStatement) Verify() (*Statement, error) {
+// statement is of cluster and internally consistent: its client is its key's,
+// its lock name is valid, and N and JHash are present exactly where its phase
+// needs them.
+func (s *SignedStatement) Verify(cluster ClusterID) (*Statement, error) {
 	pub, err := s.Key.Parse()
 	if err != nil {
 		return nil, invalid("statement key: %v", err)
@@ -98,11 +158,15 @@ func (s *SignedStatement) Verify() (*Statement, error) {
 	if st.N >= TicketCap {
 		return nil, invalid("ticket %d is at or above the cap 2^62", st.N)
 	}
+	if err := checkCluster("statement", st.Cluster, cluster); err != nil {
+		return nil, err
+	}
 	return &st, nil
 }
 
-// SignView signs v with server key k.
-func SignView(k *crypto.PrivateKey, v *ViewBody) (SignedView, error) {
+// SignView signs v for cluster with server key k (it sets v.Cluster).
+func SignView(k *crypto.PrivateKey, cluster ClusterID, v *ViewBody) (SignedView, error) {
+	v.Cluster = cluster
 	s, err := crypto.Seal(k, crypto.DomainView, v)
 	if err != nil {
 		return SignedView{}, err
@@ -127,6 +191,9 @@ func (v *SignedView) Verify(keys Keyring) (*ViewBody, error) {
 	if err := checkLock(body.Lock); err != nil {
 		return nil, invalid("view: %v", err)
 	}
+	if err := checkCluster("view", body.Cluster, keys.Cluster); err != nil {
+		return nil, err
+	}
 	return &body, nil
 }
 
@@ -140,8 +207,9 @@ func JustificationHash(j []SignedView) Digest {
 	return Digest(h.Sum(nil))
 }
 
-// SignSuspect signs a vote with server key k.
-func SignSuspect(k *crypto.PrivateKey, s *SuspectBody) (SignedSuspect, error) {
+// SignSuspect signs a vote for cluster with server key k (it sets s.Cluster).
+func SignSuspect(k *crypto.PrivateKey, cluster ClusterID, s *SuspectBody) (SignedSuspect, error) {
+	s.Cluster = cluster
 	sg, err := crypto.Seal(k, crypto.DomainSuspect, s)
 	if err != nil {
 		return SignedSuspect{}, err
@@ -164,6 +232,9 @@ func (s *SignedSuspect) Verify(keys Keyring) (*SuspectBody, error) {
 	}
 	if body.Reason != SuspectMute && body.Reason != SuspectDoorway {
 		return nil, invalid("vote with unknown reason %d", body.Reason)
+	}
+	if err := checkCluster("vote", body.Cluster, keys.Cluster); err != nil {
+		return nil, err
 	}
 	return &body, nil
 }

@@ -50,9 +50,9 @@ func TestStatementVerifyAcceptsEachPhase(t *testing.T) {
 			{Lock: testLock, Client: id(k), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: wire.TicketCap - 1},
 			{Lock: testLock, Client: id(k), Session: math.MaxUint64, Attempt: math.MaxUint64, Phase: wire.PhaseExit},
 		} {
-			s, err := wire.SignStatement(k, &st)
+			s, err := wire.SignStatement(k, testCluster(), &st)
 			require.NoError(t, err)
-			got, err := s.Verify()
+			got, err := s.Verify(testCluster())
 			require.NoError(t, err, "%s by %s", &st, k.Scheme())
 			require.Equal(t, &st, got)
 			require.Equal(t, wire.ClientIDOf(s.Key), got.Client)
@@ -119,27 +119,34 @@ func TestStatementVerifyRejects(t *testing.T) {
 			return signRaw(f.alice, append(b, 0x06, 0x00))
 		}(), "deterministic"},
 		{"session encoded non-minimally", signRaw(f.alice, unhex(t,
-			"a5 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 20"+hex.EncodeToString(a[:])+"03 18 01 04 01 05 01")), "deterministic"},
+			"a6 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 20"+hex.EncodeToString(a[:])+"03 18 01 04 01 05 01"+clusterPair())), "deterministic"},
 		{"keys out of order", signRaw(f.alice, unhex(t,
-			"a5 02 58 20"+hex.EncodeToString(a[:])+"01 6c"+hex.EncodeToString([]byte(testLock))+"03 01 04 01 05 01")), "deterministic"},
+			"a6 02 58 20"+hex.EncodeToString(a[:])+"01 6c"+hex.EncodeToString([]byte(testLock))+"03 01 04 01 05 01"+clusterPair())), "deterministic"},
 		{"client id as an array of 32 integers", signRaw(f.alice, unhex(t,
-			"a5 01 6c"+hex.EncodeToString([]byte(testLock))+"02 98 20"+byteArray(a[:])+"03 01 04 01 05 01")), "deterministic"},
+			"a6 01 6c"+hex.EncodeToString([]byte(testLock))+"02 98 20"+byteArray(a[:])+"03 01 04 01 05 01"+clusterPair())), "deterministic"},
 		{"client id of 31 bytes", signRaw(f.alice, unhex(t,
-			"a5 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 1f"+hex.EncodeToString(a[:31])+"03 01 04 01 05 01")), "client id has 31 bytes"},
+			"a6 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 1f"+hex.EncodeToString(a[:31])+"03 01 04 01 05 01"+clusterPair())), "client id has 31 bytes"},
 		{"null JHash on Ticket", signRaw(f.alice, unhex(t,
-			"a7 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 20"+hex.EncodeToString(a[:])+"03 01 04 01 05 02 06 01 07 f6")), ""},
+			"a8 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 20"+hex.EncodeToString(a[:])+"03 01 04 01 05 02 06 01 07 f6"+clusterPair())), ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := c.s.Verify()
+			got, err := c.s.Verify(testCluster())
 			requireInvalid(t, err, c.contains)
 			require.Nil(t, got)
 		})
 	}
 	// The hand-made bodies above are right apart from the one defect: fixed, they verify.
-	good := signRaw(f.alice, unhex(t, "a5 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 20"+hex.EncodeToString(a[:])+"03 01 04 01 05 01"))
-	_, err := good.Verify()
+	good := signRaw(f.alice, unhex(t, "a6 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 20"+hex.EncodeToString(a[:])+"03 01 04 01 05 01"+clusterPair()))
+	_, err := good.Verify(testCluster())
 	require.NoError(t, err)
+}
+
+// clusterPair is the CBOR map entry 8: the fixture's cluster id, which a
+// statement body ends with.
+func clusterPair() string {
+	id := testCluster()
+	return "08 58 20" + hex.EncodeToString(id[:])
 }
 
 // byteArray renders b as CBOR unsigned integers, one per byte, without the array header.
@@ -158,31 +165,31 @@ func byteArray(b []byte) string {
 func TestStatementVerifyRejectsTampering(t *testing.T) {
 	f := fx(t)
 	s, _ := f.aliceTicket(t)
-	_, err := s.Verify()
+	_, err := s.Verify(testCluster())
 	require.NoError(t, err)
 	for i := range s.Signed.Body {
 		c := s
 		c.Signed.Body = bytes.Clone(s.Signed.Body)
 		c.Signed.Body[i] ^= 0x01
-		_, err := c.Verify()
+		_, err := c.Verify(testCluster())
 		requireInvalid(t, err, "")
 	}
 	for i := range s.Signed.Sig {
 		c := s
 		c.Signed.Sig = bytes.Clone(s.Signed.Sig)
 		c.Signed.Sig[i] ^= 0x80
-		_, err := c.Verify()
+		_, err := c.Verify(testCluster())
 		requireInvalid(t, err, "bad signature")
 	}
 	c := s
 	c.Signed.Sig = s.Signed.Sig[:len(s.Signed.Sig)-1]
-	_, err = c.Verify()
+	_, err = c.Verify(testCluster())
 	requireInvalid(t, err, "bad signature")
 }
 
 func TestSignStatementRefusesForeignClient(t *testing.T) {
 	f := fx(t)
-	_, err := wire.SignStatement(f.alice, &wire.Statement{Lock: testLock, Client: id(f.bob), Phase: wire.PhaseDoorway})
+	_, err := wire.SignStatement(f.alice, testCluster(), &wire.Statement{Lock: testLock, Client: id(f.bob), Phase: wire.PhaseDoorway})
 	require.Error(t, err)
 }
 
@@ -196,10 +203,10 @@ func TestViewVerify(t *testing.T) {
 	require.Len(t, body.Members, 3)
 	require.NotNil(t, body.HW)
 	for _, m := range body.Members {
-		_, err := m.Verify()
+		_, err := m.Verify(testCluster())
 		require.NoError(t, err)
 	}
-	_, err = body.HW.Verify()
+	_, err = body.HW.Verify(testCluster())
 	require.NoError(t, err)
 
 	sign := func(k *crypto.PrivateKey, d crypto.Domain, b wire.ViewBody) crypto.Signed {
@@ -221,8 +228,8 @@ func TestViewVerify(t *testing.T) {
 	}{
 		{"unknown server", wire.SignedView{Server: 4, Signed: sign(f.servers[2], crypto.DomainView, vb)}, f.keys, "unknown server s4"},
 		{"unknown server 65535", wire.SignedView{Server: 65535, Signed: v.Signed}, f.keys, "unknown server"},
-		{"no keyring", v, nil, "unknown server"},
-		{"hole in the keyring", v, wire.Keyring{f.keys[0], nil, f.keys[2]}, "unknown server"},
+		{"no keyring", v, wire.Keyring{}, "unknown server"},
+		{"hole in the keyring", v, wire.Keyring{Cluster: f.keys.Cluster, Servers: []*crypto.Parsed{f.keys.Servers[0], nil, f.keys.Servers[2]}}, "unknown server"},
 		{"body names another server", wire.SignedView{Server: 1, Signed: sign(f.servers[1], crypto.DomainView, vb)}, f.keys, "claims server s2 but is signed by s1"},
 		{"signed by another server", wire.SignedView{Server: 2, Signed: sign(f.servers[1], crypto.DomainView, vb)}, f.keys, "bad signature"},
 		{"signed by an outsider", wire.SignedView{Server: 2, Signed: sign(f.outsider, crypto.DomainView, vb)}, f.keys, "bad signature"},
@@ -245,7 +252,7 @@ func TestSuspectVerify(t *testing.T) {
 	v := f.vote(t, 3, id(f.carol), 4, wire.SuspectMute)
 	body, err := v.Verify(f.keys)
 	require.NoError(t, err)
-	require.Equal(t, wire.SuspectBody{Client: id(f.carol), Session: 4, Server: 3, Reason: wire.SuspectMute}, *body)
+	require.Equal(t, wire.SuspectBody{Client: id(f.carol), Session: 4, Server: 3, Reason: wire.SuspectMute, Cluster: f.keys.Cluster}, *body)
 
 	other, err := crypto.Seal(f.servers[1], crypto.DomainSuspect, wire.SuspectBody{Client: id(f.carol), Session: 4, Server: 2, Reason: wire.SuspectMute})
 	require.NoError(t, err)
@@ -278,9 +285,9 @@ func TestResetCertificateVerify(t *testing.T) {
 	forged := f.vote(t, 2, c, 5, wire.SuspectMute)
 	forged.Signed.Sig = bytes.Clone(forged.Signed.Sig)
 	forged.Signed.Sig[0] ^= 1
-	outsider, err := wire.SignSuspect(f.outsider, &wire.SuspectBody{Client: c, Session: 5, Server: 2, Reason: wire.SuspectMute})
+	outsider, err := wire.SignSuspect(f.outsider, testCluster(), &wire.SuspectBody{Client: c, Session: 5, Server: 2, Reason: wire.SuspectMute})
 	require.NoError(t, err)
-	unknown, err := wire.SignSuspect(f.outsider, &wire.SuspectBody{Client: c, Session: 5, Server: 7, Reason: wire.SuspectMute})
+	unknown, err := wire.SignSuspect(f.outsider, testCluster(), &wire.SuspectBody{Client: c, Session: 5, Server: 7, Reason: wire.SuspectMute})
 	require.NoError(t, err)
 	votes := func(vs ...wire.SignedSuspect) []wire.SignedSuspect { return vs }
 	v := func(s int) wire.SignedSuspect { return f.vote(t, s, c, 5, wire.SuspectMute) }
@@ -386,7 +393,7 @@ func TestJustificationHash(t *testing.T) {
 	h := wire.JustificationHash(j)
 	require.Equal(t, h, wire.JustificationHash(f.justification(t, f.alice, 3, 2)), "deterministic")
 	ticket, _ := f.aliceTicket(t)
-	st, err := ticket.Verify()
+	st, err := ticket.Verify(testCluster())
 	require.NoError(t, err)
 	require.Equal(t, h, *st.JHash)
 

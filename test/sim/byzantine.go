@@ -61,6 +61,7 @@ var behaviors = []BehaviorInfo{
 	{"oversize", "sends malformed bytes (random, truncated) in a tenth of its messages, and twice a run one message over the 4 MiB limit", func() Behavior { return oversize{} }},
 	{"partial-service", "serves only the clients whose id starts with an even byte; drops everything to the others", func() Behavior { return partialService{} }},
 	{"slow", "delays everything it sends by 0.8–0.95×TTL: to the edge of the lease", func() Behavior { return slow{} }},
+	{"replay-foreign", "replays what the same client and server keys signed for a second cluster: Exits of every member it reports (to clients, and forwarded to servers) and reset certificates of every server's genuine vote", func() Behavior { return replayForeign{} }},
 }
 
 // Behaviors lists every behaviour, in a fixed order.
@@ -108,6 +109,9 @@ type Byz struct {
 	TTL time.Duration
 	// Collude is a colluding Byzantine client's key (inflate).
 	Collude *crypto.PrivateKey
+	// Foreign signs for a second cluster that shares this one's keys
+	// (replay-foreign); nil outside the simulator.
+	Foreign *ForeignCluster
 	// nextAmnesia: when amnesia next wipes the server (zero: not yet set).
 	nextAmnesia time.Time
 	oversized   int
@@ -224,7 +228,7 @@ func (b *Byz) resignView(sv wire.SignedView, edit func(*wire.ViewBody)) wire.Sig
 		return sv
 	}
 	edit(&body)
-	out, err := wire.SignView(b.Key, &body)
+	out, err := wire.SignView(b.Key, b.Keys.Cluster, &body)
 	if err != nil {
 		return sv
 	}
@@ -457,7 +461,7 @@ func (b *Byz) suspectEveryone(tell bool) []core.Outgoing {
 		v, ok := b.votes[c]
 		fresh := false
 		if !ok || v.session != sess {
-			sv, err := wire.SignSuspect(b.Key, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute})
+			sv, err := wire.SignSuspect(b.Key, b.Keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute})
 			if err != nil {
 				continue
 			}
@@ -650,7 +654,7 @@ func (b *Byz) inflated(lock string) (wire.SignedStatement, bool) {
 	}
 	var zero wire.Digest
 	st := &wire.Statement{Lock: lock, Client: wire.ClientID(b.Collude.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseTicket, N: wire.TicketCap - 1, JHash: &zero}
-	ss, err := wire.SignStatement(b.Collude, st)
+	ss, err := wire.SignStatement(b.Collude, b.Keys.Cluster, st)
 	return ss, err == nil
 }
 
@@ -696,7 +700,7 @@ func (forgeReset) Name() string { return "forge-reset" }
 // forgedCert is a reset certificate on st's session: this server's own
 // (valid) vote and forged votes in the names of q−1 others.
 func (b *Byz) forgedCert(c wire.ClientID, sess uint64) (wire.ResetCertificate, bool) {
-	own, err := wire.SignSuspect(b.Key, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute})
+	own, err := wire.SignSuspect(b.Key, b.Keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute})
 	if err != nil {
 		return wire.ResetCertificate{}, false
 	}

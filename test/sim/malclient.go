@@ -151,7 +151,7 @@ func (m *malClient) toAll(msg *wire.Message) {
 
 func (m *malClient) sign(st *wire.Statement) wire.SignedStatement {
 	st.Client = m.id
-	ss, err := wire.SignStatement(m.key, st)
+	ss, err := wire.SignStatement(m.key, m.w.keys.Cluster, st)
 	if err != nil {
 		panic(fmt.Sprintf("sim: %s signing %s: %v", m.name(), st, err))
 	}
@@ -294,7 +294,7 @@ func (m *malClient) ticket() {
 	w := m.w
 	j := slices.Clone(m.views[:w.q])
 	a := bakery.Attempt{Lock: m.lock, Client: m.id, Session: m.sess, Attempt: m.att}
-	n, err := bakery.TicketFromJustification(j, w.keys, w.q, a, func(ss *wire.SignedStatement) (*wire.Statement, error) { return ss.Verify() })
+	n, err := bakery.TicketFromJustification(j, w.keys, w.q, a, func(ss *wire.SignedStatement) (*wire.Statement, error) { return ss.Verify(w.keys.Cluster) })
 	if err != nil {
 		m.w.trace("%s: no ticket: %v", m.name(), err)
 		m.exit()
@@ -395,7 +395,7 @@ func (m *malClient) sybil() {
 	}
 	id := wire.ClientID(k.Public.ID)
 	st := &wire.Statement{Lock: m.w.sc.Locks[0], Client: id, Session: 1, Attempt: 1, Phase: wire.PhaseDoorway}
-	ss, err := wire.SignStatement(k, st)
+	ss, err := wire.SignStatement(k, m.w.keys.Cluster, st)
 	if err != nil {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 
@@ -277,14 +278,16 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	for i := range nodes {
 		w.cut[i], w.epoch[i], w.last[i] = make([]int, nodes), make([]uint64, nodes), make([]time.Duration, nodes)
 	}
+	var serverKeys []*crypto.Parsed
 	for i := range sc.N {
 		k, err := newKey()
 		if err != nil {
 			return nil, err
 		}
-		w.keys = append(w.keys, k.Public)
+		serverKeys = append(serverKeys, k.Public)
 		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)})
 	}
+	w.keys = wire.NewKeyring(sc.F, serverKeys)
 	for _, s := range w.srv {
 		cfg := core.DefaultConfig(s.id, sc.N, sc.F, w.keys, s.key)
 		cfg.DefaultTTL = sc.TTL
@@ -353,6 +356,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		w.mal = append(w.mal, m)
 		w.malByID[m.id] = i
 	}
+	w.setForeign(serverKeys)
 	w.h = newHistory(ids)
 	w.quiet = sc.FaultWindow
 	w.stop = sc.FaultWindow + sc.WorkAfterQuiet
@@ -367,6 +371,28 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	}
 	w.schedule()
 	return w, nil
+}
+
+// setForeign gives every faulty server the second cluster of replay-foreign:
+// one more server than this one, with all of this cluster's server keys and
+// every client of the run.
+func (w *World) setForeign(serverKeys []*crypto.Parsed) {
+	fc := &ForeignCluster{Clients: make(map[wire.ClientID]*crypto.PrivateKey)}
+	fc.ID = wire.ClusterIDOf(w.sc.F, append(slices.Clone(serverKeys), nil))
+	for _, s := range w.srv {
+		fc.Servers = append(fc.Servers, s.key)
+	}
+	for _, c := range w.cli {
+		fc.Clients[c.c.ID()] = c.key
+	}
+	for _, m := range w.mal {
+		fc.Clients[m.id] = m.key
+	}
+	for _, s := range w.srv {
+		if s.byz != nil {
+			s.byz.Foreign = fc
+		}
+	}
 }
 
 // schedule puts the scenario's first events in the queue.
