@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -28,6 +29,13 @@ type Config struct {
 	IdentityFile   string
 	Identity       *crypto.PrivateKey
 	CreateIdentity bool
+	// SessionFile keeps the identity's session counter (PROTOCOL.md §2:
+	// session numbers are never reused). Default: IdentityFile + ".session".
+	// The client holds a lock on it while open, so a second process of this
+	// machine with the same identity fails with ErrIdentityInUse. With an
+	// Identity given in memory and no SessionFile, sessions are numbered in
+	// memory: use that only for a key no other process ever uses.
+	SessionFile string
 	// TTL is the session lease (default 10s). A holder that stops
 	// heartbeating is removed within about 2×TTL.
 	TTL time.Duration
@@ -63,6 +71,8 @@ type Client struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	done      chan struct{}
+	// counter is the identity's session counter, released at the end.
+	counter io.Closer
 }
 
 // slot is the client's state for one lock name.
@@ -127,17 +137,25 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			})
 		}
 	}
-	// Sessions must grow across restarts of this identity: the wall clock in
-	// microseconds is far above any earlier session of a correct client.
-	session := uint64(time.Now().UnixMicro())
-	bk, err := bakery.NewClient(bakery.ClientConfig{
-		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Session: session,
-	})
+	sessions, counter, err := sessionSource(cfg)
 	if err != nil {
 		return nil, err
 	}
+	bk, err := bakery.NewClient(bakery.ClientConfig{
+		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Sessions: sessions,
+	})
+	if err != nil {
+		_ = counter.Close()
+		return nil, err
+	}
+	start, err := bk.Start(time.Now())
+	if err != nil {
+		_ = counter.Close()
+		return nil, fmt.Errorf("bq: %w", err)
+	}
 	tr, err := newTransport(key, cluster)
 	if err != nil {
+		_ = counter.Close()
 		return nil, err
 	}
 	c := &Client{
@@ -145,9 +163,10 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
 		status:     make(map[uint64]*statusWait),
 		leaseReady: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
+		counter: counter,
 	}
 	c.mu.Lock()
-	c.apply(bk.Start(time.Now()))
+	c.apply(start)
 	c.mu.Unlock()
 	go c.loop(tickEvery(cfg.TTL))
 
@@ -167,6 +186,32 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			ErrUnavailable, reach, cluster.N, cluster.Quorum, clusterWhere(cfg), ctx.Err())
 	}
 }
+
+// sessionSource is where the client's session numbers come from: the
+// identity's counter file (locked while the client lives), or memory for a
+// key given in memory without a SessionFile. The closer releases the file.
+func sessionSource(cfg Config) (bakery.SessionSource, io.Closer, error) {
+	path := cfg.SessionFile
+	if path == "" && cfg.Identity == nil {
+		path = certs.SessionFileOf(cfg.IdentityFile)
+	}
+	if path == "" {
+		return &bakery.CountingSessions{}, noCounter{}, nil
+	}
+	sc, err := certs.OpenSessionCounter(path, rand.Reader)
+	if errors.Is(err, certs.ErrIdentityInUse) {
+		return nil, nil, fmt.Errorf("%w: %w", ErrIdentityInUse, err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("bq: %w", err)
+	}
+	return sc, sc, nil
+}
+
+// noCounter is the closer of sessions numbered in memory.
+type noCounter struct{}
+
+func (noCounter) Close() error { return nil }
 
 func clusterWhere(cfg Config) string {
 	if cfg.ClusterFile != "" {
@@ -332,6 +377,7 @@ func (c *Client) abort() {
 		close(c.closed)
 		<-c.done
 		_ = c.tr.Close()
+		_ = c.counter.Close()
 	})
 }
 
@@ -364,7 +410,7 @@ func (c *Client) Close() error {
 		cancel()
 		close(c.closed)
 		<-c.done
-		err = c.tr.Close()
+		err = errors.Join(c.tr.Close(), c.counter.Close())
 	})
 	return err
 }

@@ -346,3 +346,33 @@ func TestLongHolderOnlyDelaysOthers(t *testing.T) {
 	require.NoError(t, got.err)
 	require.NoError(t, got.h.Unlock(ctx))
 }
+
+// PROTOCOL.md §2: a client's sessions come from a counter next to its
+// identity (IDENTITY.session), never from the clock, so each Dial of one
+// identity opens a higher session than the last; and while one Client has
+// the identity open, a second one (another process) is refused with
+// ErrIdentityInUse instead of silently sharing it.
+func TestDialSessionsFromTheIdentityCounter(t *testing.T) {
+	tc := newCluster(t, 4)
+	ctx := ctxFor(t, waitTimeout)
+	idFile := filepath.Join(t.TempDir(), "me.key")
+	cfg := Config{ClusterFile: tc.clusterFile(), IdentityFile: idFile, CreateIdentity: true}
+
+	var last uint64
+	for range 3 {
+		c, err := Dial(ctx, cfg)
+		require.NoError(t, err)
+		c.mu.Lock()
+		sess := c.bk.Session()
+		c.mu.Unlock()
+		require.Greater(t, sess, last)
+		last = sess
+
+		_, err = Dial(ctx, cfg)
+		require.ErrorIs(t, err, ErrIdentityInUse)
+		require.ErrorContains(t, err, certs.SessionFileOf(idFile))
+		require.NoError(t, c.Close())
+	}
+	_, err := os.Stat(certs.SessionFileOf(idFile))
+	require.NoError(t, err, "the counter is next to the identity")
+}

@@ -20,6 +20,10 @@ var (
 	ErrNotHeld = errors.New("bq: lock not held")
 	// ErrUnavailable: too few servers answer to form a quorum.
 	ErrUnavailable = errors.New("bq: cluster unavailable")
+	// ErrIdentityInUse: another process of this machine has the identity
+	// open. One identity is one client with one session at a time: give
+	// each process its own identity file.
+	ErrIdentityInUse = errors.New("bq: identity in use by another process")
 )
 
 func mapBakeryErr(err error) error {

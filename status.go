@@ -2,6 +2,7 @@ package bq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -314,7 +315,7 @@ func (c *Client) Detach() error {
 		}
 		close(c.closed)
 		<-c.done
-		err = c.tr.Close()
+		err = errors.Join(c.tr.Close(), c.counter.Close())
 	})
 	return err
 }

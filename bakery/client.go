@@ -24,12 +24,29 @@ type ClientConfig struct {
 	TTL time.Duration
 	// Margin is the clock-drift allowance ε·TTL (§5); default TTL/10.
 	Margin time.Duration
-	// Session is the first session to open; it must exceed every session this
-	// key used before (the SDK persists it or reads it back from a quorum).
-	Session uint64
-	// FirstAttempt is the first attempt number; same rule.
+	// Sessions hands out the session numbers this client opens, each above
+	// every session its key used before (PROTOCOL.md §2: numbers are never
+	// reused). The SDK's comes from a counter persisted next to the identity
+	// (certs.SessionCounter); nil numbers sessions 1, 2, 3… (tests and
+	// throwaway keys only).
+	Sessions SessionSource
+	// FirstAttempt is the first attempt number (default 1). Attempts grow
+	// within this client; a new process starts in a higher session, so its
+	// attempts may start again.
 	FirstAttempt uint64
 }
+
+// SessionSource hands out session numbers, strictly increasing across
+// every process that uses one key.
+type SessionSource interface {
+	NextSession() (uint64, error)
+}
+
+// CountingSessions numbers sessions Last+1, Last+2, … in memory.
+type CountingSessions struct{ Last uint64 }
+
+// NextSession returns the next number.
+func (s *CountingSessions) NextSession() (uint64, error) { s.Last++; return s.Last, nil }
 
 // Token is a fencing token (§7): holdings are ordered by (N, Client).
 type Token struct {
@@ -267,8 +284,8 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Margin <= 0 {
 		cfg.Margin = cfg.TTL / 10
 	}
-	if cfg.Session == 0 {
-		cfg.Session = 1
+	if cfg.Sessions == nil {
+		cfg.Sessions = &CountingSessions{}
 	}
 	if cfg.FirstAttempt == 0 {
 		cfg.FirstAttempt = 1
@@ -296,13 +313,22 @@ func (c *Client) NextAttempt() uint64 { return c.nextAtt }
 // LeaseHolds reports the lease guarantee at now.
 func (c *Client) LeaseHolds(now time.Time) bool { return c.lease != nil && c.lease.Holds(now) }
 
-// Start opens the first session.
-func (c *Client) Start(now time.Time) (e Effects) {
-	c.openSession(now, c.cfg.Session, &e)
-	return e
+// Start opens the first session. It fails only if no session number can be
+// had (the SDK's counter cannot be written).
+func (c *Client) Start(now time.Time) (e Effects, err error) {
+	err = c.openSession(now, &e)
+	return e, err
 }
 
-func (c *Client) openSession(now time.Time, sess uint64, e *Effects) {
+// openSession opens the next session from cfg.Sessions.
+func (c *Client) openSession(now time.Time, e *Effects) error {
+	sess, err := c.cfg.Sessions.NextSession()
+	if err != nil {
+		return fmt.Errorf("bakery: no session number: %w", err)
+	}
+	if sess <= c.sess {
+		return fmt.Errorf("bakery: session source went back (%d after %d)", sess, c.sess)
+	}
 	c.sess = sess
 	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)
 	c.leaseHeld = false
@@ -311,6 +337,7 @@ func (c *Client) openSession(now time.Time, sess uint64, e *Effects) {
 	c.lease.Sent(0, now)
 	c.nextHB = now.Add(c.cfg.TTL / 3)
 	c.toAll(e, &wire.Message{SessionOpen: &wire.SessionOpen{Session: sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+	return nil
 }
 
 func (c *Client) toAll(e *Effects, m *wire.Message) {
@@ -339,8 +366,10 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 		return e, fmt.Errorf("bakery: an attempt on %q is already in progress", lock)
 	}
 	if c.reopen {
+		if err := c.openSession(now, &e); err != nil {
+			return e, err
+		}
 		c.reopen = false
-		c.openSession(now, c.sess+1, &e)
 	}
 	a := &attempt{lock: lock, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly, since: now}
 	c.nextAtt++

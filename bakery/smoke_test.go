@@ -104,7 +104,9 @@ func newNet(t *testing.T, k int) *net {
 		c, err := bakery.NewClient(bakery.ClientConfig{Key: key, N: nsrv, F: f, Keys: keys, TTL: 5 * time.Second})
 		require.NoError(t, err)
 		n.clients = append(n.clients, c)
-		n.clientOut(len(n.clients)-1, c.Start(n.now))
+		e, err := c.Start(n.now)
+		require.NoError(t, err)
+		n.clientOut(len(n.clients)-1, e)
 	}
 	n.run()
 	return n

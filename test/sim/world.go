@@ -401,7 +401,13 @@ func (w *World) schedule() {
 		w.after(w.between(0, w.sc.TickMax), func() { w.serverTick(i) })
 	}
 	for i := range w.cli {
-		w.At(0, func() { w.clientEffects(i, w.cli[i].c.Start(w.Now())) })
+		w.At(0, func() {
+			e, err := w.cli[i].c.Start(w.Now())
+			if err != nil {
+				panic(err) // counting sessions in memory cannot fail
+			}
+			w.clientEffects(i, e)
+		})
 		w.after(w.between(0, w.sc.TickMax), func() { w.clientTick(i) })
 		w.after(w.between(w.sc.ThinkMin, w.sc.ThinkMax)+100*time.Millisecond, w.cli[i].drv.wake)
 	}

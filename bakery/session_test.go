@@ -1,0 +1,68 @@
+package bakery
+
+import (
+	"crypto/rand"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// fixedSessions hands out its numbers in order, then fails.
+type fixedSessions struct{ next []uint64 }
+
+func (s *fixedSessions) NextSession() (uint64, error) {
+	if len(s.next) == 0 {
+		return 0, errors.New("disk full")
+	}
+	n := s.next[0]
+	s.next = s.next[1:]
+	return n, nil
+}
+
+func newSessionTestClient(t *testing.T, src SessionSource) *Client {
+	t.Helper()
+	var pubs []*crypto.Parsed
+	for range 4 {
+		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+		require.NoError(t, err)
+		pubs = append(pubs, k.Public)
+	}
+	key, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c, err := NewClient(ClientConfig{Key: key, N: 4, F: 1, Keys: wire.NewKeyring(1, pubs), TTL: time.Second, Sessions: src})
+	require.NoError(t, err)
+	return c
+}
+
+// PROTOCOL.md §2: session numbers come from the SessionSource only. A clock
+// that goes back an hour between two sessions changes nothing; a source that
+// goes back, or fails, opens no session (the attempt fails with the reason)
+// instead of reusing a number.
+func TestSessionNumbersIgnoreTheClock(t *testing.T) {
+	src := &fixedSessions{next: []uint64{10, 11, 11, 9}}
+	c := newSessionTestClient(t, src)
+	t0 := time.Unix(1_800_000_000, 0)
+	_, err := c.Start(t0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(10), c.Session())
+
+	// The session was lost; the clock now reads an hour earlier.
+	c.reopen = true
+	_, err = c.Lock(t0.Add(-time.Hour), "L", false)
+	require.NoError(t, err)
+	require.Equal(t, uint64(11), c.Session())
+	c.Abandon(t0.Add(-time.Hour), "L")
+
+	for _, want := range []string{"went back (11 after 11)", "went back (9 after 11)", "disk full"} {
+		c.attempts = map[string]*attempt{}
+		c.reopen = true
+		_, err = c.Lock(t0.Add(-2*time.Hour), "M", false)
+		require.ErrorContains(t, err, want)
+		require.Equal(t, uint64(11), c.Session(), "no number is reused")
+		require.Nil(t, c.attempts["M"], "no attempt starts without a session")
+	}
+}
