@@ -61,6 +61,9 @@ var behaviors = []BehaviorInfo{
 	{"oversize", "sends malformed bytes (random, truncated) in a tenth of its messages, and twice a run one message over the 4 MiB limit", func() Behavior { return oversize{} }},
 	{"partial-service", "serves only the clients whose id starts with an even byte; drops everything to the others", func() Behavior { return partialService{} }},
 	{"slow", "delays everything it sends by 0.8–0.95×TTL: to the edge of the lease", func() Behavior { return slow{} }},
+	{"echo-own", "repeats every reply to a client three times, and re-signs each View under two more sequence numbers with no members and no hw: its own valid signatures, many times over", func() Behavior { return echo{} }},
+	{"self-cert", "builds reset certificates from its own votes only (one vote repeated q times; q votes on one session that differ in the reason) and shows them to clients and servers", func() Behavior { return selfCert{} }},
+	{"self-justify", "holds a colluding client's key and forwards its Tickets with N = 1 justified by q Views that this server alone signed", func() Behavior { return selfJustify{} }},
 	{"replay-foreign", "replays what the same client and server keys signed for a second cluster: Exits of every member it reports (to clients, and forwarded to servers) and reset certificates of every server's genuine vote", func() Behavior { return replayForeign{} }},
 }
 
@@ -115,6 +118,9 @@ type Byz struct {
 	// nextAmnesia: when amnesia next wipes the server (zero: not yet set).
 	nextAmnesia time.Time
 	oversized   int
+	// nextSelfTicket, selfAttempt: self-justify's schedule and its colluder's attempts.
+	nextSelfTicket time.Time
+	selfAttempt    uint64
 }
 
 type vote struct {

@@ -93,6 +93,8 @@ const (
 	CheckCaught     = "caught-or-harmless"
 	CheckMemory     = "bounded-memory"
 	CheckInflation  = "inflation-contained"
+	CheckOneSigner  = "one-signer-ticket"
+	CheckFramed     = "correct-never-banned"
 )
 
 // Hold is one interval during which a client held a lock: from its Acquired

@@ -489,6 +489,7 @@ func (w *World) holding(c int) bool {
 // and every silent client's reset deadline has passed.
 func (w *World) monitor() {
 	w.checkMemory()
+	w.checkColluders()
 	if w.now >= w.stop && w.idle() {
 		done := true
 		for _, d := range w.silentDeadlines {
@@ -1359,6 +1360,47 @@ func (w *World) checkMalGone(m *malClient) {
 		w.h.violate(CheckCaught, at, "malicious %s (%s) is banned at %d of %d correct servers: the evidence did not spread", m.name(), m.kind, banned, upCorrect)
 	}
 	w.malBanned[m.idx] = banned > 0 && banned == upCorrect
+}
+
+// checkNoneFramed: no correct server ever bans a correct client (PROTOCOL.md
+// §6: the automaton moves to byz only on what no correct client can produce).
+func (w *World) checkNoneFramed() {
+	for i, s := range w.srv {
+		if s.byz != nil || !s.up {
+			continue
+		}
+		for _, c := range w.cli {
+			if s.core.Banned(c.c.ID()) {
+				w.h.violate(CheckFramed, w.instant(), "correct s%d banned correct client c%d", i, c.idx)
+				return
+			}
+		}
+	}
+}
+
+// checkColluders: no correct server holds a Ticket (or Held) of a faulty
+// server's colluding client. The colluder never completes a GET-TICKET; its
+// only Tickets are justified by Views of one server (self-justify) or by
+// nothing (inflate), and §3.2 requires q Views from q distinct servers.
+func (w *World) checkColluders() {
+	w.checkNoneFramed()
+	for _, z := range w.srv {
+		if z.byz == nil || z.byz.Collude == nil {
+			continue
+		}
+		colluder := wire.ClientID(z.byz.Collude.Public.ID)
+		for i, s := range w.srv {
+			if s.byz != nil || !s.up {
+				continue
+			}
+			for _, lock := range w.sc.Locks {
+				if st, void := s.core.Register(lock, colluder); st != nil && !void && (st.Phase == wire.PhaseTicket || st.Phase == wire.PhaseHeld) {
+					w.h.violate(CheckOneSigner, w.instant(), "correct s%d accepted %s of s%d's colluding client, whose J no q distinct servers signed", i, st, z.id)
+					return
+				}
+			}
+		}
+	}
 }
 
 // checkMemory: what a correct server holds for any one client stays within
