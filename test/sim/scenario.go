@@ -57,6 +57,13 @@ const (
 	// FaultCrashServer crashes a correct server (losing memory and in-flight
 	// messages, keeping its disk) and restarts it after Dur.
 	FaultCrashServer
+	// FaultPauseServer pauses a server's process for Dur (pause.go); Server
+	// < 0 pauses every server at once.
+	FaultPauseServer
+	// FaultPauseClient pauses a correct client's process for Dur; Client < 0:
+	// whoever holds a lock when it starts; OnMessage: from the moment its
+	// next listener report arrives, before it acts on it.
+	FaultPauseClient
 )
 
 // Fault is one scheduled fault: it starts at At and heals at At+Dur.
@@ -66,6 +73,9 @@ type Fault struct {
 	Server  int   // IsolateServer, CrashServer
 	Client  int   // IsolateClient; < 0: whoever holds a lock when the fault starts
 	Servers []int // IsolateClient: the servers cut off; SplitServers: one side
+	// OnMessage (PauseClient): the pause starts when the next listener
+	// report (Update) arrives, before the client acts on it.
+	OnMessage bool
 }
 
 func (f Fault) String() string {
@@ -82,6 +92,20 @@ func (f Fault) String() string {
 		return fmt.Sprintf("split(%v | rest)%s", f.Servers, span)
 	case FaultCrashServer:
 		return fmt.Sprintf("crash(s%d)%s", f.Server, span)
+	case FaultPauseServer:
+		if f.Server < 0 {
+			return fmt.Sprintf("pause(every server)%s", span)
+		}
+		return fmt.Sprintf("pause(s%d)%s", f.Server, span)
+	case FaultPauseClient:
+		who := fmt.Sprintf("c%d", f.Client)
+		if f.Client < 0 {
+			who = "holder"
+		}
+		if f.OnMessage {
+			who += " at its next report"
+		}
+		return fmt.Sprintf("pause(%s)%s", who, span)
 	}
 	return "fault?"
 }
@@ -139,6 +163,16 @@ type Scenario struct {
 	LongHold     time.Duration
 }
 
+// TTLOrDefault is the scenario's TTL, or the one Defaults would give it.
+func (sc *Scenario) TTLOrDefault() time.Duration {
+	if sc.TTL == 0 {
+		return defaultTTL
+	}
+	return sc.TTL
+}
+
+const defaultTTL = 2 * time.Second
+
 // Defaults fills a scenario's timing knobs for simulation: short leases and
 // deadlines, a LAN-like network with occasional long delays.
 func (sc *Scenario) Defaults() {
@@ -150,7 +184,7 @@ func (sc *Scenario) Defaults() {
 	if sc.F == 0 && sc.N > 0 {
 		sc.F = quorum.MaxFaults(sc.N)
 	}
-	def(&sc.TTL, 2*time.Second)
+	def(&sc.TTL, defaultTTL)
 	def(&sc.DoorwayDeadline, 5*time.Second)
 	def(&sc.WorkAfterQuiet, 3*time.Second)
 	def(&sc.LivenessBound, 30*time.Second)
@@ -315,6 +349,7 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 		}
 		sc.Faults = append(sc.Faults, f)
 	}
+	sc.Faults = append(sc.Faults, pauses(seed, n, len(sc.Roles), sc.TTLOrDefault(), sc.FaultWindow)...)
 	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 
 	// Clients that go silent.
@@ -364,6 +399,43 @@ func GenerateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
 		}
 	}
 	return Generate(seed, n, byzantine)
+}
+
+// pauses draws process pauses (pause.go) from a stream of their own, so the
+// rest of a seed's scenario is the same with or without them: in about half
+// the runs one to three pauses of TTL/2 to 3×TTL, of a client (any, the
+// holder, or from its next message on) or of a server (any one, correct or
+// not, or now and then every server at once).
+func pauses(seed uint64, n, clients int, ttl, window time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x9a05e))
+	if r.IntN(2) == 0 || clients == 0 {
+		return nil
+	}
+	var out []Fault
+	for range 1 + r.IntN(3) {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		d := min(ttl/2+time.Duration(r.Int64N(int64(5*ttl/2)+1)), window-at)
+		f := Fault{At: at, Dur: d}
+		switch x := r.IntN(10); {
+		case x < 6:
+			f.Kind = FaultPauseClient
+			f.Client = r.IntN(clients)
+			switch r.IntN(3) {
+			case 0:
+				f.Client = -1
+			case 1:
+				f.OnMessage = true
+			}
+		case x < 9:
+			f.Kind = FaultPauseServer
+			f.Server = r.IntN(n)
+		default:
+			f.Kind = FaultPauseServer
+			f.Server = -1
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func sortedInts(x []int) []int {

@@ -38,6 +38,12 @@ func (d *driver) alive() bool { return d.w.cli[d.c].alive }
 
 func (d *driver) idle() bool { return !d.busy && d.ops == 0 }
 
+// after runs fn after dt, or when the client's process pause ends: the
+// application is paused with it.
+func (d *driver) after(dt time.Duration, fn func()) {
+	d.w.after(dt, func() { d.w.whenThawed(d.w.clientNode(d.c), fn) })
+}
+
 func (d *driver) think() time.Duration { return d.w.between(d.w.sc.ThinkMin, d.w.sc.ThinkMax) }
 func (d *driver) hold() time.Duration {
 	if d.w.rng.Float64() < d.w.sc.LongHoldProb {
@@ -49,6 +55,10 @@ func (d *driver) hold() time.Duration {
 // wake starts the next operation, unless the workload has stopped.
 func (d *driver) wake() {
 	if !d.alive() || d.w.now >= d.w.stop {
+		return
+	}
+	if node := d.w.clientNode(d.c); d.w.frozen(node) {
+		d.w.whenThawed(node, d.wake)
 		return
 	}
 	w := d.w
@@ -64,7 +74,7 @@ func (d *driver) wake() {
 				w.GetSet(d.c, lock)
 			}
 		}
-		w.after(d.think()/2, d.wake)
+		d.after(d.think()/2, d.wake)
 		return
 	}
 	if d.busy {
@@ -81,7 +91,7 @@ func (d *driver) wake() {
 	d.lockNext()
 	if d.role == RoleJoiner {
 		ep := d.epoch
-		w.after(w.between(50*time.Millisecond, time.Second), func() {
+		d.after(w.between(50*time.Millisecond, time.Second), func() {
 			if d.epoch == ep && d.alive() {
 				d.abandonAll()
 			}
@@ -98,7 +108,7 @@ func (d *driver) lockNext() {
 		if d.w.cli[d.c].c.Attempt(l) != 0 {
 			// The last attempt's Exit is still under way: try again shortly.
 			ep := d.epoch
-			d.w.after(pollEvery, func() {
+			d.after(pollEvery, func() {
 				if d.epoch == ep && d.alive() {
 					d.lockNext()
 				}
@@ -123,7 +133,7 @@ func (d *driver) onEvent(ev bakery.Event) {
 	case bakery.Acquired:
 		d.holding[ev.Lock] = true
 		if d.crashOnAcquire {
-			w.after(w.between(0, 200*time.Millisecond), func() { w.crashClient(d.c) })
+			d.after(w.between(0, 200*time.Millisecond), func() { w.crashClient(d.c) })
 			return
 		}
 		if d.role == RoleJoiner {
@@ -134,7 +144,7 @@ func (d *driver) onEvent(ev bakery.Event) {
 			return
 		}
 		ep := d.epoch
-		w.after(d.hold(), func() {
+		d.after(d.hold(), func() {
 			if d.epoch == ep && d.alive() {
 				d.releaseAll()
 			}
@@ -154,7 +164,7 @@ func (d *driver) onEvent(ev bakery.Event) {
 // later runs fn as its own event, unless a new cycle began meanwhile.
 func (d *driver) later(fn func()) {
 	ep := d.epoch
-	d.w.after(0, func() {
+	d.after(0, func() {
 		if d.epoch == ep && d.alive() {
 			fn()
 		}
@@ -200,13 +210,13 @@ func (d *driver) drain() {
 		}
 		for _, l := range d.w.sc.Locks {
 			if d.w.cli[d.c].c.Attempt(l) != 0 {
-				d.w.after(pollEvery, poll)
+				d.after(pollEvery, poll)
 				return
 			}
 		}
 		d.busy = false
 		d.holding = make(map[string]bool)
-		d.w.after(d.think(), d.wake)
+		d.after(d.think(), d.wake)
 	}
-	d.w.after(0, poll)
+	d.after(0, poll)
 }

@@ -46,6 +46,8 @@ type RunStats struct {
 	ByzantineSent int
 	// MaxLocksPerClient is the most locks a correct server held for one client.
 	MaxLocksPerClient int
+	// Pauses counts process pauses (servers and clients).
+	Pauses int
 }
 
 // Result is the outcome of one run.
@@ -134,6 +136,10 @@ type World struct {
 	ended                bool
 	// malBanned[m]: malicious client m was banned at every correct server by its deadline.
 	malBanned map[int]bool
+	// paused: nodes in a process pause (pause.go); armed: clients that pause
+	// when their next message arrives, for how long.
+	paused map[int]*pause
+	armed  map[int]time.Duration
 }
 
 type event struct {
@@ -263,6 +269,8 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		resetKnown: make(map[[2]int]time.Duration),
 		malByID:    make(map[wire.ClientID]int),
 		malBanned:  make(map[int]bool),
+		paused:     make(map[int]*pause),
+		armed:      make(map[int]time.Duration),
 	}
 	// Keys: every one derives from the seed.
 	keyRand := rand.New(rand.NewPCG(sc.Seed, 0x6b657973))
@@ -429,7 +437,7 @@ func (w *World) schedule() {
 	}
 	for _, f := range w.sc.Faults {
 		w.At(f.At, func() {
-			if f.Kind == FaultIsolateClient && f.Client < 0 {
+			if (f.Kind == FaultIsolateClient || f.Kind == FaultPauseClient) && f.Client < 0 {
 				f.Client = w.holder()
 			}
 			w.startFault(f)
@@ -580,6 +588,12 @@ func (w *World) sendAs(from, to int, data []byte, as wire.ClientID) {
 
 // sendLate is sendAs with extra delay (a slow faulty server).
 func (w *World) sendLate(from, to int, data []byte, as wire.ClientID, extra time.Duration) {
+	if w.frozen(from) {
+		// A paused process sends nothing; what it had decided to send (a
+		// commit finishing under it) leaves when it resumes.
+		w.whenThawed(from, func() { w.sendLate(from, to, data, as, extra) })
+		return
+	}
 	w.stats.Messages++
 	if !w.reachable(from, to) {
 		w.stats.Dropped++
@@ -594,6 +608,15 @@ func (w *World) sendLate(from, to int, data []byte, as wire.ClientID, extra time
 func (w *World) deliver(from, to int, data []byte, ep uint64, as wire.ClientID) {
 	if ep != w.epoch[from][to] || !w.reachable(from, to) {
 		w.stats.Dropped++
+		return
+	}
+	if d, ok := w.armed[to]; ok {
+		if m, err := wire.Decode(data); err == nil && m.Update != nil {
+			delete(w.armed, to)
+			w.freeze(to, d)
+		}
+	}
+	if w.queueIfFrozen(from, to, data, ep, as) {
 		return
 	}
 	m, err := wire.Decode(data)
@@ -734,8 +757,8 @@ func (w *World) linkUp(a, b int) {
 		if w.isServer(p[0]) {
 			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1])})
 		} else if w.malOf(p[0]) == nil {
-			c := p[0] - w.sc.N
-			w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), wire.ServerID(p[1])))
+			c, s := p[0]-w.sc.N, wire.ServerID(p[1])
+			w.whenThawed(p[0], func() { w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), s)) })
 		}
 	}
 }
@@ -796,8 +819,27 @@ func contains(xs []int, x int) bool {
 
 func (w *World) startFault(f Fault) {
 	w.trace("fault starts: %s", f)
-	if f.Kind == FaultCrashServer {
+	switch f.Kind {
+	case FaultCrashServer:
 		w.crashServer(f.Server)
+		return
+	case FaultPauseServer:
+		if f.Server < 0 {
+			for i := range w.sc.N {
+				w.freeze(i, f.Dur)
+			}
+		} else {
+			w.freeze(f.Server, f.Dur)
+		}
+		return
+	case FaultPauseClient:
+		if f.Client < len(w.cli) && w.cli[f.Client].alive {
+			if f.OnMessage {
+				w.armPause(f.Client, f.Dur)
+			} else {
+				w.freeze(w.clientNode(f.Client), f.Dur)
+			}
+		}
 		return
 	}
 	for _, l := range w.faultLinks(f) {
@@ -807,8 +849,12 @@ func (w *World) startFault(f Fault) {
 
 func (w *World) endFault(f Fault) {
 	w.trace("fault heals: %s", f)
-	if f.Kind == FaultCrashServer {
+	switch f.Kind {
+	case FaultCrashServer:
 		w.restartServer(f.Server)
+		return
+	case FaultPauseServer, FaultPauseClient:
+		delete(w.armed, w.clientNode(f.Client)) // a pause armed on a message that never came
 		return
 	}
 	for _, l := range w.faultLinks(f) {
@@ -823,6 +869,7 @@ func (w *World) crashServer(i int) {
 		return
 	}
 	w.stats.ServerCrashes++
+	delete(w.paused, i)
 	s.up, s.core = false, nil
 	s.gen++
 	s.order, s.diskFree = core.Pipeline{}, 0
@@ -897,11 +944,14 @@ func (w *World) crashClient(c int) {
 	w.stats.ClientCrashes++
 	at := w.trace("c%d goes silent (last heartbeat at %.6f)", c, cl.lastHB.Seconds())
 	w.h.crashed[c] = at
-	// A hold ends when the lease guarantee would have lapsed had the client lived.
-	lapse := w.now
-	for lapse < w.now+w.sc.TTL && cl.c.LeaseHolds(epoch0.Add(lapse)) {
-		lapse += time.Millisecond
+	// A hold ends when the lease guarantee would have lapsed had the client
+	// lived, or lapsed already during a pause it dies in.
+	lapse := w.lapseOf(cl)
+	if p := w.paused[w.clientNode(c)]; p != nil {
+		lapse = min(lapse, p.lapse)
 	}
+	delete(w.paused, w.clientNode(c))
+	delete(w.armed, w.clientNode(c))
 	for i := range w.h.holds {
 		if hd := &w.h.holds[i]; hd.Client == c && hd.To == never {
 			hd.To = Instant{At: lapse}
@@ -942,6 +992,10 @@ func (w *World) checkSilentReset(c int) {
 // Servers.
 
 func (w *World) serverTick(i int) {
+	if w.frozen(i) {
+		w.whenThawed(i, func() { w.serverTick(i) })
+		return
+	}
 	s := w.srv[i]
 	if s.up && s.byz != nil && s.byz.forget(w.Now()) {
 		// amnesia: a crash that loses the disk too; back 200 ms later.
@@ -965,6 +1019,15 @@ func (w *World) serverTick(i int) {
 func (w *World) serverStep(i int, in core.Input) {
 	s := w.srv[i]
 	if !s.up {
+		return
+	}
+	if w.frozen(i) {
+		gen := s.gen
+		w.whenThawed(i, func() {
+			if s.gen == gen {
+				w.serverStep(i, in)
+			}
+		})
 		return
 	}
 	if s.byz != nil && in.Msg != nil {
@@ -1123,6 +1186,10 @@ func (w *World) clientTick(c int) {
 	if !cl.alive {
 		return
 	}
+	if node := w.clientNode(c); w.frozen(node) {
+		w.whenThawed(node, func() { w.clientTick(c) })
+		return
+	}
 	w.clientEffects(c, cl.c.Tick(w.Now()))
 	w.after(w.between(w.sc.TickMin, w.sc.TickMax), func() { w.clientTick(c) })
 }
@@ -1190,6 +1257,9 @@ func (w *World) clientEvent(c int, ev bakery.Event) {
 		w.noteDone(at, c, ev, wire.PhaseTicket)
 	case bakery.Acquired:
 		w.stats.Acquired++
+		if !cl.c.LeaseHolds(w.Now()) {
+			w.h.violate(CheckMutex, at, "c%d entered %s (att=%d) while its lease guarantee does not hold", c, ev.Lock, ev.Attempt)
+		}
 		a := w.h.attempt(c, ev.Lock, ev.Attempt)
 		if a != nil {
 			a.acquired = &at
