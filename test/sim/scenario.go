@@ -64,6 +64,11 @@ const (
 	// whoever holds a lock when it starts; OnMessage: from the moment its
 	// next listener report arrives, before it acts on it.
 	FaultPauseClient
+	// FaultLagServers holds back, for Dur, everything that the clients in
+	// Clients and every server send to the correct servers in Servers (at
+	// most n−q of them): those servers apply these clients' statements late
+	// and answer everyone else from stale state (lag.go).
+	FaultLagServers
 )
 
 // Fault is one scheduled fault: it starts at At and heals at At+Dur.
@@ -73,6 +78,8 @@ type Fault struct {
 	Server  int   // IsolateServer, CrashServer
 	Client  int   // IsolateClient; < 0: whoever holds a lock when the fault starts
 	Servers []int // IsolateClient: the servers cut off; SplitServers: one side
+	// Clients (LagServers): the clients whose channels to Servers lag.
+	Clients []int
 	// OnMessage (PauseClient): the pause starts when the next listener
 	// report (Update) arrives, before the client acts on it.
 	OnMessage bool
@@ -97,6 +104,8 @@ func (f Fault) String() string {
 			return fmt.Sprintf("pause(every server)%s", span)
 		}
 		return fmt.Sprintf("pause(s%d)%s", f.Server, span)
+	case FaultLagServers:
+		return fmt.Sprintf("lag(%v behind c%v and servers)%s", f.Servers, f.Clients, span)
 	case FaultPauseClient:
 		who := fmt.Sprintf("c%d", f.Client)
 		if f.Client < 0 {
@@ -350,6 +359,17 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 		sc.Faults = append(sc.Faults, f)
 	}
 	sc.Faults = append(sc.Faults, pauses(seed, n, len(sc.Roles), sc.TTLOrDefault(), sc.FaultWindow)...)
+	if ls := lags(seed, n, correct, len(sc.Roles), sc.FaultWindow); len(ls) > 0 {
+		sc.Faults = append(sc.Faults, ls...)
+		// With lagging servers, the faulty ones mostly hide or roll back
+		// what the lagging ones lack (lag.go).
+		r := rand.New(rand.NewPCG(seed, 0x1a996))
+		for i := range sc.Byzantine {
+			if x := r.IntN(3); x > 0 && byzantine == "all" {
+				sc.Byzantine[i].Behaviors = append(sc.Byzantine[i].Behaviors, []string{"lying-membership", "stale"}[x-1])
+			}
+		}
+	}
 	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 
 	// Clients that go silent.
@@ -432,6 +452,35 @@ func pauses(seed uint64, n, clients int, ttl, window time.Duration) []Fault {
 		default:
 			f.Kind = FaultPauseServer
 			f.Server = -1
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// lags draws lagging correct servers (lag.go) from a stream of their own: in
+// about half the runs, one or two stretches of 0.5–4 s during which up to
+// n−q correct servers hear late from about half of the clients and from
+// every server.
+func lags(seed uint64, n int, correct []int, clients int, window time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x1a995))
+	if r.IntN(2) == 0 || clients == 0 {
+		return nil
+	}
+	most := n - quorum.Size(n, quorum.MaxFaults(n))
+	var out []Fault
+	for range 1 + r.IntN(2) {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		f := Fault{Kind: FaultLagServers, At: at, Dur: min(500*time.Millisecond+time.Duration(r.Int64N(int64(3500*time.Millisecond))), window-at)}
+		k := 1 + r.IntN(min(most, len(correct)))
+		for _, i := range r.Perm(len(correct))[:k] {
+			f.Servers = append(f.Servers, correct[i])
+		}
+		slices.Sort(f.Servers)
+		for c := range clients {
+			if r.IntN(2) == 0 {
+				f.Clients = append(f.Clients, c)
+			}
 		}
 		out = append(out, f)
 	}

@@ -140,6 +140,8 @@ type World struct {
 	// when their next message arrives, for how long.
 	paused map[int]*pause
 	armed  map[int]time.Duration
+	// lags: channels that lag now (lag.go).
+	lags []lag
 }
 
 type event struct {
@@ -599,6 +601,9 @@ func (w *World) sendLate(from, to int, data []byte, as wire.ClientID, extra time
 		w.stats.Dropped++
 		return
 	}
+	if end := w.lagUntil(from, to); end > w.now {
+		extra = max(extra, end-w.now)
+	}
 	at := max(w.now+w.delay()+extra, w.last[from][to])
 	w.last[from][to] = at
 	ep := w.epoch[from][to]
@@ -832,6 +837,9 @@ func (w *World) startFault(f Fault) {
 			w.freeze(f.Server, f.Dur)
 		}
 		return
+	case FaultLagServers:
+		w.startLag(f)
+		return
 	case FaultPauseClient:
 		if f.Client < len(w.cli) && w.cli[f.Client].alive {
 			if f.OnMessage {
@@ -856,6 +864,8 @@ func (w *World) endFault(f Fault) {
 	case FaultPauseServer, FaultPauseClient:
 		delete(w.armed, w.clientNode(f.Client)) // a pause armed on a message that never came
 		return
+	case FaultLagServers:
+		return // its channels catch up by themselves: what they held is due now
 	}
 	for _, l := range w.faultLinks(f) {
 		w.healLink(l[0], l[1])
