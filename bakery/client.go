@@ -313,6 +313,15 @@ func (c *Client) NextAttempt() uint64 { return c.nextAtt }
 // LeaseHolds reports the lease guarantee at now.
 func (c *Client) LeaseHolds(now time.Time) bool { return c.lease != nil && c.lease.Holds(now) }
 
+// LeaseValidUntil is when the lease guarantee lapses unless new acks arrive
+// (zero if it never held in this session).
+func (c *Client) LeaseValidUntil() time.Time {
+	if c.lease == nil {
+		return time.Time{}
+	}
+	return c.lease.ValidUntil()
+}
+
 // Start opens the first session. It fails only if no session number can be
 // had (the SDK's counter cannot be written).
 func (c *Client) Start(now time.Time) (e Effects, err error) {

@@ -65,7 +65,12 @@ type lease struct {
 }
 
 type clientState struct {
-	leases    []*lease                                        // live and suspected sessions, ascending; at most MaxSessions
+	leases []*lease // live and suspected sessions, ascending; at most MaxSessions
+	// ttls: the TTL the client asked for each of its sessions not yet reset
+	// (SessionOpen), persisted by the caller and restored after a restart,
+	// when each becomes a lease again with the client's own TTL.
+	// INVARIANT: every key is above resetUpTo; at most MaxSessions keys.
+	ttls      map[uint64]time.Duration
 	doorways  map[string]doorway                              // lock → Doorway in progress
 	votes     map[uint64]map[wire.ServerID]wire.SignedSuspect // session → votes not yet certified
 	cert      *wire.ResetCertificate                          // the highest-session certificate known
@@ -94,7 +99,8 @@ func NewMuteness(cfg MutenessConfig) (*Muteness, error) {
 func (m *Muteness) client(c wire.ClientID) *clientState {
 	cs := m.clients[c]
 	if cs == nil {
-		cs = &clientState{doorways: make(map[string]doorway), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect)}
+		cs = &clientState{doorways: make(map[string]doorway), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect),
+			ttls: make(map[uint64]time.Duration)}
 		m.clients[c] = cs
 	}
 	return cs
@@ -115,18 +121,93 @@ var (
 // certificate impossible while the holder keeps q leases. (Another process
 // of the same identity — bqclient status beside a detached holding — opens
 // sessions of its own.)
-func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now time.Time) error {
+//
+// newTTL reports that the session's TTL is new to this server: the caller
+// persists it (SessionTTLKey) so a restart runs the session's lease with it.
+func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now time.Time) (newTTL bool, err error) {
 	if ttl < m.cfg.MinTTL || ttl > m.cfg.MaxTTL {
-		return fmt.Errorf("%w: %v not in [%v, %v]", ErrBadTTL, ttl, m.cfg.MinTTL, m.cfg.MaxTTL)
+		return false, fmt.Errorf("%w: %v not in [%v, %v]", ErrBadTTL, ttl, m.cfg.MinTTL, m.cfg.MaxTTL)
 	}
 	cs := m.client(c)
 	l, err := m.lease(cs, sess, ttl, now)
 	if err != nil {
-		return err
+		return false, err
 	}
 	l.ttl = ttl
 	l.until = now.Add(ttl)
-	return nil
+	if cs.ttls[sess] != ttl {
+		cs.ttls[sess] = ttl
+		m.pruneTTLs(cs)
+		return true, nil
+	}
+	return false, nil
+}
+
+// pruneTTLs keeps the TTLs of the newest MaxSessions sessions above resetUpTo.
+func (m *Muteness) pruneTTLs(cs *clientState) {
+	for sess := range cs.ttls {
+		if sess <= cs.resetUpTo {
+			delete(cs.ttls, sess)
+		}
+	}
+	for len(cs.ttls) > m.cfg.MaxSessions {
+		oldest := uint64(0)
+		for sess := range cs.ttls {
+			if oldest == 0 || sess < oldest {
+				oldest = sess
+			}
+		}
+		delete(cs.ttls, oldest)
+	}
+}
+
+// RestoreTTL gives back, after a restart, the TTL a client asked for one of
+// its sessions. Unless the session is reset meanwhile, this server starts a
+// lease on it at its first Tick, running a whole TTL from then: a restart
+// never makes this server vote on a session earlier than the client's own
+// TTL after it last could have heard from the client (PROTOCOL.md §5, §9).
+func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
+	cs := m.client(c)
+	if sess <= cs.resetUpTo {
+		return
+	}
+	cs.ttls[sess] = ttl
+	for _, l := range cs.leases {
+		if l.session == sess {
+			l.ttl = ttl
+			return
+		}
+	}
+	if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+		return // full of live sessions: this one is heard of again when its client speaks
+	}
+	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl}) // until: set at the first Tick
+	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
+}
+
+// dropSuspected drops c's oldest suspected lease, if any, and reports whether it did.
+func (m *Muteness) dropSuspected(cs *clientState) bool {
+	for i, l := range cs.leases {
+		if l.suspected {
+			cs.leases = append(cs.leases[:i], cs.leases[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// SessionTTLs lists the sessions of c whose TTL this server keeps.
+func (m *Muteness) SessionTTLs(c wire.ClientID) []uint64 {
+	cs := m.clients[c]
+	if cs == nil {
+		return nil
+	}
+	out := make([]uint64, 0, len(cs.ttls))
+	for sess := range cs.ttls {
+		out = append(out, sess)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }
 
 // Close ends c's session sess at its owner's request: the lease expires now,
@@ -176,19 +257,8 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 			return l, nil
 		}
 	}
-	if live := len(cs.leases); live >= m.cfg.MaxSessions {
-		// Drop the oldest session that is already suspected, if any; else refuse.
-		dropped := false
-		for i, l := range cs.leases {
-			if l.suspected {
-				cs.leases = append(cs.leases[:i], cs.leases[i+1:]...)
-				dropped = true
-				break
-			}
-		}
-		if !dropped {
-			return nil, ErrTooManySessions
-		}
+	if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+		return nil, ErrTooManySessions // the oldest suspected one goes first; else refuse
 	}
 	l := &lease{session: sess, ttl: ttl, until: now.Add(ttl)}
 	cs.leases = append(cs.leases, l)
@@ -230,6 +300,10 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 	for _, c := range m.sortedClients() {
 		cs := m.clients[c]
 		for _, l := range cs.leases {
+			if l.until.IsZero() {
+				l.until = now.Add(l.ttl) // restored: a whole TTL from the first tick
+				continue
+			}
 			if !l.suspected && !now.Before(l.until) {
 				l.suspected = true
 				why := wire.SuspectMute
@@ -389,6 +463,7 @@ func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
 		}
 	}
 	cs.leases = kept
+	m.pruneTTLs(cs)
 	for lock, d := range cs.doorways {
 		if d.session <= cert.Session {
 			delete(cs.doorways, lock)

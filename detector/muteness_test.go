@@ -67,7 +67,7 @@ func TestNoResetWhileQLeasesLive(t *testing.T) {
 	c := clientID(t)
 	now := time.Unix(0, 0)
 	for s := range n - byz {
-		require.NoError(t, f.dets[s].Open(c, 1, ttl, now))
+		mustOpen(t, f.dets[s], c, 1, ttl, now)
 	}
 	for step := range 100 {
 		now = now.Add(ttl / 4)
@@ -101,7 +101,7 @@ func TestSilentClientResetWithinTwoTTL(t *testing.T) {
 	c := clientID(t)
 	t0 := time.Unix(0, 0)
 	for s := range n {
-		require.NoError(t, f.dets[s].Open(c, 1, ttl, t0))
+		mustOpen(t, f.dets[s], c, 1, ttl, t0)
 	}
 	last := t0.Add(300 * time.Millisecond)
 	for s := range n {
@@ -132,7 +132,7 @@ func TestSilentClientResetWithinTwoTTL(t *testing.T) {
 	require.LessOrEqual(t, resetAt.Sub(last), 2*ttl)
 	// The session stays refused.
 	require.ErrorIs(t, f.dets[0].Heartbeat(c, 1, resetAt), ErrSessionReset)
-	require.NoError(t, f.dets[0].Open(c, 2, ttl, resetAt), "a newer session is welcome")
+	mustOpen(t, f.dets[0], c, 2, ttl, resetAt)
 }
 
 // A client that stays in its Doorway past the deadline is voted out even
@@ -142,7 +142,7 @@ func TestDoorwayDeadline(t *testing.T) {
 	c := clientID(t)
 	t0 := time.Unix(0, 0)
 	d := f.dets[0]
-	require.NoError(t, d.Open(c, 1, time.Second, t0))
+	mustOpen(t, d, c, 1, time.Second, t0)
 	d.DoorwayStarted(c, "L", 1, t0)
 	for now := t0; now.Before(t0.Add(4900 * time.Millisecond)); now = now.Add(100 * time.Millisecond) {
 		require.NoError(t, d.Heartbeat(c, 1, now))
@@ -163,7 +163,7 @@ func TestDoorwayDeadline(t *testing.T) {
 	require.Equal(t, wire.SuspectDoorway, body.Reason)
 	// Leaving the Doorway in time means no vote.
 	c2 := clientID(t)
-	require.NoError(t, d.Open(c2, 1, time.Second, t0))
+	mustOpen(t, d, c2, 1, time.Second, t0)
 	d.DoorwayStarted(c2, "L", 1, t0)
 	d.DoorwayEnded(c2, "L")
 	require.NoError(t, d.Heartbeat(c2, 1, t0.Add(6*time.Second)))
@@ -214,7 +214,7 @@ func TestRestoredVoteKeepsRefusing(t *testing.T) {
 	f := newFixture(t, 4, 3, time.Second)
 	c := clientID(t)
 	t0 := time.Unix(0, 0)
-	require.NoError(t, f.dets[0].Open(c, 3, time.Second, t0))
+	mustOpen(t, f.dets[0], c, 3, time.Second, t0)
 	votes := f.dets[0].Tick(t0.Add(2 * time.Second))
 	require.Len(t, votes, 1)
 	again := newFixture(t, 4, 3, time.Second)
@@ -223,4 +223,11 @@ func TestRestoredVoteKeepsRefusing(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.RestoreVote(votes[0]))
 	require.ErrorIs(t, m.Heartbeat(c, 3, t0.Add(3*time.Second)), ErrSessionSuspected)
+}
+
+// mustOpen opens a session and fails the test on an error.
+func mustOpen(t *testing.T, d *Muteness, c wire.ClientID, sess uint64, ttl time.Duration, now time.Time) {
+	t.Helper()
+	_, err := d.Open(c, sess, ttl, now)
+	require.NoError(t, err)
 }

@@ -242,9 +242,14 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	switch {
 	case m.SessionOpen != nil:
 		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
-		err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
+		newTTL, err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
 		if errors.Is(err, detector.ErrBadTTL) || errors.Is(err, detector.ErrTooManySessions) {
 			fail(0, wire.ErrCodeLimit, err)
+		}
+		if newTTL {
+			// Durable before the ack (it counts toward the client's lease):
+			// a restart must not run this session's lease with the default.
+			e.Persist = append(e.Persist, ttlRecord(c, m.SessionOpen.Session, ttl))
 		}
 		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.SessionOpen.Session, Seq: 0, LeaseOK: err == nil}})
 	case m.SessionClose != nil:
@@ -804,9 +809,15 @@ func (k *Core) answerLateVote(s wire.ServerID, v *wire.SignedSuspect, e *Effects
 // the client with session ≤ the certificate's, removes the client from the
 // active sets, notifies listeners, persists and forwards the certificate.
 func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
+	ttls := k.mute.SessionTTLs(cert.Client)
 	fresh, err := k.mute.ApplyCertificate(cert)
 	if err != nil || !fresh {
 		return
+	}
+	for _, sess := range ttls {
+		if sess <= cert.Session {
+			e.Persist = append(e.Persist, Record{Bucket: bucketTTL, Key: voteKey(cert.Client, sess), Delete: true})
+		}
 	}
 	k.Stats.Resets++
 	for _, name := range sortedKeys(k.clientLocks[cert.Client]) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/bq-lock/bq/activeset"
 	"github.com/bq-lock/bq/bakery"
@@ -20,7 +21,15 @@ const (
 	bucketCert = "cert" // client → highest ResetCertificate
 	bucketBan  = "ban"  // client → the Evidence that convicted it
 	bucketJust = "just" // lock NUL client → the register's Ticket with its J (a wire.Forward)
+	// bucketTTL: client ‖ session → the lease TTL the client asked for that
+	// session, in milliseconds (4 bytes, big-endian): a restarted server runs
+	// the session's lease with it, never with its default (§5).
+	bucketTTL = "ttl"
 )
+
+func ttlRecord(c wire.ClientID, sess uint64, ttl time.Duration) Record {
+	return Record{Bucket: bucketTTL, Key: voteKey(c, sess), Value: binary.BigEndian.AppendUint32(nil, uint32(ttl/time.Millisecond))}
+}
 
 func stmtKey(lock string, c wire.ClientID) []byte {
 	k := make([]byte, 0, len(lock)+1+len(c))
@@ -121,6 +130,16 @@ func (k *Core) Restore(r Reader) error {
 		}
 		return k.mute.RestoreVote(vote)
 	})
+	if err == nil {
+		err = r.ForEach(bucketTTL, func(key, v []byte) error {
+			if len(key) != 32+8 || len(v) != 4 {
+				return fmt.Errorf("a lease TTL record of %d+%d bytes", len(key), len(v))
+			}
+			c := wire.ClientID(key[:32])
+			k.mute.RestoreTTL(c, binary.BigEndian.Uint64(key[32:]), time.Duration(binary.BigEndian.Uint32(v))*time.Millisecond)
+			return nil
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("core: restoring votes: %w", err)
 	}

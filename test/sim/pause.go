@@ -16,19 +16,22 @@ import (
 // that instant, that its lease guarantee still holds (PROTOCOL.md §3.3, §5).
 //
 // For the mutual-exclusion checker a client's holding ends when its lease
-// guarantee lapses, if the lapse falls inside a pause: after it the client
-// may still believe it holds, and only the fencing token protects the
-// resource (§7). What a client does after it resumes is checked as it
-// happens: it must have reported the loss before it acts again.
+// guarantee lapses, if the lapse falls inside a pause — reckoned with every
+// ack and suspicion that reached it meanwhile: after it the client may still
+// believe it holds, and only the fencing token protects the resource (§7).
+// What a client does after it resumes is checked as it happens: it must have
+// reported the loss before it acts again.
 
 // pause is one node's pause in progress.
 // INVARIANT: inbox holds, in arrival order, every message delivered to the
 // node since the pause began.
 type pause struct {
+	start time.Duration
 	until time.Duration
 	inbox []queued
 	// lapse (clients): when the lease guarantee lapses if no ack arrives,
-	// computed when the pause began; never if it did not hold then.
+	// computed when the pause began (never if it did not hold then); a
+	// client that dies in the pause ends its holdings there.
 	lapse time.Duration
 }
 
@@ -67,7 +70,7 @@ func (w *World) freeze(node int, d time.Duration) {
 		}
 		return
 	}
-	p := &pause{until: until, lapse: never.At}
+	p := &pause{start: w.now, until: until, lapse: never.At}
 	if !w.isServer(node) {
 		if cl := w.cli[node-w.sc.N]; cl.c.LeaseHolds(w.Now()) {
 			p.lapse = w.lapseOf(cl)
@@ -75,7 +78,7 @@ func (w *World) freeze(node int, d time.Duration) {
 	}
 	w.paused[node] = p
 	w.stats.Pauses++
-	w.trace("%s pauses for %.3fs (lease lapses at %s)", w.nodeName(node), d.Seconds(), lapseString(p.lapse))
+	w.trace("%s pauses for %.3fs (lease lapses at %s unless acks in flight arrive)", w.nodeName(node), d.Seconds(), lapseString(p.lapse))
 	w.At(until, func() { w.thaw(node, until) })
 }
 
@@ -108,32 +111,45 @@ func (w *World) thaw(node int, until time.Duration) {
 		return
 	}
 	w.trace("%s resumes; %d messages waited", w.nodeName(node), len(p.inbox))
-	var capped []string
-	if !w.isServer(node) && p.lapse < w.now {
-		c := node - w.sc.N
-		for i := range w.h.holds {
-			if hd := &w.h.holds[i]; hd.Client == c && hd.To == never && hd.From.At < p.lapse {
-				hd.To = Instant{At: p.lapse}
-				capped = append(capped, hd.Lock)
-			}
+	if w.isServer(node) {
+		for _, m := range p.inbox {
+			w.deliver(m.from, m.to, m.data, m.ep, m.as)
+		}
+		return
+	}
+	c := node - w.sc.N
+	cl := w.cli[c]
+	var open []int // holdings open when the pause began
+	for i, hd := range w.h.holds {
+		if hd.Client == c && hd.To == never && hd.From.At <= p.start {
+			open = append(open, i)
 		}
 	}
 	for _, m := range p.inbox {
 		w.deliver(m.from, m.to, m.data, m.ep, m.as)
 	}
-	if w.isServer(node) || len(capped) == 0 {
+	if !cl.alive || len(open) == 0 {
 		return
 	}
-	c := node - w.sc.N
-	cl := w.cli[c]
-	if !cl.alive {
-		return
+	// With every ack and suspicion that reached it during the pause, the
+	// client's guarantee lapsed at lapse; no certificate could form before
+	// (PROTOCOL.md §5), so a holding of the pause ends there at the latest.
+	lapse := max(cl.c.LeaseValidUntil().Sub(epoch0), p.start)
+	if lapse >= w.now {
+		return // acks of heartbeats sent before the pause cover it all
+	}
+	var capped []string
+	for _, i := range open {
+		if hd := &w.h.holds[i]; hd.To == never || lapse < hd.To.At {
+			hd.To = Instant{At: lapse}
+			capped = append(capped, hd.Lock)
+		}
 	}
 	w.clientEffects(c, cl.c.Tick(w.Now()))
 	for _, lock := range capped {
 		if cl.drv.holding[lock] {
 			w.h.violate(CheckMutex, w.instant(), "c%d still holds %s after resuming at %s, though its lease guarantee lapsed at %s during the pause",
-				c, lock, w.instant(), Instant{At: p.lapse})
+				c, lock, w.instant(), Instant{At: lapse})
 		}
 	}
 }

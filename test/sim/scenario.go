@@ -69,6 +69,12 @@ const (
 	// most n−q of them): those servers apply these clients' statements late
 	// and answer everyone else from stale state (lag.go).
 	FaultLagServers
+	// FaultRestartAll crashes every server at once (each keeps only its
+	// disk) and restarts them all after Dur.
+	FaultRestartAll
+	// FaultRollingRestart crashes and restarts the servers one after the
+	// other, each down for Dur/n.
+	FaultRollingRestart
 )
 
 // Fault is one scheduled fault: it starts at At and heals at At+Dur.
@@ -106,6 +112,10 @@ func (f Fault) String() string {
 		return fmt.Sprintf("pause(s%d)%s", f.Server, span)
 	case FaultLagServers:
 		return fmt.Sprintf("lag(%v behind c%v and servers)%s", f.Servers, f.Clients, span)
+	case FaultRestartAll:
+		return fmt.Sprintf("restart(every server)%s", span)
+	case FaultRollingRestart:
+		return fmt.Sprintf("rolling-restart%s", span)
 	case FaultPauseClient:
 		who := fmt.Sprintf("c%d", f.Client)
 		if f.Client < 0 {
@@ -138,8 +148,11 @@ type ByzServer struct {
 type Scenario struct {
 	Seed uint64
 	N, F int
-	// TTL is the clients' lease and the servers' DefaultTTL.
+	// TTL is the clients' lease, and the servers' DefaultTTL unless
+	// ServerTTL is set (a shorter default shows a server that forgot a
+	// client's TTL: it would vote too early).
 	TTL             time.Duration
+	ServerTTL       time.Duration
 	DoorwayDeadline time.Duration
 	Locks           []string
 	Roles           []Role // one per client
@@ -359,6 +372,7 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 		sc.Faults = append(sc.Faults, f)
 	}
 	sc.Faults = append(sc.Faults, pauses(seed, n, len(sc.Roles), sc.TTLOrDefault(), sc.FaultWindow)...)
+	sc.Faults = append(sc.Faults, restarts(seed, &sc)...)
 	if ls := lags(seed, n, correct, len(sc.Roles), sc.FaultWindow); len(ls) > 0 {
 		sc.Faults = append(sc.Faults, ls...)
 		// With lagging servers, the faulty ones mostly hide or roll back
@@ -483,6 +497,28 @@ func lags(seed uint64, n int, correct []int, clients int, window time.Duration) 
 			}
 		}
 		out = append(out, f)
+	}
+	return out
+}
+
+// restarts draws whole-cluster and rolling restarts from a stream of their
+// own: each in about a third of the runs; and in half the runs the servers'
+// default TTL is a quarter of the clients', so a server that lost a client's
+// TTL over a restart would vote on a live session (PROTOCOL.md §5, §9).
+func restarts(seed uint64, sc *Scenario) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x7e57a7))
+	var out []Fault
+	window := sc.FaultWindow
+	if r.IntN(3) == 0 {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		out = append(out, Fault{Kind: FaultRestartAll, At: at, Dur: min(50*time.Millisecond+time.Duration(r.Int64N(int64(time.Second))), window-at)})
+	}
+	if r.IntN(3) == 0 {
+		at := time.Duration(r.Int64N(int64(window / 2)))
+		out = append(out, Fault{Kind: FaultRollingRestart, At: at, Dur: min(time.Duration(sc.N)*(50*time.Millisecond+time.Duration(r.Int64N(int64(400*time.Millisecond)))), window-at)})
+	}
+	if r.IntN(2) == 0 {
+		sc.ServerTTL = sc.TTLOrDefault() / 4
 	}
 	return out
 }

@@ -301,6 +301,9 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	for _, s := range w.srv {
 		cfg := core.DefaultConfig(s.id, sc.N, sc.F, w.keys, s.key)
 		cfg.DefaultTTL = sc.TTL
+		if sc.ServerTTL > 0 {
+			cfg.DefaultTTL = sc.ServerTTL
+		}
 		cfg.DoorwayDeadline = sc.DoorwayDeadline
 		cfg.VerifyCacheSize = 4096
 		s.cfg = cfg
@@ -840,6 +843,18 @@ func (w *World) startFault(f Fault) {
 	case FaultLagServers:
 		w.startLag(f)
 		return
+	case FaultRestartAll:
+		for i := range w.sc.N {
+			w.crashServer(i)
+		}
+		return
+	case FaultRollingRestart:
+		down := f.Dur / time.Duration(w.sc.N)
+		for i := range w.sc.N {
+			w.after(time.Duration(i)*down, func() { w.crashServer(i) })
+			w.after(time.Duration(i+1)*down-time.Millisecond, func() { w.restartServer(i) })
+		}
+		return
 	case FaultPauseClient:
 		if f.Client < len(w.cli) && w.cli[f.Client].alive {
 			if f.OnMessage {
@@ -866,6 +881,13 @@ func (w *World) endFault(f Fault) {
 		return
 	case FaultLagServers:
 		return // its channels catch up by themselves: what they held is due now
+	case FaultRestartAll:
+		for i := range w.sc.N {
+			w.restartServer(i)
+		}
+		return
+	case FaultRollingRestart:
+		return // each server came back on its own schedule
 	}
 	for _, l := range w.faultLinks(f) {
 		w.healLink(l[0], l[1])
