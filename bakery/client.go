@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/bq-lock/bq/activeset"
@@ -138,6 +139,9 @@ var (
 	ErrBusy      = errors.New("bakery: the lock is held or wanted by someone ahead")
 	ErrLeaseLost = errors.New("bakery: the session's lease guarantee failed")
 	ErrAbandoned = errors.New("bakery: the attempt was abandoned")
+	// ErrListenRefused: so many servers refused a LISTEN (a limit, a ban)
+	// that fewer than q are left to report; the attempt fails at once.
+	ErrListenRefused = errors.New("bakery: listen refused")
 )
 
 // Send is one message to one server.
@@ -204,7 +208,11 @@ type attempt struct {
 	others    []wire.ClientID
 	reqListen uint64
 	heard     map[wire.ServerID]bool
-	reports   map[wire.ClientID]*report
+	// listenRefused: servers that refused this Listen (a limit, a ban):
+	// they will not report, so once fewer than q others can, the attempt
+	// fails instead of waiting forever. A refusal is never a report.
+	listenRefused map[wire.ServerID]string
+	reports       map[wire.ClientID]*report
 
 	held     wire.SignedStatement
 	reqHeld  uint64
@@ -769,6 +777,7 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	a.phase = phaseListen
 	a.since = now
 	a.heard = make(map[wire.ServerID]bool)
+	a.listenRefused = make(map[wire.ServerID]string)
 	a.reports = make(map[wire.ClientID]*report, len(a.others))
 	for _, x := range a.others {
 		a.reports[x] = &report{absentFrom: make(map[wire.ServerID]bool)}
@@ -987,9 +996,32 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 				a.members.Reject(s, err)
 			case a.phase == phaseExiting && er.Req == a.reqExit:
 				a.exitAcks.Reject(s, err)
+			case a.phase == phaseListen && er.Req == a.reqListen && !a.heard[s]:
+				c.listenRefusedBy(a, s, err, e)
 			}
 		}
 	}
+}
+
+// listenRefusedBy counts s's refusal of a's Listen as s's answer: it will
+// not report (§3.3). When fewer than q servers are left that could, the
+// attempt fails with the refusals instead of waiting forever.
+func (c *Client) listenRefusedBy(a *attempt, s wire.ServerID, err error, e *Effects) {
+	a.listenRefused[s] = err.Error()
+	if c.cfg.N-len(a.listenRefused) >= c.q {
+		return
+	}
+	ids := make([]int, 0, len(a.listenRefused))
+	for id := range a.listenRefused {
+		ids = append(ids, int(id))
+	}
+	sort.Ints(ids)
+	reasons := make([]string, len(ids))
+	for i, id := range ids {
+		reasons[i] = a.listenRefused[wire.ServerID(id)]
+	}
+	c.exit(a, Failed, fmt.Errorf("%w: %d of %d servers refused to listen, so fewer than %d can report: %s",
+		ErrListenRefused, len(ids), c.cfg.N, c.q, strings.Join(reasons, "; ")), e)
 }
 
 // verify checks a statement through the client's cache.

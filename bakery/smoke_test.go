@@ -198,3 +198,50 @@ func TestSmokeTwoClients(t *testing.T) {
 	require.True(t, tok0.Less(acq.Token), "fencing tokens must increase: %s then %s", tok0, acq.Token)
 	t.Log(n.events)
 }
+
+// PROTOCOL.md §3.3: a server that refuses a LISTEN (a limit, a ban) will
+// not report; its refusal counts as its answer. With one refusal c1 still
+// waits for the q others; when refusals leave fewer than q servers that
+// could report, the attempt fails at once with the reasons instead of
+// waiting forever. A refusal never counts as a report.
+func TestListenRefusals(t *testing.T) {
+	for _, refusing := range [][]int{{1}, {1, 2}} {
+		n := newNet(t, 2)
+		n.lock(0)
+		refuse := func(p pkt) bool {
+			if !p.toServer || p.from != 1 {
+				return false
+			}
+			m, err := wire.Decode(p.data)
+			require.NoError(t, err)
+			for _, s := range refusing {
+				if m.Listen != nil && p.to == s {
+					b, err := wire.Encode(&wire.Message{Error: &wire.Error{Req: m.Listen.Req, Code: wire.ErrCodeLimit, Detail: "too many listeners"}})
+					require.NoError(t, err)
+					n.queue = append(n.queue, pkt{from: s, to: 1, data: b})
+					return true
+				}
+			}
+			return false
+		}
+		n.drop = refuse
+		n.lock(1)
+		if len(refusing) == 1 {
+			require.Equal(t, []int{0}, n.acquired())
+			require.NotZero(t, n.clients[1].Attempt("L"), "c1 still waits: q servers can report")
+			n.unlock(0)
+			require.Equal(t, []int{0, 1}, n.acquired())
+			continue
+		}
+		var failed *bakery.Event
+		for i := range n.events {
+			if n.events[i].Kind == bakery.Failed {
+				failed = &n.events[i]
+			}
+		}
+		require.NotNil(t, failed, "%v", n.events)
+		require.ErrorIs(t, failed.Err, bakery.ErrListenRefused)
+		require.ErrorContains(t, failed.Err, "too many listeners")
+		require.Equal(t, []int{0}, n.acquired(), "never entered")
+	}
+}

@@ -780,6 +780,16 @@ func (k *Core) resync(s wire.ServerID, e *Effects) {
 	for _, v := range k.mute.PendingVotes() {
 		send(&wire.Message{Suspect: &v})
 	}
+	// The certificate of every client this server still holds registers of:
+	// a peer that missed it (a full send queue, core.Repair) would keep the
+	// void statements, and no later vote of its own brings it (it may have
+	// voted before the certificate formed). Found by the simulator
+	// (test/sim, an overflow toward s0 while c3's certificate went round).
+	for _, c := range clients {
+		if cert := k.mute.Certificate(c); cert != nil {
+			send(&wire.Message{Reset: cert})
+		}
+	}
 	// Evidence goes round once too: a peer that was down or cut off while it
 	// did never banned the client (found by the simulator, test/sim seed 34
 	// of the campaign; docs/protocol.md, Changes from the design 9).

@@ -92,6 +92,9 @@ type Registry struct {
 	// FromClients and FromServers count decoded messages received (and their
 	// encoded bytes); ToClients and ToServers count messages queued to send.
 	FromClients, FromServers, ToClients, ToServers Traffic
+	// Overflows counts messages to servers dropped on a full send queue;
+	// Repairs counts the resyncs that made up for them (core.Repair).
+	Overflows, Repairs atomic.Uint64
 }
 
 // NewRegistry makes an empty registry.
@@ -162,6 +165,8 @@ func (r *Registry) Write(w io.Writer) error {
 	metric("bq_messages_out_total", "counter", "Messages queued to send, by the kind of receiver.")
 	fmt.Fprintf(&b, "bq_messages_out_total{%s,to=\"client\"} %d\n", lbl, r.ToClients.Messages.Load())
 	fmt.Fprintf(&b, "bq_messages_out_total{%s,to=\"server\"} %d\n", lbl, r.ToServers.Messages.Load())
+	one("bq_send_overflows_total", "counter", "Messages to other servers dropped because the peer's send queue was full.", float64(r.Overflows.Load()))
+	one("bq_overflow_repairs_total", "counter", "Resynchronisations with a server after its send queue overflowed.", float64(r.Repairs.Load()))
 	writeHistogram(&b, "bq_fsync_seconds", "Durable commit (write and fsync) latency.", lbl, r.Fsync)
 	writeHistogram(&b, "bq_commit_records", "Records per durable commit (group commit size).", lbl, r.Batches)
 	_, err := io.WriteString(w, b.String())

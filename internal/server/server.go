@@ -77,8 +77,13 @@ type Server struct {
 	// order decides which messages go before their batch's commit and
 	// holds back lazy records (core.Pipeline); the loop and commitLoop share
 	// it under orderMu.
-	orderMu   sync.Mutex
-	order     core.Pipeline
+	orderMu sync.Mutex
+	order   core.Pipeline
+	// repair schedules a resync with each server whose send queue
+	// overflowed (core.Repair); send (both goroutines) and the loop share
+	// it under repairMu.
+	repairMu  sync.Mutex
+	repair    core.Repair
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -213,6 +218,16 @@ func (s *Server) loop(ctx context.Context) {
 		case now := <-ticker.C:
 			tick = true
 			eff = s.core.Tick(now)
+			s.repairMu.Lock()
+			due := s.repair.Due(now)
+			s.repairMu.Unlock()
+			for _, peer := range due {
+				// What overflowed never left: resynchronise with the peer as
+				// on a reconnect (PROTOCOL.md §3.5, core.Repair).
+				s.log.Info("resynchronising with a server whose send queue overflowed", "peer", peer.String())
+				s.metrics.Repairs.Add(1)
+				eff.Append(s.core.Step(now, core.Input{Kind: core.InputConnected, From: wire.ServerPeer(peer)}))
+			}
 			if now.Sub(s.published) >= time.Second {
 				s.publish(now)
 			}
@@ -307,6 +322,11 @@ func (s *Server) send(o core.Outgoing) {
 	err := s.transport.Send(o.To, o.Msg)
 	if err == nil {
 		s.countOut(o.To)
+	} else if errors.Is(err, transport.ErrQueueFull) && !o.To.IsClient {
+		s.metrics.Overflows.Add(1)
+		s.repairMu.Lock()
+		s.repair.Overflowed(o.To.Server, time.Now())
+		s.repairMu.Unlock()
 	} else if !errors.Is(err, transport.ErrNotConnected) {
 		s.log.Debug("send failed", "to", o.To.String(), "msg", o.Msg.String(), "err", err)
 	}

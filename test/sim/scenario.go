@@ -75,6 +75,10 @@ const (
 	// FaultRollingRestart crashes and restarts the servers one after the
 	// other, each down for Dur/n.
 	FaultRollingRestart
+	// FaultOverflow makes, for Dur, everything any server sends to the
+	// servers in Servers fall off a full send queue: dropped at the sender,
+	// whose runtime knows it (core.Repair), while the connection stays up.
+	FaultOverflow
 )
 
 // Fault is one scheduled fault: it starts at At and heals at At+Dur.
@@ -114,6 +118,8 @@ func (f Fault) String() string {
 		return fmt.Sprintf("lag(%v behind c%v and servers)%s", f.Servers, f.Clients, span)
 	case FaultRestartAll:
 		return fmt.Sprintf("restart(every server)%s", span)
+	case FaultOverflow:
+		return fmt.Sprintf("overflow(to %v)%s", f.Servers, span)
 	case FaultRollingRestart:
 		return fmt.Sprintf("rolling-restart%s", span)
 	case FaultPauseClient:
@@ -373,6 +379,7 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 	}
 	sc.Faults = append(sc.Faults, pauses(seed, n, len(sc.Roles), sc.TTLOrDefault(), sc.FaultWindow)...)
 	sc.Faults = append(sc.Faults, restarts(seed, &sc)...)
+	sc.Faults = append(sc.Faults, overflows(seed, n, sc.FaultWindow)...)
 	if ls := lags(seed, n, correct, len(sc.Roles), sc.FaultWindow); len(ls) > 0 {
 		sc.Faults = append(sc.Faults, ls...)
 		// With lagging servers, the faulty ones mostly hide or roll back
@@ -519,6 +526,24 @@ func restarts(seed uint64, sc *Scenario) []Fault {
 	}
 	if r.IntN(2) == 0 {
 		sc.ServerTTL = sc.TTLOrDefault() / 4
+	}
+	return out
+}
+
+// overflows draws full send queues from a stream of their own: in about a
+// third of the runs, one or two stretches of 0.3–3 s toward one or more
+// servers (any, correct or not).
+func overflows(seed uint64, n int, window time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x0f10))
+	if r.IntN(3) > 0 {
+		return nil
+	}
+	var out []Fault
+	for range 1 + r.IntN(2) {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		f := Fault{Kind: FaultOverflow, At: at, Dur: min(300*time.Millisecond+time.Duration(r.Int64N(int64(2700*time.Millisecond))), window-at)}
+		f.Servers = sortedInts(r.Perm(n)[:1+r.IntN(n-1)])
+		out = append(out, f)
 	}
 	return out
 }

@@ -94,6 +94,7 @@ type simServer struct {
 	// A crash drops every batch still in the pipeline, records and messages.
 	// INVARIANT: diskFree is when the last batch in the pipeline is durable.
 	order    core.Pipeline // the runtime's own rule
+	repair   core.Repair   // the runtime's own rule for overflowed sends
 	diskFree time.Duration
 	gen      int // bumped by each crash: a pipeline batch of an older gen is void
 }
@@ -142,6 +143,8 @@ type World struct {
 	armed  map[int]time.Duration
 	// lags: channels that lag now (lag.go).
 	lags []lag
+	// overflowUntil[s]: until when sends to server s overflow half the time.
+	overflowUntil map[int]time.Duration
 }
 
 type event struct {
@@ -262,17 +265,18 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		return nil, err
 	}
 	w := &World{
-		sc:         sc,
-		rng:        rand.New(rand.NewPCG(sc.Seed, 0x0b5e55ed)),
-		q:          quorum.Size(sc.N, sc.F),
-		byID:       make(map[wire.ClientID]int),
-		tr:         newTracer(opt.Trace),
-		exits:      make(map[opKey]*exitTrack),
-		resetKnown: make(map[[2]int]time.Duration),
-		malByID:    make(map[wire.ClientID]int),
-		malBanned:  make(map[int]bool),
-		paused:     make(map[int]*pause),
-		armed:      make(map[int]time.Duration),
+		sc:            sc,
+		rng:           rand.New(rand.NewPCG(sc.Seed, 0x0b5e55ed)),
+		q:             quorum.Size(sc.N, sc.F),
+		byID:          make(map[wire.ClientID]int),
+		tr:            newTracer(opt.Trace),
+		exits:         make(map[opKey]*exitTrack),
+		resetKnown:    make(map[[2]int]time.Duration),
+		malByID:       make(map[wire.ClientID]int),
+		malBanned:     make(map[int]bool),
+		paused:        make(map[int]*pause),
+		armed:         make(map[int]time.Duration),
+		overflowUntil: make(map[int]time.Duration),
 	}
 	// Keys: every one derives from the seed.
 	keyRand := rand.New(rand.NewPCG(sc.Seed, 0x6b657973))
@@ -848,6 +852,12 @@ func (w *World) startFault(f Fault) {
 			w.crashServer(i)
 		}
 		return
+	case FaultOverflow:
+		until := w.now + f.Dur
+		for _, s := range f.Servers {
+			w.overflowUntil[s] = max(w.overflowUntil[s], until)
+		}
+		return
 	case FaultRollingRestart:
 		down := f.Dur / time.Duration(w.sc.N)
 		for i := range w.sc.N {
@@ -888,6 +898,8 @@ func (w *World) endFault(f Fault) {
 		return
 	case FaultRollingRestart:
 		return // each server came back on its own schedule
+	case FaultOverflow:
+		return // the queues drained by themselves
 	}
 	for _, l := range w.faultLinks(f) {
 		w.healLink(l[0], l[1])
@@ -904,7 +916,7 @@ func (w *World) crashServer(i int) {
 	delete(w.paused, i)
 	s.up, s.core = false, nil
 	s.gen++
-	s.order, s.diskFree = core.Pipeline{}, 0
+	s.order, s.diskFree, s.repair = core.Pipeline{}, 0, core.Repair{}
 	w.bumpEpochs(i)
 	for o := range w.sc.N {
 		if o != i && w.srv[o].up && w.cut[i][o] == 0 {
@@ -1038,6 +1050,10 @@ func (w *World) serverTick(i int) {
 	}
 	if s.up {
 		e := s.core.Tick(w.Now())
+		for _, peer := range s.repair.Due(w.Now()) {
+			w.trace("s%d resynchronises with s%d after an overflow", i, peer)
+			e.Append(s.core.Step(w.Now(), core.Input{Kind: core.InputConnected, From: wire.ServerPeer(peer)}))
+		}
 		var extra []core.Outgoing
 		if s.byz != nil {
 			extra = s.byz.tick(w.Now())
@@ -1146,6 +1162,11 @@ func (w *World) emit(i int, outs []core.Outgoing) {
 			to = int(o.To.Server)
 		}
 		if to < 0 || to == i {
+			continue
+		}
+		if !o.To.IsClient && w.now < w.overflowUntil[to] {
+			w.trace("s%d->s%d overflows: %s dropped", i, to, w.describe(o.Msg))
+			s.repair.Overflowed(o.To.Server, w.Now())
 			continue
 		}
 		w.sendLate(i, to, data, wire.ClientID{}, extra)
