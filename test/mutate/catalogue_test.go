@@ -68,6 +68,13 @@ func TestParseTestJSON(t *testing.T) {
 	if f.test != "" || f.pkg != "internal/store" || !strings.Contains(f.output, "timed out") {
 		t.Errorf("a package failure outside any test: got %+v", f)
 	}
+	f = parseTestJSON(`{"Action":"output","Package":"github.com/bq-lock/bq/bakery","Output":"panic: test timed out after 2m0s\n"}
+{"Action":"output","Package":"github.com/bq-lock/bq/bakery","Output":"\trunning tests:\n"}
+{"Action":"output","Package":"github.com/bq-lock/bq/bakery","Output":"\t\tTestPassableRule (2m0s)\n"}
+{"Action":"fail","Package":"github.com/bq-lock/bq/bakery"}`)
+	if f.test != "TestPassableRule (timed out)" || f.pkg != "bakery" {
+		t.Errorf("a timeout: got %+v", f)
+	}
 	if got := campaignKiller("FAIL seed=17 n=4 [mutual-exclusion] at 1.2s: two holders (and 3 more)"); got != "bqsim seed=17 [mutual-exclusion]" {
 		t.Errorf("campaignKiller: %q", got)
 	}

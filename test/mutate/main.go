@@ -7,6 +7,7 @@
 //	go run ./test/mutate -list            # the catalogue: name, rule, file
 //	go run ./test/mutate -campaign 40     # add 40 bqsim seeds for mutants the tests miss
 //	go run ./test/mutate -sim=false       # the unit packages alone must kill every mutant
+//	go run ./test/mutate -sim=false -run '^absence-q-1$' -tests '^TestPassableRule$'   # does this test kill it?
 //
 // Each mutant (catalogue.go) names the rule of PROTOCOL.md it weakens, a file,
 // an exact snippet that must occur in that file exactly once, and its
@@ -51,6 +52,7 @@ type options struct {
 	verbose  bool
 	sim      bool
 	baseline bool
+	tests    string
 	timeout  time.Duration
 	out      io.Writer
 }
@@ -66,7 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sim := fs.Bool("sim", true, "run the fast test/sim tests when the unit packages pass")
 	baseline := fs.Bool("baseline", true, "first run the tests on an unmutated copy (they must pass)")
 	root := fs.String("root", "", "repository root (default: git rev-parse --show-toplevel)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "limit for each go command")
+	tests := fs.String("tests", "", "run only the unit tests matching this regular expression (go test -run): to check that one test kills a mutant")
+	timeout := fs.Duration("timeout", 2*time.Minute, "limit for each go test run (a mutant that makes a test hang is killed by the timeout)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -98,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mutate: no mutant matches -run", *runRE)
 		return 2
 	}
-	opt := options{campaign: *campaign, keep: *keep, verbose: *verbose, sim: *sim, baseline: *baseline, timeout: *timeout, out: stdout}
+	opt := options{campaign: *campaign, keep: *keep, verbose: *verbose, sim: *sim, baseline: *baseline, tests: *tests, timeout: *timeout, out: stdout}
 	if opt.root = *root; opt.root == "" {
 		out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 		if err != nil {

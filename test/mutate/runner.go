@@ -151,7 +151,11 @@ func (r *runner) try(m *Mutant) (*result, error) {
 		}
 	}
 	base := []string{"test", "-short", "-count=1", "-failfast", "-trimpath", "-vet=off", "-json", "-timeout", r.opt.timeout.String()}
-	stages := [][]string{append(append([]string(nil), base...), unitPackages...)}
+	units := append([]string(nil), base...)
+	if r.opt.tests != "" {
+		units = append(units, "-run", r.opt.tests)
+	}
+	stages := [][]string{append(units, unitPackages...)}
 	if r.opt.sim {
 		stages = append(stages, append(append([]string(nil), base...), "-run", simTests, "./test/sim"))
 	}
@@ -274,8 +278,27 @@ func parseTestJSON(out string) failure {
 		if b := outputs[pkgFail+"\x00"]; b != nil {
 			f.output = b.String()
 		}
+		f.test = timedOut(f.output)
 	}
 	return f
+}
+
+// timedOut names the test a package's "test timed out" panic says was
+// running ("TestX (timed out)"), or "".
+func timedOut(output string) string {
+	_, after, ok := strings.Cut(output, "panic: test timed out")
+	if !ok {
+		return ""
+	}
+	_, after, ok = strings.Cut(after, "running tests:\n")
+	if !ok {
+		return ""
+	}
+	line, _, _ := strings.Cut(after, "\n")
+	if name, _, _ := strings.Cut(strings.TrimSpace(line), " "); name != "" {
+		return name + " (timed out)"
+	}
+	return ""
 }
 
 func shortPkg(p string) string { return strings.TrimPrefix(p, "github.com/bq-lock/bq/") }
