@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Mutant weakens one rule of the protocol (PROTOCOL.md, docs/protocol.md)
+// by one: one quorum one server smaller, one check dropped, one bound moved
+// by one. From must occur exactly once in File (CheckCatalogue, and the
+// test catalogue_test.go, keep the catalogue in step with the code).
+type Mutant struct {
+	Name string // short, unique
+	Rule string // the section of PROTOCOL.md (or docs/protocol.md change) and the rule, in one line
+	File string // relative to the repository root
+	From string // the original snippet
+	To   string // its replacement
+}
+
+// Catalogue is every mutant, grouped by the kind of rule it weakens.
+var Catalogue = []Mutant{
+	// Quorum sizes: q → q−1 at each place a quorum is counted.
+	{"access-q-1", "§3: an access decides on the answers of q distinct servers", "quorum/access.go",
+		"return len(a.replies) >= a.q }", "return len(a.replies) >= a.q-1 }"},
+	{"read-q-1", "§2: a register read takes the highest valid statement of q servers", "bakery/client.go",
+		"reads: quorum.NewAccess[quorum.RegisterValue](c.q)", "reads: quorum.NewAccess[quorum.RegisterValue](c.q - 1)"},
+	{"getset-q-1", "§3, Algorithm 1: getSet returns a set reported by q distinct servers", "bakery/client.go",
+		"set: activeset.NewSetReader(c.q)", "set: activeset.NewSetReader(c.q - 1)"},
+	{"setreader-q-1", "§3, Algorithm 1: getSet returns a set reported by q distinct servers", "activeset/reader.go",
+		"if count[k] >= r.q {", "if count[k] >= r.q-1 {"},
+	{"views-q-1", "§3.1: J is the Views of q distinct servers", "bakery/client.go",
+		"a.views = quorum.NewAccess[wire.SignedView](c.q)", "a.views = quorum.NewAccess[wire.SignedView](c.q - 1)"},
+	{"j-size-q-1", "§3.2: a server accepts J only with exactly q Views", "bakery/ticket.go",
+		"if len(j) != q {", "if len(j) < q-1 {"},
+	{"ticket-acks-q-1", "§3.2: SET-TICKET completes with the answers of q distinct servers", "bakery/client.go",
+		"a.members = quorum.NewAccess[[]wire.ClientID](c.q)", "a.members = quorum.NewAccess[[]wire.ClientID](c.q - 1)"},
+	{"union-q-1", "§3.2: S' is the union of the member sets of q answers", "bakery/client.go",
+		"for _, r := range a.members.First() {", "for _, r := range a.members.First()[1:] {"},
+	{"listen-heard-q-1", "§3.3: a client decides only once q servers reported since Listen", "bakery/client.go",
+		"if len(a.others) > 0 && len(a.heard) < c.q {", "if len(a.others) > 0 && len(a.heard) < c.q-1 {"},
+	{"absence-q-1", "§3.3 absence rule: x is passable once q distinct servers report it absent", "bakery/client.go",
+		"if len(r.absentFrom) >= c.q {", "if len(r.absentFrom) >= c.q-1 {"},
+	{"lease-q-1", "§5: the lease guarantee needs fresh \"lease ok\" acks of q servers", "quorum/lease.go",
+		"q: q, valid: ttl - margin, session: session,", "q: q - 1, valid: ttl - margin, session: session,"},
+	{"cert-quorum-q-1", "§5: a reset certificate needs Suspect votes of q distinct servers (forming and applying)", "detector/muteness.go",
+		"return m.cfg.Quorum\n}", "return m.cfg.Quorum - 1\n}"},
+	{"apply-cert-q-1", "§5: a server applies a certificate only with votes of q distinct servers", "detector/muteness.go",
+		"cert.Verify(m.cfg.Keys, m.certQuorum()); err != nil {", "cert.Verify(m.cfg.Keys, m.certQuorum()-1); err != nil {"},
+	{"wire-cert-q-1", "§5: a certificate verifies only with votes of q distinct servers", "internal/wire/verify.go",
+		"if len(seen) < quorum {", "if len(seen) < quorum-1 {"},
+	{"listen-cert-q-1", "§3.3, §5: a listener counts a reset only with a certificate of q votes", "bakery/client.go",
+		"if cert.Verify(c.cfg.Keys, c.q) == nil {", "if cert.Verify(c.cfg.Keys, c.q-1) == nil {"},
+	{"read-cert-q-1", "§2, §5: a read voids a statement only with a certificate of q votes", "bakery/client.go",
+		"rr.Reset.Verify(c.cfg.Keys, c.q) == nil {", "rr.Reset.Verify(c.cfg.Keys, c.q-1) == nil {"},
+
+	// Distinct signers.
+	{"access-duplicate-counts", "§3: only the first verified reply of each server counts", "quorum/access.go",
+		"if _, ok := a.replies[s]; ok {\n\t\treturn a.Done()", "if _, ok := a.replies[s]; ok {\n\t\ta.q--\n\t\treturn a.Done()"},
+	{"j-duplicate-server", "§3.2: J holds Views of q distinct servers", "bakery/ticket.go",
+		"if seen[v.Server] {", "if false && seen[v.Server] {"},
+	{"cert-counts-votes", "§5: a certificate counts distinct servers, not votes", "internal/wire/verify.go",
+		"if seen[body.Server] {\n\t\t\treturn invalid(\"certificate holds two votes by %s\", body.Server)\n\t\t}\n\t\tseen[body.Server] = true",
+		"seen[ServerID(i)] = true"},
+
+	// Keys, signatures and the cluster binding.
+	{"stmt-signer-not-client", "§1, §2: only c's key signs c's statements", "internal/wire/verify.go",
+		"if ClientID(pub.ID) != st.Client {", "if false && ClientID(pub.ID) != st.Client {"},
+	{"view-signer-not-server", "§3.1: a View is signed by the server it names", "internal/wire/verify.go",
+		"if body.Server != v.Server {", "if false && body.Server != v.Server {"},
+	{"vote-signer-not-server", "§5: a Suspect vote is signed by the server it names", "internal/wire/verify.go",
+		"if body.Server != s.Server {", "if false && body.Server != s.Server {"},
+	{"stmt-cluster-unchecked", "§1 cluster binding: a statement of another cluster is refused", "internal/wire/verify.go",
+		`checkCluster("statement", st.Cluster, cluster)`, `checkCluster("statement", st.Cluster, st.Cluster)`},
+	{"view-cluster-unchecked", "§1 cluster binding: a View of another cluster is refused", "internal/wire/verify.go",
+		`checkCluster("view", body.Cluster, keys.Cluster)`, `checkCluster("view", body.Cluster, body.Cluster)`},
+	{"vote-cluster-unchecked", "§1 cluster binding: a vote (so a certificate) of another cluster is refused", "internal/wire/verify.go",
+		`checkCluster("vote", body.Cluster, keys.Cluster)`, `checkCluster("vote", body.Cluster, body.Cluster)`},
+	{"client-view-of-other-server", "§3.1: a client counts a View for the server that signed it", "bakery/client.go",
+		"if err == nil && (v.Server != s || v.Lock", "if err == nil && (v.Lock"},
+	{"cert-any-session", "§5: every vote of a certificate is on its (client, session)", "internal/wire/verify.go",
+		"if body.Client != r.Client || body.Session != r.Session {", "if body.Client != r.Client {"},
+	{"submit-others-statements", "§2: a client may submit only its own statements", "internal/core/core.go",
+		"if st.Client != c {", "if false && st.Client != c {"},
+
+	// Leases and deadlines.
+	{"lease-no-margin", "§5: an ack counts for TTL·(1−ε) after its heartbeat was sent, not TTL", "quorum/lease.go",
+		"q: q, valid: ttl - margin, session: session,", "q: q, valid: ttl, session: session,"},
+	{"client-default-margin", "§5: the client's default drift margin ε is TTL/10", "bakery/client.go",
+		"cfg.Margin = cfg.TTL / 10", "cfg.Margin = 1"},
+	{"lease-holds-at-expiry", "§5: the guarantee lapses at the instant TTL·(1−ε) after the send", "quorum/lease.go",
+		"return !u.IsZero() && now.Before(u)", "return !u.IsZero() && !now.After(u)"},
+	{"lease-suspecter-counts", "§5: a server that suspected the session never counts toward the lease again", "quorum/lease.go",
+		"if !known || l.suspected[s] {", "if !known {"},
+	{"enter-without-lease-now", "§3.3, §5: a client enters only if its lease guarantee holds at that instant", "bakery/client.go",
+		"if !c.lease.Holds(now) {", "if !c.leaseHeld {"},
+	{"doorway-deadline-late", "§5 Doorway deadline: a client in its Doorway for the deadline is refused", "detector/muteness.go",
+		"if now.Sub(d.since) < m.cfg.DoorwayDeadline {", "if now.Sub(d.since) <= m.cfg.DoorwayDeadline {"},
+	{"doorway-vote-at-once", "§5, change 4: the Doorway deadline refuses at once but votes only when the lease runs out", "detector/muteness.go",
+		"l.refused = true\n\t\t\t\tl.until = now.Add(l.ttl)", "l.refused = true\n\t\t\t\tl.until = now"},
+	{"refused-session-renewed", "§5, change 4: a session refused for its Doorway is no longer renewed", "detector/muteness.go",
+		"if l.suspected || l.refused {", "if l.suspected {"},
+	{"core-no-doorway-deadline", "§5 Doorway deadline: a server times every Doorway it accepts", "internal/core/core.go",
+		"k.mute.DoorwayStarted(c, lock.Name, st.Session, now)", "_ = now"},
+
+	// Resets and void statements.
+	{"void-off-by-one", "§2, §5: a certificate on sess voids every statement with session ≤ sess", "quorum/register.go",
+		"s.Session <= resetUpTo", "s.Session < resetUpTo"},
+	{"read-ignores-void", "§2: a read returns the highest statement that no answer shows void", "quorum/register.go",
+		"if s == nil || Void(s, resetUpTo) {", "if s == nil {"},
+	{"server-void-off-by-one", "§5: a certificate on sess removes the client's statements of session ≤ sess", "activeset/lock.go",
+		"if e == nil || e.Void || e.St.Session > upTo {", "if e == nil || e.Void || e.St.Session >= upTo {"},
+	{"reset-session-renewed", "§5: a server refuses a session that was reset (heartbeats, opens)", "detector/muteness.go",
+		"if sess <= cs.resetUpTo {\n\t\treturn nil, ErrSessionReset", "if sess < cs.resetUpTo {\n\t\treturn nil, ErrSessionReset"},
+	{"core-accepts-reset-session", "§5: a server refuses statements of a reset session", "internal/core/core.go",
+		"if st.Session <= k.mute.ResetUpTo(c) {", "if st.Session < k.mute.ResetUpTo(c) {"},
+
+	// Tie-breaks and the LISTEN decision.
+	{"tie-equal-n-passable", "§3.3, change 8: equal N is broken by (H(N‖id), id), never both passable", "bakery/client.go",
+		"return Token{N: a.n, Client: c.id}.Less(Token{N: st.N, Client: x})", "return a.n <= st.N"},
+	{"tiebreak-by-id-only", "change 8: ties between equal tickets go by H(N‖ClientID) first", "bakery/client.go",
+		"if a, b := t.TieBreak(), o.TieBreak(); a != b {", "if a, b := t.TieBreak(), o.TieBreak(); false && a != b {"},
+	{"doorway-passable", "§3.3: a member in its Doorway (choosing) makes the client wait", "bakery/client.go",
+		"if st.Phase == wire.PhaseDoorway {\n\t\treturn false", "if st.Phase == wire.PhaseDoorway {\n\t\treturn true"},
+	{"passed-member-forgotten", "§3.3, change 14: a member a waiting client has passed stays passed", "bakery/client.go",
+		"a.reports[x].passed = true", "_ = x"},
+	{"settled-without-statement", "change 15: no statement settles nothing (the absence rule needs q servers)", "internal/core/core.go",
+		"case en == nil:\n\t\t\treturn false", "case en == nil:\n\t\t\treturn true"},
+	{"settled-equal-n", "change 15, §3.3: a member is settled only by a ticket after the listener's (tie-break)", "internal/core/core.go",
+		"return mine.Less(bakery.Token{N: en.St.N, Client: x})", "return mine.N <= en.St.N"},
+
+	// The ticket rule.
+	{"ticket-without-hw", "§3.1: N = 1 + max over the member statements and the hw statements of J", "bakery/ticket.go",
+		"if v.HW != nil {", "if false && v.HW != nil {"},
+	{"ticket-without-members", "§3.1: N = 1 + max over the member statements and the hw statements of J", "bakery/ticket.go",
+		"consider(&v.Members[k])", "_ = k"},
+	{"ticket-max-not-plus-one", "§3.1: N = 1 + max(...), not max", "bakery/ticket.go",
+		"n := maxN + 1", "n := maxN"},
+	{"ticket-min-not-max", "§3.2: the statement that attains the max decides N", "bakery/ticket.go",
+		"return cands[x].n > cands[y].n", "return cands[x].n < cands[y].n"},
+	{"ticket-cap-off-by-one", "§8: a ticket ≥ 2^62 is refused", "bakery/ticket.go",
+		"if n >= wire.TicketCap {", "if n > wire.TicketCap {"},
+	{"stmt-cap-off-by-one", "§8: a statement with N ≥ 2^62 is refused", "internal/wire/verify.go",
+		"if st.N >= TicketCap {", "if st.N > TicketCap {"},
+	{"ticket-accepts-larger-n", "§3.2: a server accepts a Ticket only with N exactly 1 + max(J)", "bakery/ticket.go",
+		"if st.N != n && !mutation.On(", "if st.N < n && !mutation.On("},
+	{"ticket-jhash-unchecked", "§2, §3.2: a Ticket's signature covers H(J) of the J it is shown with", "bakery/ticket.go",
+		"if h := wire.JustificationHash(j); h != *st.JHash {", "if h := wire.JustificationHash(j); false && h != *st.JHash {"},
+	{"j-of-other-attempt", "§3.2: every View of J is for this (c, sess, att): an old J is never replayed", "bakery/ticket.go",
+		"v.ForSession != a.Session || v.ForAttempt != a.Attempt {", "v.ForSession != a.Session {"},
+	{"hw-last-not-highest", "§3.1, §7: hw is the highest Ticket ever accepted for the lock", "activeset/lock.go",
+		"(l.hw == nil || e.St.N > l.hw.St.N)", "(l.hw == nil || e.St.N > 0)"},
+	{"view-without-hw", "§3.1, §7: a View carries the lock's hw", "internal/core/core.go",
+		"hw != nil && !mutation.On(mutation.DropHighWater) {", "hw != nil && false {"},
+	{"view-lowest-member", "change 16: a View carries the highest numbered member", "activeset/lock.go",
+		"if best == nil || e.St.N > best.St.N", "if best == nil || e.St.N < best.St.N"},
+	{"held-of-other-n", "§6: a Held follows this server's Ticket of the same attempt and N", "internal/core/core.go",
+		"|| prev.St.Attempt != st.Attempt || prev.St.N != st.N {", "|| prev.St.Attempt != st.Attempt {"},
+
+	// Each J accepted once, attempts monotone, the register order.
+	{"register-rolls-back", "§2: a register keeps the statement with the highest timestamp", "activeset/lock.go",
+		"case -1:\n\t\t\treturn Stale, prev", "case -2:\n\t\t\treturn Stale, prev"},
+	{"client-attempt-reused", "§2: a client's attempt counter strictly increases", "bakery/client.go",
+		"c.nextAtt++", "_ = c.nextAtt"},
+	{"equivocation-not-banned", "§2, §6: two statements with one timestamp ban their client", "internal/core/core.go",
+		"k.ban(c, &wire.Evidence{Kind: wire.EvidenceEquivocation, A: ss, B: &other}, e)", "_ = other"},
+	{"ban-without-jhash", "change 2: an InvalidTicket verdict needs J to match the Ticket's signed H(J)", "internal/core/core.go",
+		"if errors.Is(err, bakery.ErrBadJustification) && wire.JustificationHash(j) == *st.JHash {", "if errors.Is(err, bakery.ErrBadJustification) {"},
+	{"evidence-without-jhash", "change 2: InvalidTicket evidence needs J to match the Ticket's signed H(J)", "detector/evidence.go",
+		"if wire.JustificationHash(ev.J) != *a.JHash {", "if false && wire.JustificationHash(ev.J) != *a.JHash {"},
+	{"evidence-any-timestamp", "§2, §6: equivocation is two statements with the same timestamp", "detector/evidence.go",
+		"|| quorum.TimestampOf(a) != quorum.TimestampOf(b) {", "|| false && quorum.TimestampOf(a) != quorum.TimestampOf(b) {"},
+
+	// Persistence and replay.
+	{"statement-lazy", "§9, change 13: only a Held may wait for a later commit; other statements are durable before their ack", "internal/core/core.go",
+		"Lazy: st.Phase == wire.PhaseHeld})", "Lazy: true})"},
+	{"hw-not-persisted", "§9: hw per lock is persisted", "internal/core/core.go",
+		"if lock.HW() != hwBefore {", "if lock.HW() != hwBefore && st.Phase == wire.PhaseHeld {"},
+	{"hw-not-restored", "§9: a restarted server restores hw", "internal/core/persist.go",
+		"k.restoredLock(string(key)).RestoreHW(en)", "_ = en"},
+	{"vote-not-persisted", "§9: a server's own votes are persisted", "internal/core/core.go",
+		"e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(body.Client, body.Session), Value: mustMarshal(v)})", "_ = body"},
+	{"votes-not-restored", "§9: a restarted server keeps refusing the sessions it voted on", "internal/core/persist.go",
+		"return k.mute.RestoreVote(vote)", "return nil"},
+	{"cert-not-persisted", "§9: reset certificates are persisted", "internal/core/core.go",
+		"e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: cert.Client[:], Value: mustMarshal(cert)})", "_ = cert"},
+	{"cert-not-restored", "§9: a restarted server's statements stay void under its certificates", "internal/core/persist.go",
+		"k.locks[name].VoidUpTo(cert.Client, cert.Session)", "_ = name"},
+	{"report-overtakes-ack", "change 12: a report leaves early only if nothing to the same peer waits", "internal/core/pipeline.go",
+		"if o.Reports() && p.waiting[o.To] == 0 {", "if o.Reports() {"},
+	{"ack-counts-as-report", "§9, change 12: an Ack waits for its batch's commit", "internal/core/effects.go",
+		"return m.Update != nil || m.Forward != nil", "return m.Ack != nil || m.Update != nil || m.Forward != nil"},
+	{"wal-no-crc", "§9: WAL replay takes only records whose CRC matches", "internal/store/wal.go",
+		"if binary.LittleEndian.Uint32(rec[4:]) != recordCRC(rec) {", "if false && binary.LittleEndian.Uint32(rec[4:]) != recordCRC(rec) {"},
+	{"wal-no-seq-chain", "§9: WAL replay follows seq previous+1", "internal/store/wal.go",
+		"pass != prev.pass || seq != prev.seq+1", "pass != prev.pass"},
+	{"wal-no-pass-chain", "§9: WAL replay stays in one pass", "internal/store/wal.go",
+		"pass != prev.pass || seq != prev.seq+1", "seq != prev.seq+1"},
+	{"wal-replay-skips-one", "§9: WAL replay applies every record after the applied one", "internal/store/wal.go",
+		"if r.seq > applied {", "if r.seq > applied+1 {"},
+	{"wal-replayed-into-new-db", "§9: a WAL without its database is not replayed", "internal/store/wal.go",
+		"if dbCreated {", "if false && dbCreated {"},
+	{"wal-wrap-without-checkpoint", "§9: the WAL is overwritten only after a checkpoint applied it", "internal/store/commit.go",
+		"if err := s.checkpoint(); err != nil {\n\t\treturn fmt.Errorf(\"store: WAL full", "if err := error(nil); err != nil {\n\t\treturn fmt.Errorf(\"store: WAL full"},
+
+	// Numbers are never reused (§2).
+	{"session-counter-not-persisted", "§2: a session number is on disk before it is used", "certs/sessions.go",
+		"if err := s.persist(next); err != nil {\n\t\treturn 0, err\n\t}", "_ = s.persist"},
+	{"session-counter-shared-lock", "§2, §5: one identity, one process: the counter file is locked exclusively", "certs/sessions.go",
+		"syscall.LOCK_EX|syscall.LOCK_NB", "syscall.LOCK_SH|syscall.LOCK_NB"},
+	{"session-counter-no-crc", "§2: a damaged counter is refused, never guessed", "certs/sessions.go",
+		"uint32(want) != crc32.Checksum([]byte(digits), castagnoli)", "uint32(want) != uint32(want)"},
+	{"session-source-may-repeat", "§2: a new session is above the last one", "bakery/client.go",
+		"if sess <= c.sess {", "if sess < c.sess {"},
+
+	// Restarts keep each session's TTL (§5, §9).
+	{"ttl-not-persisted", "§9: the TTL of a session is durable before its SessionOpen is acked", "internal/core/core.go",
+		"if newTTL {", "if false && newTTL {"},
+	{"restored-lease-not-fresh", "§5, §9: a restarted server votes no sooner than a whole TTL after its first tick", "detector/muteness.go",
+		"if l.until.IsZero() {\n\t\t\t\tl.until = now.Add(l.ttl)", "if false {\n\t\t\t\tl.until = now.Add(l.ttl)"},
+	{"ttl-kept-after-reset", "§9: a reset session's TTL is deleted (what is kept stays bounded)", "internal/core/core.go",
+		"if sess <= cert.Session {\n\t\t\te.Persist", "if sess < cert.Session {\n\t\t\te.Persist"},
+
+	// Nothing is dropped for good (§3.3, §3.5).
+	{"overflow-never-repaired", "§3.5: a send that overflowed is repaired by a resync", "internal/core/repair.go",
+		"if !now.Before(at) {", "if false && !now.Before(at) {"},
+	{"resync-without-certificates", "§3.5, change 5: a resync carries the certificates of the clients it holds", "internal/core/core.go",
+		"if cert := k.mute.Certificate(c); cert != nil {\n\t\t\tsend(", "if cert := k.mute.Certificate(c); cert != nil && false {\n\t\t\tsend("},
+	{"listen-refusal-ignored", "§3.3: a refused Listen counts as that server's answer", "bakery/client.go",
+		"c.listenRefusedBy(a, s, err, e)", "_ = err"},
+}
+
+// CheckCatalogue reports every problem with mutants against the code under
+// root: a name used twice, an empty rule, a no-op replacement, a missing
+// file, or a snippet that does not occur exactly once in its file.
+func CheckCatalogue(root string, mutants []Mutant) []error {
+	var errs []error
+	names := make(map[string]bool)
+	for _, m := range mutants {
+		if m.Name == "" || strings.ContainsAny(m.Name, " \t\n") {
+			errs = append(errs, fmt.Errorf("mutant %q: a name is one word", m.Name))
+		}
+		if names[m.Name] {
+			errs = append(errs, fmt.Errorf("mutant %s: the name is used twice", m.Name))
+		}
+		names[m.Name] = true
+		if m.Rule == "" {
+			errs = append(errs, fmt.Errorf("mutant %s: no rule", m.Name))
+		}
+		if m.From == "" || m.From == m.To {
+			errs = append(errs, fmt.Errorf("mutant %s: the replacement changes nothing", m.Name))
+		}
+		b, err := os.ReadFile(filepath.Join(root, m.File))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("mutant %s: %w", m.Name, err))
+			continue
+		}
+		if n := strings.Count(string(b), m.From); n != 1 {
+			errs = append(errs, fmt.Errorf("mutant %s: %s holds the snippet %q %d times, want exactly 1", m.Name, m.File, m.From, n))
+		}
+	}
+	return errs
+}
