@@ -212,7 +212,10 @@ type attempt struct {
 	// they will not report, so once fewer than q others can, the attempt
 	// fails instead of waiting forever. A refusal is never a report.
 	listenRefused map[wire.ServerID]string
-	reports       map[wire.ClientID]*report
+	// resent: the (server, request) resend requests already answered.
+	// INVARIANT: at most one resend per key between reconnects of the server.
+	resent  map[resendKey]bool
+	reports map[wire.ClientID]*report
 
 	held     wire.SignedStatement
 	reqHeld  uint64
@@ -496,7 +499,13 @@ func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 		send(&wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
 	}
 	for _, lock := range c.sortedLocks() {
-		c.resend(c.attempts[lock], s, send)
+		a := c.attempts[lock]
+		for key := range a.resent {
+			if key.server == s {
+				delete(a.resent, key) // a new connection may ask again
+			}
+		}
+		c.resend(a, s, send)
 	}
 	for _, id := range c.sortedOps() {
 		o := c.ops[id]
@@ -970,6 +979,19 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 	switch er.Code {
 	case wire.ErrCodeResend:
 		if a := c.byReq[er.Req]; a != nil {
+			// One resend per request and server until the next reconnect: a
+			// server that asks again (it refuses what we resend, or a faulty
+			// one repeats its errors) gets nothing more, or each answer would
+			// breed another round without end (found by the simulator: an
+			// echo-own server made a client's resends grow threefold a round).
+			key := resendKey{s, er.Req}
+			if a.resent[key] {
+				return
+			}
+			if a.resent == nil {
+				a.resent = make(map[resendKey]bool)
+			}
+			a.resent[key] = true
 			send := func(m *wire.Message) { e.Send = append(e.Send, Send{To: s, Msg: m}) }
 			c.resend(a, s, send)
 		}
@@ -1001,6 +1023,11 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 			}
 		}
 	}
+}
+
+type resendKey struct {
+	server wire.ServerID
+	req    uint64
 }
 
 // listenRefusedBy counts s's refusal of a's Listen as s's answer: it will

@@ -245,3 +245,44 @@ func TestListenRefusals(t *testing.T) {
 		require.Equal(t, []int{0}, n.acquired(), "never entered")
 	}
 }
+
+// A server that answers every resend with another request to resend (it
+// refuses what the client resends, or a faulty server repeats its errors)
+// gets one resend per request, not a storm: each answer would otherwise
+// breed another round without end (found by the simulator).
+func TestResendAnsweredOncePerRequest(t *testing.T) {
+	n := newNet(t, 2)
+	n.lock(0)
+	listens := 0
+	n.drop = func(p pkt) bool {
+		if !p.toServer || p.from != 1 || p.to != 1 {
+			return false
+		}
+		m, err := wire.Decode(p.data)
+		require.NoError(t, err)
+		var req uint64
+		switch {
+		case m.Listen != nil:
+			listens++
+			req = m.Listen.Req
+		case m.Submit != nil:
+			req = m.Submit.Req
+		default:
+			return false
+		}
+		if listens > 20 {
+			return true // a storm: stop feeding it so the test can fail
+		}
+		for range 3 { // echoed, as a faulty server may
+			b, err := wire.Encode(&wire.Message{Error: &wire.Error{Req: req, Code: wire.ErrCodeResend, Detail: "resend"}})
+			require.NoError(t, err)
+			n.queue = append(n.queue, pkt{from: 1, to: 1, data: b})
+		}
+		return true
+	}
+	n.lock(1)
+	require.LessOrEqual(t, listens, 3, "one Listen, and one resend per request")
+	n.drop = nil
+	n.unlock(0)
+	require.Equal(t, []int{0, 1}, n.acquired(), "the other servers let c1 in")
+}

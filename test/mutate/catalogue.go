@@ -227,6 +227,8 @@ var Catalogue = []Mutant{
 		"if !now.Before(at) {", "if false && !now.Before(at) {"},
 	{"resync-without-certificates", "§3.5, change 5: a resync carries the certificates of the clients it holds", "internal/core/core.go",
 		"if cert := k.mute.Certificate(c); cert != nil {\n\t\t\tsend(", "if cert := k.mute.Certificate(c); cert != nil && false {\n\t\t\tsend("},
+	{"resend-storm", "§6, §8: a client answers each resend request once per server (no storm a server can feed)", "bakery/client.go",
+		"if a.resent[key] {\n\t\t\t\treturn\n\t\t\t}", "_ = key"},
 	{"listen-refusal-ignored", "§3.3: a refused Listen counts as that server's answer", "bakery/client.go",
 		"c.listenRefusedBy(a, s, err, e)", "_ = err"},
 }

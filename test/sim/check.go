@@ -95,6 +95,7 @@ const (
 	CheckInflation  = "inflation-contained"
 	CheckOneSigner  = "one-signer-ticket"
 	CheckFramed     = "correct-never-banned"
+	CheckTraffic    = "bounded-traffic"
 )
 
 // Hold is one interval during which a client held a lock: from its Acquired

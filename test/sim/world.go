@@ -539,8 +539,17 @@ func (w *World) idle() bool {
 	return true
 }
 
+// maxQueued bounds the events in flight: far above any honest run (a few
+// thousand), it turns a message storm into a violation instead of a machine
+// out of memory.
+const maxQueued = 1_000_000
+
 func (w *World) loop() {
 	for w.queue.Len() > 0 && !w.ended {
+		if w.queue.Len() > maxQueued {
+			w.h.violate(CheckTraffic, w.instant(), "%d events in flight: a message storm (the trace tail shows who feeds it)", w.queue.Len())
+			return
+		}
 		ev := heap.Pop(&w.queue).(*event)
 		if ev.at > w.hardEnd {
 			break
