@@ -391,3 +391,24 @@ func TestFrameLayout(t *testing.T) {
 		require.Equal(t, i+1, keys[n], "%s", n)
 	}
 }
+
+// The fixed-size ids encode exactly as the CBOR library encodes a byte string.
+func TestFixedIDsEncodeAsByteStrings(t *testing.T) {
+	var c wire.ClientID
+	var k wire.ClusterID
+	var d wire.Digest
+	for i := range 32 {
+		c[i], k[i], d[i] = byte(i), byte(255-i), byte(7*i)
+	}
+	for _, v := range []interface {
+		MarshalCBOR() ([]byte, error)
+	}{c, k, d} {
+		got, err := v.MarshalCBOR()
+		require.NoError(t, err)
+		var raw []byte
+		require.NoError(t, crypto.Unmarshal(got, &raw))
+		want, err := crypto.Marshal(raw)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/fxamacker/cbor/v2"
 )
 
 // ServerID is a server's index in the cluster file, 0..n-1.
@@ -36,7 +35,7 @@ func (c ClientID) Less(o ClientID) bool {
 }
 
 // MarshalCBOR encodes the id as a 32-byte string.
-func (c ClientID) MarshalCBOR() ([]byte, error) { return cbor.Marshal(c[:]) }
+func (c ClientID) MarshalCBOR() ([]byte, error) { return marshalFixed(c[:]), nil }
 
 // UnmarshalCBOR accepts exactly a 32-byte string.
 func (c *ClientID) UnmarshalCBOR(b []byte) error { return unmarshalFixed(b, c[:], "client id") }
@@ -52,7 +51,7 @@ func (c ClusterID) String() string { return hex.EncodeToString(c[:4]) }
 func (c ClusterID) Hex() string { return hex.EncodeToString(c[:]) }
 
 // MarshalCBOR encodes the id as a 32-byte string.
-func (c ClusterID) MarshalCBOR() ([]byte, error) { return cbor.Marshal(c[:]) }
+func (c ClusterID) MarshalCBOR() ([]byte, error) { return marshalFixed(c[:]), nil }
 
 // UnmarshalCBOR accepts exactly a 32-byte string.
 func (c *ClusterID) UnmarshalCBOR(b []byte) error { return unmarshalFixed(b, c[:], "cluster id") }
@@ -63,10 +62,19 @@ type Digest [32]byte
 func (d Digest) String() string { return hex.EncodeToString(d[:4]) }
 
 // MarshalCBOR encodes the digest as a 32-byte string.
-func (d Digest) MarshalCBOR() ([]byte, error) { return cbor.Marshal(d[:]) }
+func (d Digest) MarshalCBOR() ([]byte, error) { return marshalFixed(d[:]), nil }
 
 // UnmarshalCBOR accepts exactly a 32-byte string.
 func (d *Digest) UnmarshalCBOR(b []byte) error { return unmarshalFixed(b, d[:], "digest") }
+
+// marshalFixed encodes a 24..255-byte value as a CBOR byte string (major
+// type 2, one length byte): what cbor.Marshal would write, in one allocation.
+func marshalFixed(b []byte) []byte {
+	out := make([]byte, 2+len(b))
+	out[0], out[1] = 0x58, byte(len(b))
+	copy(out[2:], b)
+	return out
+}
 
 func unmarshalFixed(b []byte, dst []byte, what string) error {
 	var raw []byte
