@@ -64,15 +64,7 @@ func TestCampaignRegressions(t *testing.T) {
 // without the outlier) and everyone keeps taking the lock.
 func TestInflationContained(t *testing.T) {
 	for _, n := range []int{4, 7} {
-		sc := quietScenario(60+uint64(n), n, RoleLocker, RoleLocker, RoleTryLocker, RoleLocker)
-		for s := range sc.F {
-			sc.Byzantine = append(sc.Byzantine, ByzServer{Server: s, Behaviors: []string{"inflate"}})
-		}
-		res := Run(sc, RunOptions{})
-		report(t, res, fmt.Sprintf("go test ./test/sim -run TestInflationContained -v (n=%d)", n))
-		if res.Stats.Acquired < 5 {
-			t.Errorf("n=%d: only %d acquisitions", n, res.Stats.Acquired)
-		}
+		res := withFaultyServers(t, 60+uint64(n), n, "TestInflationContained", "inflate")
 		for _, h := range res.Holds {
 			if h.Token.N > 1<<40 {
 				t.Errorf("n=%d: c%d holds with an inflated token %s", n, h.Client, h.Token)
@@ -90,16 +82,25 @@ func TestInflationContained(t *testing.T) {
 // campaign seeds of replay-foreign fail without checkCluster).
 func TestForeignClusterReplay(t *testing.T) {
 	for _, n := range []int{4, 7} {
-		sc := quietScenario(70+uint64(n), n, RoleLocker, RoleLocker, RoleTryLocker, RoleLocker)
-		for s := range sc.F {
-			sc.Byzantine = append(sc.Byzantine, ByzServer{Server: s, Behaviors: []string{"replay-foreign"}})
-		}
-		res := Run(sc, RunOptions{})
-		report(t, res, fmt.Sprintf("go test ./test/sim -run TestForeignClusterReplay -v (n=%d)", n))
-		if res.Stats.Acquired < 5 {
-			t.Errorf("n=%d: only %d acquisitions", n, res.Stats.Acquired)
-		}
+		withFaultyServers(t, 70+uint64(n), n, "TestForeignClusterReplay", "replay-foreign")
 	}
+}
+
+// withFaultyServers runs three lockers and a trylocker against f faulty
+// servers that all behave as behavior, and requires every invariant and at
+// least five acquisitions; test names the test for the replay line.
+func withFaultyServers(t *testing.T, seed uint64, n int, test, behavior string) *Result {
+	t.Helper()
+	sc := quietScenario(seed, n, RoleLocker, RoleLocker, RoleTryLocker, RoleLocker)
+	for s := range sc.F {
+		sc.Byzantine = append(sc.Byzantine, ByzServer{Server: s, Behaviors: []string{behavior}})
+	}
+	res := Run(sc, RunOptions{})
+	report(t, res, fmt.Sprintf("go test ./test/sim -run %s -v (%s, n=%d)", test, behavior, n))
+	if res.Stats.Acquired < 5 {
+		t.Errorf("%s n=%d: only %d acquisitions", behavior, n, res.Stats.Acquired)
+	}
+	return res
 }
 
 // TestOwnSignaturesReused: f faulty servers that sign only with their own
@@ -114,15 +115,7 @@ func TestForeignClusterReplay(t *testing.T) {
 func TestOwnSignaturesReused(t *testing.T) {
 	for _, beh := range []string{"echo-own", "self-cert", "self-justify"} {
 		for _, n := range []int{4, 7} {
-			sc := quietScenario(80+uint64(n), n, RoleLocker, RoleLocker, RoleTryLocker, RoleLocker)
-			for s := range sc.F {
-				sc.Byzantine = append(sc.Byzantine, ByzServer{Server: s, Behaviors: []string{beh}})
-			}
-			res := Run(sc, RunOptions{})
-			report(t, res, fmt.Sprintf("go test ./test/sim -run TestOwnSignaturesReused -v (%s, n=%d)", beh, n))
-			if res.Stats.Acquired < 5 {
-				t.Errorf("%s n=%d: only %d acquisitions", beh, n, res.Stats.Acquired)
-			}
+			withFaultyServers(t, 80+uint64(n), n, "TestOwnSignaturesReused", beh)
 		}
 	}
 }

@@ -722,6 +722,20 @@ func (b *Byz) forgedCert(c wire.ClientID, sess uint64) (wire.ResetCertificate, b
 }
 
 func (forgeReset) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
+	forged := func(c wire.ClientID, sess uint64) []wire.ResetCertificate {
+		if cert, ok := b.forgedCert(c, sess); ok {
+			return []wire.ResetCertificate{cert}
+		}
+		return nil
+	}
+	return b.withResets(o, forged, func() bool { return b.Rand.IntN(4) == 0 })
+}
+
+// withResets adds, to an Update or a ReadReply for a client, the
+// certificates certs makes on the session of every member it reports; each
+// certificate also goes to the servers when toServers says so. Other
+// messages pass unchanged.
+func (b *Byz) withResets(o core.Outgoing, certs func(wire.ClientID, uint64) []wire.ResetCertificate, toServers func() bool) []core.Outgoing {
 	m := o.Msg
 	switch {
 	case m.Update != nil:
@@ -730,9 +744,9 @@ func (forgeReset) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
 		var out []core.Outgoing
 		for _, ss := range u.Statements {
 			if st := decodeStatement(ss); st != nil {
-				if cert, ok := b.forgedCert(st.Client, st.Session); ok {
+				for _, cert := range certs(st.Client, st.Session) {
 					u.Resets = append(u.Resets, cert)
-					if b.Rand.IntN(4) == 0 {
+					if toServers() {
 						out = append(out, b.toServers(&wire.Message{Reset: &cert})...)
 					}
 				}
@@ -742,8 +756,10 @@ func (forgeReset) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
 	case m.ReadReply != nil && m.ReadReply.Statement != nil:
 		rr := *m.ReadReply
 		if st := decodeStatement(*rr.Statement); st != nil {
-			if cert, ok := b.forgedCert(st.Client, st.Session); ok {
-				rr.Reset = &cert
+			if cs := certs(st.Client, st.Session); len(cs) == 1 {
+				rr.Reset = &cs[0]
+			} else if len(cs) > 1 {
+				rr.Reset = &cs[b.Rand.IntN(len(cs))]
 			}
 		}
 		return one(o.To, &wire.Message{ReadReply: &rr})

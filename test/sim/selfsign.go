@@ -72,42 +72,20 @@ func (b *Byz) ownCerts(c wire.ClientID, sess uint64, q int) []wire.ResetCertific
 }
 
 func (selfCert) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
-	m := o.Msg
 	q := quorumOf(b)
-	switch {
-	case m.Update != nil:
-		u := *m.Update
-		u.Resets = slices.Clone(u.Resets)
-		var out []core.Outgoing
-		for _, ss := range u.Statements {
-			if st := decodeStatement(ss); st != nil {
-				for _, cert := range b.ownCerts(st.Client, st.Session, q) {
-					u.Resets = append(u.Resets, cert)
-					out = append(out, b.toServers(&wire.Message{Reset: &cert})...)
-				}
-			}
-		}
-		return append(one(o.To, &wire.Message{Update: &u}), out...)
-	case m.ReadReply != nil && m.ReadReply.Statement != nil:
-		rr := *m.ReadReply
-		if st := decodeStatement(*rr.Statement); st != nil {
-			if certs := b.ownCerts(st.Client, st.Session, q); len(certs) > 0 {
-				rr.Reset = &certs[b.Rand.IntN(len(certs))]
-			}
-		}
-		return one(o.To, &wire.Message{ReadReply: &rr})
-	case m.MembersReply != nil:
+	own := func(c wire.ClientID, sess uint64) []wire.ResetCertificate { return b.ownCerts(c, sess, q) }
+	if m := o.Msg; m.MembersReply != nil {
 		var out []core.Outgoing
 		for _, ss := range m.MembersReply.Members {
 			if st := decodeStatement(ss); st != nil {
-				for _, cert := range b.ownCerts(st.Client, st.Session, q) {
+				for _, cert := range own(st.Client, st.Session) {
 					out = append(out, b.toServers(&wire.Message{Reset: &cert})...)
 				}
 			}
 		}
 		return append(one(o.To, m), out...)
 	}
-	return one(o.To, m)
+	return b.withResets(o, own, func() bool { return true })
 }
 
 // selfJustify holds a colluding client's key and makes that client Tickets
