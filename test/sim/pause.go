@@ -24,7 +24,9 @@ import (
 
 // pause is one node's pause in progress.
 // INVARIANT: inbox holds, in arrival order, every message delivered to the
-// node since the pause began.
+// node since the pause began, and every change of its connections (a link
+// that went down or came up): a process that resumes learns of them in the
+// order they happened, as a real one reads its sockets.
 type pause struct {
 	start time.Duration
 	until time.Duration
@@ -40,6 +42,27 @@ type queued struct {
 	data     []byte
 	ep       uint64
 	as       wire.ClientID
+	// event, if set, is a connection change to run in place of a message.
+	event func()
+}
+
+// deliverQueued hands a queued message (or connection change) to its node.
+func (w *World) deliverQueued(m queued) {
+	if m.event != nil {
+		m.event()
+		return
+	}
+	w.deliver(m.from, m.to, m.data, m.ep, m.as)
+}
+
+// inOrder runs fn, a connection change at node, now; or, if node is paused,
+// in its inbox after the messages that reached it before the change.
+func (w *World) inOrder(node int, fn func()) {
+	if p := w.paused[node]; p != nil {
+		p.inbox = append(p.inbox, queued{event: fn})
+		return
+	}
+	fn()
 }
 
 // frozen reports whether node is paused now.
@@ -113,7 +136,7 @@ func (w *World) thaw(node int, until time.Duration) {
 	w.trace("%s resumes; %d messages waited", w.nodeName(node), len(p.inbox))
 	if w.isServer(node) {
 		for _, m := range p.inbox {
-			w.deliver(m.from, m.to, m.data, m.ep, m.as)
+			w.deliverQueued(m)
 		}
 		return
 	}
@@ -126,7 +149,7 @@ func (w *World) thaw(node int, until time.Duration) {
 		}
 	}
 	for _, m := range p.inbox {
-		w.deliver(m.from, m.to, m.data, m.ep, m.as)
+		w.deliverQueued(m)
 	}
 	if !cl.alive || len(open) == 0 {
 		return

@@ -779,7 +779,7 @@ func (w *World) linkUp(a, b int) {
 			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1])})
 		} else if w.malOf(p[0]) == nil {
 			c, s := p[0]-w.sc.N, wire.ServerID(p[1])
-			w.whenThawed(p[0], func() { w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), s)) })
+			w.inOrder(p[0], func() { w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), s)) })
 		}
 	}
 }
@@ -1079,12 +1079,9 @@ func (w *World) serverStep(i int, in core.Input) {
 		return
 	}
 	if w.frozen(i) {
-		gen := s.gen
-		w.whenThawed(i, func() {
-			if s.gen == gen {
-				w.serverStep(i, in)
-			}
-		})
+		// A connection change (a message is queued by deliver): in order
+		// with the messages, which a crash drops along with it.
+		w.inOrder(i, func() { w.serverStep(i, in) })
 		return
 	}
 	if s.byz != nil && in.Msg != nil {
