@@ -10,8 +10,8 @@ import (
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/server"
 	"github.com/bq-lock/bq/internal/testutil"
+	"github.com/bq-lock/bq/server"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )

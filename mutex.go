@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Token is a fencing token: every holding of a lock gets one, and they grow

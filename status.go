@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Status is the cluster as this client sees it now.

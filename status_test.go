@@ -9,8 +9,8 @@ import (
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/transport"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/transport"
+	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
 

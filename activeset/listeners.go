@@ -3,7 +3,7 @@ package activeset
 import (
 	"sort"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Subscription is one client's listener on a lock: a GetSet (Watch == nil,

@@ -5,8 +5,8 @@ import (
 	"sort"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Entry is a verified statement as a server holds it.

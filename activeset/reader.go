@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // SetReader is the client side of getSet (the paper's Algorithm 1): it keeps

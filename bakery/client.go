@@ -12,8 +12,8 @@ import (
 	"github.com/bq-lock/bq/activeset"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/internal/mutation"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
 )
 
 // ClientConfig configures a bakery client.

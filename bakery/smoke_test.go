@@ -7,8 +7,8 @@ import (
 
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/core"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/internal/mutation"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // StatementVerifier verifies a signed statement (usually through a cache).

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
 

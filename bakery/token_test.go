@@ -6,7 +6,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 	"go.yaml.in/yaml/v3"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )

@@ -14,7 +14,7 @@ import (
 	"unicode"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Defaults of InitOptions' zero fields.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Names of a server's private files, inside DIR/server-<id>/.

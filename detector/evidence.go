@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/bq-lock/bq/bakery"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
 )
 
 // The malicious-behaviour detector (PROTOCOL.md §6, the paper's §5.3).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/internal/mutation"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // MutenessConfig configures the muteness detector of one server.

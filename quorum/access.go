@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Access collects the verified replies of distinct servers to one request.

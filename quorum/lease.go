@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Lease is the client's view of its own lease guarantee for one session

@@ -5,7 +5,7 @@ import (
 	"testing/quick"
 	"time"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
 

@@ -1,6 +1,6 @@
 package quorum
 
-import "github.com/bq-lock/bq/internal/wire"
+import "github.com/bq-lock/bq/wire"
 
 // Timestamp orders a client's statements: (session, attempt, phase), compared
 // lexicographically (PROTOCOL.md §2).

@@ -19,7 +19,7 @@ import (
 	"github.com/bq-lock/bq"
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 func cmdKeygen(g globals, args []string, stdout, stderr io.Writer) int {

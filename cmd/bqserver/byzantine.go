@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/certs"
-	"github.com/bq-lock/bq/internal/server"
+	"github.com/bq-lock/bq/server"
 	"github.com/bq-lock/bq/test/sim"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/bq-lock/bq"
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/server"
+	"github.com/bq-lock/bq/server"
 )
 
 func runDev(args []string, stdout, stderr io.Writer) int {

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/bq-lock/bq/internal/server"
+	"github.com/bq-lock/bq/server"
 )
 
 // stopBudget is how long a stopping server may take before we give up waiting.

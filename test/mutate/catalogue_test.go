@@ -63,9 +63,9 @@ func TestParseTestJSON(t *testing.T) {
 	if f.buildFailed == "" || !strings.Contains(f.buildOutput, "undefined") {
 		t.Errorf("a build failure was not reported: %+v", f)
 	}
-	f = parseTestJSON(`{"Action":"output","Package":"github.com/bq-lock/bq/internal/store","Output":"panic: test timed out\n"}
-{"Action":"fail","Package":"github.com/bq-lock/bq/internal/store"}`)
-	if f.test != "" || f.pkg != "internal/store" || !strings.Contains(f.output, "timed out") {
+	f = parseTestJSON(`{"Action":"output","Package":"github.com/bq-lock/bq/server/store","Output":"panic: test timed out\n"}
+{"Action":"fail","Package":"github.com/bq-lock/bq/server/store"}`)
+	if f.test != "" || f.pkg != "server/store" || !strings.Contains(f.output, "timed out") {
 		t.Errorf("a package failure outside any test: got %+v", f)
 	}
 	f = parseTestJSON(`{"Action":"output","Package":"github.com/bq-lock/bq/bakery","Output":"panic: test timed out after 2m0s\n"}

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/core"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Malice as hooks (STYLE.md §4): a faulty server runs the honest core and

@@ -46,8 +46,8 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Instant orders what happens in a run: simulated time, then trace line.

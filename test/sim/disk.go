@@ -3,7 +3,7 @@ package sim
 import (
 	"sort"
 
-	"github.com/bq-lock/bq/internal/core"
+	"github.com/bq-lock/bq/server/core"
 )
 
 // disk is a server's simulated bbolt file: bucket → key → value. It survives

@@ -1,5 +1,5 @@
 // Package sim is bq's deterministic simulator (FoundationDB / TigerBeetle
-// VOPR style, STYLE.md §10): n server cores (internal/core) and k bakery
+// VOPR style, STYLE.md §10): n server cores (server/core) and k bakery
 // clients (bakery) run in one goroutine against a simulated clock, a
 // simulated network and simulated disks, all driven by one seeded PCG
 // source, while invariant checkers watch the whole run.

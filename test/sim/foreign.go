@@ -4,8 +4,8 @@ import (
 	"slices"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/core"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 )
 
 // A second cluster that shares keys with the one under test: the same

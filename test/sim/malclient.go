@@ -8,7 +8,7 @@ import (
 
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Malicious clients (STYLE.md §4, PROTOCOL.md §6): hand-driven identities

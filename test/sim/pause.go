@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Process pauses: a node that stops running for a while (a GC pause, a VM

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/core"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 )
 
 // ProcessBehaviors are the behaviours a real bqserver process can run in its
@@ -31,7 +31,7 @@ type Mask struct {
 	byz   *Byz
 }
 
-// MaskedCore is what a Mask wraps (internal/server.Core).
+// MaskedCore is what a Mask wraps (server.Core).
 type MaskedCore interface {
 	Restore(from core.Reader) error
 	Step(now time.Time, in core.Input) core.Effects

@@ -3,9 +3,9 @@ package sim
 import (
 	"slices"
 
-	"github.com/bq-lock/bq/internal/core"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Faulty servers that reuse their own valid signatures (PROTOCOL.md §1, §3,

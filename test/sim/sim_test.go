@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
-	"github.com/bq-lock/bq/internal/wire"
+	"github.com/bq-lock/bq/wire"
 )
 
 var flagSeeds = flag.Int("sim.seeds", 0, "seeds per scenario configuration (0: the default, cut by -short and -race)")

@@ -13,9 +13,9 @@ import (
 
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/core"
-	"github.com/bq-lock/bq/internal/wire"
 	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 )
 
 // epoch0 is the simulated clock's start: fixed, so runs are reproducible.
@@ -87,7 +87,7 @@ type simServer struct {
 	byz   *Byz
 	acks  map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
 	reset map[int]uint64              // ResetUpTo last seen per client
-	// The commit pipeline, as internal/server runs it: a batch's records
+	// The commit pipeline, as server runs it: a batch's records
 	// reach the disk CommitMin..CommitMax after its step, batches in order;
 	// its messages wait for that, except those that only report
 	// (core.Outgoing.Reports) with nothing earlier waiting for their peer.

@@ -1,0 +1,89 @@
+package core
+
+import (
+	"sort"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+// Read-only views of the core's state, for status pages and the simulator's
+// invariant checkers (test/sim). They never change anything.
+
+// ResetUpTo is the highest session of client c this server knows to be
+// reset by a certificate (0 if none).
+func (k *Core) ResetUpTo(c wire.ClientID) uint64 { return k.mute.ResetUpTo(c) }
+
+// Register returns client c's register value for lock as this server holds
+// it (nil if none), and whether a reset certificate voids it.
+func (k *Core) Register(lock string, c wire.ClientID) (st *wire.Statement, void bool) {
+	l := k.locks[lock]
+	if l == nil {
+		return nil, false
+	}
+	en := l.Highest(c)
+	if en == nil {
+		return nil, false
+	}
+	return en.St, en.Void
+}
+
+// Gauges summarises the core's current state for metrics: locks with a
+// non-empty active set, members over all of them, the largest set, clients
+// suspected and clients banned.
+func (k *Core) Gauges() (locks, members, maxMembers, suspected, banned int) {
+	for _, l := range k.locks {
+		if n := l.MemberCount(); n > 0 {
+			locks++
+			members += n
+			maxMembers = max(maxMembers, n)
+		}
+	}
+	return locks, members, maxMembers, len(k.mute.Suspects()), len(k.banned)
+}
+
+// Footprint is what one server holds for one client (PROTOCOL.md §6: every
+// one of these is bounded by the configuration).
+type Footprint struct {
+	Locks         int // locks where the client has a register value or a subscription
+	Subscriptions int // Listen and GetSet subscriptions, over all locks
+	Watched       int // members watched by its Listens, over all locks
+	MaxWatched    int // members watched by its largest Listen
+	Sessions      int // live or suspected sessions
+	PendingVotes  int // sessions with Suspect votes but no certificate
+}
+
+// ClientFootprint returns what this server holds for client c.
+func (k *Core) ClientFootprint(c wire.ClientID) Footprint {
+	var f Footprint
+	for name := range k.clientLocks[c] {
+		f.Locks++
+		if l := k.locks[name]; l != nil {
+			s, w := l.SubscriptionsOf(c)
+			f.Subscriptions += s
+			f.Watched += w
+			f.MaxWatched = max(f.MaxWatched, w)
+		}
+	}
+	f.Sessions, f.PendingVotes = k.mute.Footprint(c)
+	return f
+}
+
+// Limits returns the configured bounds a Footprint must stay within.
+func (k *Core) Limits() (maxLocks, maxListenMembers, maxSessions, maxPendingVotes int) {
+	return k.cfg.MaxLocksPerClient, k.cfg.MaxListenMembers, k.cfg.MaxSessionsPerClient, 2 * k.cfg.MaxSessionsPerClient
+}
+
+// KnownClients lists every client this server holds anything for (register
+// values, subscriptions, sessions), sorted.
+func (k *Core) KnownClients() []wire.ClientID {
+	seen := make(map[wire.ClientID]bool)
+	for c := range k.clientLocks {
+		seen[c] = true
+	}
+	out := make([]wire.ClientID, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}

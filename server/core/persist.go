@@ -1,0 +1,239 @@
+package core
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/bq-lock/bq/activeset"
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/detector"
+	"github.com/bq-lock/bq/wire"
+)
+
+// The buckets a server persists (PROTOCOL.md §9).
+const (
+	bucketStmt = "stmt" // lock NUL client → highest SignedStatement
+	bucketHW   = "hw"   // lock → highest Ticket ever accepted
+	bucketVote = "vote" // client ‖ session → this server's own SignedSuspect
+	bucketCert = "cert" // client → highest ResetCertificate
+	bucketBan  = "ban"  // client → the Evidence that convicted it
+	bucketJust = "just" // lock NUL client → the register's Ticket with its J (a wire.Forward)
+	// bucketTTL: client ‖ session → the lease TTL the client asked for that
+	// session, in milliseconds (4 bytes, big-endian): a restarted server runs
+	// the session's lease with it, never with its default (§5).
+	bucketTTL = "ttl"
+)
+
+func ttlRecord(c wire.ClientID, sess uint64, ttl time.Duration) Record {
+	return Record{Bucket: bucketTTL, Key: voteKey(c, sess), Value: binary.BigEndian.AppendUint32(nil, uint32(ttl/time.Millisecond))}
+}
+
+func stmtKey(lock string, c wire.ClientID) []byte {
+	k := make([]byte, 0, len(lock)+1+len(c))
+	k = append(k, lock...)
+	k = append(k, 0)
+	return append(k, c[:]...)
+}
+
+func voteKey(c wire.ClientID, sess uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), c[:]...), sess)
+}
+
+func mustMarshal(v any) []byte {
+	b, err := crypto.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("core: encoding our own %T: %v", v, err))
+	}
+	return b
+}
+
+// Restore loads what earlier runs persisted. Everything is verified again,
+// so a corrupted file is reported instead of believed.
+func (k *Core) Restore(r Reader) error {
+	err := r.ForEach(bucketStmt, func(key, v []byte) error {
+		en, err := k.restoreEntry(v)
+		if err != nil {
+			return err
+		}
+		st := en.St
+		if string(key) != string(stmtKey(st.Lock, st.Client)) {
+			return fmt.Errorf("statement stored under the wrong key: %s", st)
+		}
+		k.restoredLock(st.Lock).Restore(en)
+		k.noteClientLock(st.Client, st.Lock)
+		k.restored = append(k.restored, en)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring statements: %w", err)
+	}
+	err = r.ForEach(bucketHW, func(key, v []byte) error {
+		en, err := k.restoreEntry(v)
+		if err != nil {
+			return err
+		}
+		k.restoredLock(string(key)).RestoreHW(en)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring high-water marks: %w", err)
+	}
+	err = r.ForEach(bucketJust, func(key, v []byte) error {
+		k.restoreJustified(key, v)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring justifications: %w", err)
+	}
+	err = r.ForEach(bucketCert, func(_, v []byte) error {
+		var cert wire.ResetCertificate
+		if err := crypto.Unmarshal(v, &cert); err != nil {
+			return err
+		}
+		if _, err := k.mute.ApplyCertificate(&cert); err != nil {
+			return err
+		}
+		for name := range k.clientLocks[cert.Client] {
+			k.locks[name].VoidUpTo(cert.Client, cert.Session)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring reset certificates: %w", err)
+	}
+	err = r.ForEach(bucketBan, func(key, v []byte) error {
+		var ev wire.Evidence
+		if err := crypto.Unmarshal(v, &ev); err != nil {
+			return err
+		}
+		c, err := detector.CheckEvidence(&ev, k.cfg.Keys, k.q, k.verify)
+		if err != nil {
+			return err
+		}
+		k.banned[c] = &ev
+		for name := range k.clientLocks[c] {
+			k.locks[name].Forget(c)
+		}
+		delete(k.clientLocks, c)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring bans: %w", err)
+	}
+	err = r.ForEach(bucketVote, func(_, v []byte) error {
+		var vote wire.SignedSuspect
+		if err := crypto.Unmarshal(v, &vote); err != nil {
+			return err
+		}
+		return k.mute.RestoreVote(vote)
+	})
+	if err == nil {
+		err = r.ForEach(bucketTTL, func(key, v []byte) error {
+			if len(key) != 32+8 || len(v) != 4 {
+				return fmt.Errorf("a lease TTL record of %d+%d bytes", len(key), len(v))
+			}
+			c := wire.ClientID(key[:32])
+			k.mute.RestoreTTL(c, binary.BigEndian.Uint64(key[32:]), time.Duration(binary.BigEndian.Uint32(v))*time.Millisecond)
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("core: restoring votes: %w", err)
+	}
+	return nil
+}
+
+// restoreJustified puts a stored Ticket with its J back in justified if it
+// is still the register's Ticket (or the Ticket of its Held) and J checks
+// out; anything else is skipped: a J only helps resynchronisation.
+func (k *Core) restoreJustified(key, v []byte) {
+	var f wire.Forward
+	if crypto.Unmarshal(v, &f) != nil {
+		return
+	}
+	st, err := k.verify(&f.Statement)
+	if err != nil || st.Phase != wire.PhaseTicket || string(key) != string(stmtKey(st.Lock, st.Client)) {
+		return
+	}
+	lock := k.locks[st.Lock]
+	if lock == nil {
+		return
+	}
+	en := lock.Highest(st.Client)
+	if en == nil || (en.St.Phase != wire.PhaseTicket && en.St.Phase != wire.PhaseHeld) ||
+		en.St.Session != st.Session || en.St.Attempt != st.Attempt || en.St.N != st.N {
+		return
+	}
+	if bakery.CheckTicket(st, f.J, k.cfg.Keys, k.q, k.verify) != nil {
+		return
+	}
+	k.justified[regKey{st.Lock, st.Client}] = justifiedTicket{ticket: f.Statement, j: f.J}
+}
+
+// restoreEntry decodes and verifies a stored signed statement.
+func (k *Core) restoreEntry(v []byte) (*activeset.Entry, error) {
+	var ss wire.SignedStatement
+	if err := crypto.Unmarshal(v, &ss); err != nil {
+		return nil, err
+	}
+	st, err := k.verify(&ss)
+	if err != nil {
+		return nil, err
+	}
+	return &activeset.Entry{Signed: ss, St: st}, nil
+}
+
+// restoredLock returns the lock called name, making it during a restore.
+func (k *Core) restoredLock(name string) *activeset.Lock {
+	lock := k.locks[name]
+	if lock == nil {
+		lock = activeset.NewLock(name)
+		k.locks[name] = lock
+	}
+	return lock
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// verifyCache remembers verified statements by hash. It evicts in insertion
+// order once full.
+// INVARIANT: len(entries) == len(order) ≤ size.
+type verifyCache struct {
+	size    int
+	entries map[wire.Digest]*wire.Statement
+	order   []wire.Digest
+	next    int
+}
+
+func newVerifyCache(size int) *verifyCache {
+	return &verifyCache{size: size, entries: make(map[wire.Digest]*wire.Statement, size)}
+}
+
+func (c *verifyCache) get(h wire.Digest) (*wire.Statement, bool) {
+	st, ok := c.entries[h]
+	return st, ok
+}
+
+func (c *verifyCache) put(h wire.Digest, st *wire.Statement) {
+	if _, ok := c.entries[h]; ok {
+		return
+	}
+	if len(c.order) < c.size {
+		c.order = append(c.order, h)
+	} else {
+		delete(c.entries, c.order[c.next])
+		c.order[c.next] = h
+		c.next = (c.next + 1) % c.size
+	}
+	c.entries[h] = st
+}

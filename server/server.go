@@ -1,0 +1,454 @@
+// Package server is bqserver's runtime: it loads a server's material, opens
+// its bbolt store, runs its QUIC transport, and drives a pure protocol Core
+// with the inputs it receives and the time that passes.
+//
+// The loop is the raft Ready pattern: take every input waiting at that
+// moment, step the core with each, make all their records durable in one
+// group commit, and only then send their messages.
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/server/metrics"
+	"github.com/bq-lock/bq/server/store"
+	"github.com/bq-lock/bq/transport"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Config configures one server.
+type Config struct {
+	// Dir is the cluster directory made by `bqserver init`.
+	Dir string
+	// ID is this server's id in Dir/cluster.yaml.
+	ID int
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// NewCore builds the protocol core for the loaded material; nil means the
+	// real one (NewProtocolCore) with default settings.
+	NewCore func(m *certs.ServerMaterial) (Core, error)
+	// TickEvery is how often time is fed to the core (default 10ms).
+	TickEvery time.Duration
+	// MaxBatch caps the inputs stepped before one group commit (default 256).
+	MaxBatch int
+	// Limits are the transport's limits (zero: defaults).
+	Limits transport.Limits
+	// MetricsAddr, if set, serves Prometheus metrics at http://MetricsAddr/metrics.
+	MetricsAddr string
+	// WrapCore, if set, wraps the core after it is built (tests: a Byzantine mask).
+	WrapCore func(c Core, m *certs.ServerMaterial) (Core, error)
+}
+
+const (
+	metaBucket     = "meta"
+	incarnationKey = "incarnation"
+)
+
+// Server is one running bqserver.
+type Server struct {
+	cfg         Config
+	log         *slog.Logger
+	Material    *certs.ServerMaterial
+	Incarnation uint64
+
+	store     *store.Store
+	transport transport.Transport
+	core      Core
+	metrics   *metrics.Registry
+	http      *http.Server
+	published time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	// pipe carries the loop's effects to commitLoop; committed is closed when it exits.
+	pipe      chan core.Effects
+	committed chan struct{}
+	// order decides which messages go before their batch's commit and
+	// holds back lazy records (core.Pipeline); the loop and commitLoop share
+	// it under orderMu.
+	orderMu sync.Mutex
+	order   core.Pipeline
+	// repair schedules a resync with each server whose send queue
+	// overflowed (core.Repair); send (both goroutines) and the loop share
+	// it under repairMu.
+	repairMu  sync.Mutex
+	repair    core.Repair
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start loads the server's material, opens its store, records a new
+// incarnation durably, restores the core, and starts serving.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TickEvery <= 0 {
+		cfg.TickEvery = 10 * time.Millisecond
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	m, err := certs.LoadServer(cfg.Dir, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("server", m.ID.String())
+	reg := metrics.NewRegistry()
+	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
+		reg.Fsync.ObserveDuration(d)
+		reg.Batches.Observe(float64(ops))
+	}})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{}),
+		pipe: make(chan core.Effects, 64), committed: make(chan struct{})}
+	fail := func(err error) (*Server, error) {
+		if s.transport != nil {
+			_ = s.transport.Close()
+		}
+		if s.http != nil {
+			_ = s.http.Close()
+		}
+		_ = st.Close()
+		return nil, err
+	}
+	if cfg.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fail(fmt.Errorf("server: metrics address %s: %w", cfg.MetricsAddr, err))
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", reg)
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = s.http.Serve(ln) }()
+		log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	}
+
+	if s.Incarnation, err = s.nextIncarnation(); err != nil {
+		return fail(err)
+	}
+	newCore := cfg.NewCore
+	if newCore == nil {
+		newCore = func(m *certs.ServerMaterial) (Core, error) { return NewProtocolCore(m, nil) }
+	}
+	if s.core, err = newCore(m); err != nil {
+		return fail(fmt.Errorf("server: building core: %w", err))
+	}
+	if cfg.WrapCore != nil {
+		if s.core, err = cfg.WrapCore(s.core, m); err != nil {
+			return fail(fmt.Errorf("server: wrapping core: %w", err))
+		}
+	}
+	if err := s.core.Restore(st); err != nil {
+		return fail(fmt.Errorf("server: restoring state from %s: %w", filepath.Join(m.Dir, "bq.db"), err))
+	}
+
+	c := m.Cluster
+	self := c.Servers[m.ID]
+	s.transport, err = transport.ListenServer(transport.ServerConfig{
+		ID:             m.ID,
+		Cluster:        c.ID(),
+		ListenAddr:     self.Address,
+		Peers:          c.Addresses(),
+		Cert:           m.TLS,
+		CAPool:         c.CAPool(),
+		IdentifyServer: c.ServerByCert,
+		Limits:         cfg.Limits,
+		Logger:         log,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	log.Info("server started", "addr", self.Address, "cluster", c.ID().String(), "n", c.N, "f", c.F, "quorum", c.Quorum,
+		"incarnation", s.Incarnation, "dir", m.Dir)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.loop(ctx)
+	go s.commitLoop(ctx)
+	return s, nil
+}
+
+// nextIncarnation durably bumps the server's incarnation number, so every run
+// of a server is distinguishable (the crash-recovery model of seeds/004).
+func (s *Server) nextIncarnation() (uint64, error) {
+	var inc uint64
+	v, err := s.store.Get(metaBucket, []byte(incarnationKey))
+	if err != nil {
+		return 0, err
+	}
+	if len(v) == 8 {
+		inc = binary.BigEndian.Uint64(v)
+	}
+	inc++
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.store.Commit(ctx, store.Op{Bucket: metaBucket, Key: []byte(incarnationKey), Value: binary.BigEndian.AppendUint64(nil, inc)}); err != nil {
+		return 0, fmt.Errorf("server: recording incarnation: %w", err)
+	}
+	return inc, nil
+}
+
+func (s *Server) loop(ctx context.Context) {
+	defer close(s.done)
+	ticker := time.NewTicker(s.cfg.TickEvery)
+	defer ticker.Stop()
+	inbound := s.transport.Inbound()
+	batch := make([]transport.Inbound, 0, s.cfg.MaxBatch)
+	for {
+		var eff core.Effects
+		tick := false
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticker.C:
+			tick = true
+			eff = s.core.Tick(now)
+			s.repairMu.Lock()
+			due := s.repair.Due(now)
+			s.repairMu.Unlock()
+			for _, peer := range due {
+				// What overflowed never left: resynchronise with the peer as
+				// on a reconnect (PROTOCOL.md §3.5, core.Repair).
+				s.log.Info("resynchronising with a server whose send queue overflowed", "peer", peer.String())
+				s.metrics.Repairs.Add(1)
+				eff.Append(s.core.Step(now, core.Input{Kind: core.InputConnected, From: wire.ServerPeer(peer)}))
+			}
+			if now.Sub(s.published) >= time.Second {
+				s.publish(now)
+			}
+		case in, ok := <-inbound:
+			if !ok {
+				return
+			}
+			batch = append(batch, in)
+		drain:
+			for len(batch) < s.cfg.MaxBatch {
+				select {
+				case in, ok := <-inbound:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, in)
+				default:
+					break drain
+				}
+			}
+			now := time.Now()
+			for _, in := range batch {
+				s.observe(in)
+				s.count(in)
+				if ci, ok := coreInput(in); ok {
+					eff.Append(s.core.Step(now, ci))
+				}
+			}
+		}
+		s.orderMu.Lock()
+		recs, now, late := s.order.Batch(eff, tick)
+		s.orderMu.Unlock()
+		// A message sent now has no earlier message to its peer waiting, and
+		// only this goroutine makes new ones: the peer's order holds. A
+		// listener hears of an Exit while the Exit is being committed.
+		for _, o := range now {
+			s.send(o)
+		}
+		eff = core.Effects{Persist: recs, Send: late}
+		if len(eff.Persist) == 0 && len(eff.Send) == 0 {
+			continue
+		}
+		select {
+		case s.pipe <- eff:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// commitLoop makes the loop's effects durable and sends them, in order. It
+// takes every batch queued while the previous commit was in flight into one
+// commit (so the loop never waits on a disk), and sends a batch's messages
+// only after its records and those of every earlier batch are durable: no
+// message ever reflects state a crash could lose.
+// INVARIANT: batches are committed and sent in the order the loop queued them.
+func (s *Server) commitLoop(ctx context.Context) {
+	defer close(s.committed)
+	var recs []core.Record
+	var sends []core.Outgoing
+	for {
+		var first core.Effects
+		select {
+		case first = <-s.pipe:
+		case <-ctx.Done():
+			return
+		}
+		recs, sends = append(recs[:0], first.Persist...), append(sends[:0], first.Send...)
+	more:
+		for {
+			select {
+			case e := <-s.pipe:
+				recs, sends = append(recs, e.Persist...), append(sends, e.Send...)
+			default:
+				break more
+			}
+		}
+		if !s.persist(ctx, recs) {
+			return
+		}
+		for _, o := range sends {
+			s.send(o)
+		}
+		s.orderMu.Lock()
+		s.order.Sent(sends)
+		s.orderMu.Unlock()
+		clear(sends)
+	}
+}
+
+func (s *Server) send(o core.Outgoing) {
+	err := s.transport.Send(o.To, o.Msg)
+	if err == nil {
+		s.countOut(o.To)
+	} else if errors.Is(err, transport.ErrQueueFull) && !o.To.IsClient {
+		s.metrics.Overflows.Add(1)
+		s.repairMu.Lock()
+		s.repair.Overflowed(o.To.Server, time.Now())
+		s.repairMu.Unlock()
+	} else if !errors.Is(err, transport.ErrNotConnected) {
+		s.log.Debug("send failed", "to", o.To.String(), "msg", o.Msg.String(), "err", err)
+	}
+}
+
+// persist makes records durable, retrying with backoff until it succeeds or
+// the server stops: nothing is sent (so nothing is acknowledged) meanwhile.
+// It reports whether the loop should go on.
+func (s *Server) persist(ctx context.Context, recs []core.Record) bool {
+	if len(recs) == 0 {
+		return true
+	}
+	ops := make([]store.Op, len(recs))
+	for i, r := range recs {
+		ops[i] = store.Op{Bucket: r.Bucket, Key: r.Key, Value: r.Value, Delete: r.Delete}
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		err := s.store.Commit(ctx, ops...)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Error("cannot persist; holding every reply until the disk accepts writes again", "records", len(ops), "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// coreInput translates a transport event for the core; bad input stays in the runtime.
+func coreInput(in transport.Inbound) (core.Input, bool) {
+	switch in.Kind {
+	case transport.EventMessage:
+		return core.Input{Kind: core.InputMessage, From: in.From, Msg: in.Msg}, true
+	case transport.EventConnected:
+		return core.Input{Kind: core.InputConnected, From: in.From}, true
+	case transport.EventDisconnected:
+		return core.Input{Kind: core.InputDisconnected, From: in.From}, true
+	}
+	return core.Input{}, false
+}
+
+func (s *Server) observe(in transport.Inbound) {
+	switch in.Kind {
+	case transport.EventConnected, transport.EventDisconnected:
+		if !in.From.IsClient {
+			s.log.Info("peer "+in.Kind.String(), "peer", in.From.String())
+		} else {
+			s.log.Debug("client "+in.Kind.String(), "client", in.From.String())
+		}
+	case transport.EventBadInput:
+		s.log.Warn("bad input from peer", "peer", in.From.String(), "err", in.Err)
+	}
+}
+
+// count adds a received message to the traffic counters.
+func (s *Server) count(in transport.Inbound) {
+	if in.Kind != transport.EventMessage {
+		return
+	}
+	t := &s.metrics.FromServers
+	if in.From.IsClient {
+		t = &s.metrics.FromClients
+	}
+	t.Messages.Add(1)
+	t.Bytes.Add(uint64(in.Size))
+}
+
+// countOut adds a message queued for to to the traffic counters.
+func (s *Server) countOut(to transport.Peer) {
+	if to.IsClient {
+		s.metrics.ToClients.Messages.Add(1)
+	} else {
+		s.metrics.ToServers.Messages.Add(1)
+	}
+}
+
+// publish copies the core's counters for the metrics endpoint.
+func (s *Server) publish(now time.Time) {
+	s.published = now
+	k, ok := s.core.(*core.Core)
+	if !ok {
+		return
+	}
+	snap := metrics.Snapshot{
+		Server: s.Material.ID.String(), Incarnation: s.Incarnation,
+		Accesses: make(map[string]uint64, len(k.Stats.Accesses)),
+		Pushes:   k.Stats.Pushes, Forwards: k.Stats.Forwards, Suspicions: k.Stats.VotesCast,
+		Resets: k.Stats.Resets, Bans: k.Stats.Bans, Equivocation: k.Stats.Equivocation,
+		Rejected: k.Stats.Rejected, Stale: k.Stats.Stale, Announced: k.Stats.Announced, Pulled: k.Stats.Pulled, CacheHits: k.Stats.CacheHits, CacheMisses: k.Stats.CacheMisses,
+	}
+	for kind, n := range k.Stats.Accesses {
+		snap.Accesses[kind] = n
+	}
+	snap.Locks, snap.Members, snap.MaxMembers, snap.Suspected, snap.Banned = k.Gauges()
+	s.metrics.Publish(snap)
+}
+
+// Addr is the address this server serves on.
+func (s *Server) Addr() string { return s.Material.Cluster.Servers[s.Material.ID].Address }
+
+// ID is this server's id.
+func (s *Server) ID() wire.ServerID { return s.Material.ID }
+
+// Close stops serving, waits for the loop, and closes the transport and the store.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		<-s.done
+		<-s.committed
+		var herr error
+		if s.http != nil {
+			herr = s.http.Close()
+		}
+		s.closeErr = errors.Join(s.transport.Close(), s.store.Close(), herr)
+		s.log.Info("server stopped")
+	})
+	return s.closeErr
+}

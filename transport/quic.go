@@ -1,0 +1,485 @@
+package transport
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+	"github.com/quic-go/quic-go"
+)
+
+// ServerConfig configures ListenServer.
+type ServerConfig struct {
+	ID wire.ServerID
+	// Cluster is this server's cluster: client Hellos must be signed for it,
+	// and servers that greet with another are refused (PROTOCOL.md §1).
+	Cluster    wire.ClusterID
+	ListenAddr string                   // UDP host:port to listen on (and to dial from)
+	Peers      map[wire.ServerID]string // every server's address; this server's own entry is ignored
+	Cert       tls.Certificate          // this server's certificate, issued by the cluster CA
+	CAPool     *x509.CertPool           // the cluster CA
+	// IdentifyServer maps a presented certificate to its server: an exact
+	// match with the cluster file. It must be safe for concurrent use.
+	IdentifyServer func(*x509.Certificate) (wire.ServerID, bool)
+	// AdmitClient decides whether a client key may connect (a closed
+	// cluster); nil admits every key. It must be safe for concurrent use.
+	AdmitClient func(wire.ClientID) error
+	Limits      Limits
+	Logger      *slog.Logger // nil: slog.Default()
+}
+
+// ClientConfig configures DialClient.
+type ClientConfig struct {
+	Key            *crypto.PrivateKey       // the client's signing key; its ClientID is the client's identity
+	Cluster        wire.ClusterID           // the cluster the Hello is signed for; servers of another are refused
+	Servers        map[wire.ServerID]string // every server's address
+	CAPool         *x509.CertPool           // the cluster CA
+	IdentifyServer func(*x509.Certificate) (wire.ServerID, bool)
+	Limits         Limits
+	Logger         *slog.Logger // nil: slog.Default()
+}
+
+// QUIC application error codes, sent when this side closes a connection.
+const (
+	codeShutdown  quic.ApplicationErrorCode = 0 // Close, or a connection that ended
+	codeReplaced  quic.ApplicationErrorCode = 1 // a newer connection of the same peer took over
+	codeBadInput  quic.ApplicationErrorCode = 2 // the peer sent bytes that are not a valid frame or message
+	codeRefused   quic.ApplicationErrorCode = 3 // authentication or admission failed
+	codeLimit     quic.ApplicationErrorCode = 4 // too many connections
+	codeSlow      quic.ApplicationErrorCode = 5 // the peer did not keep up with what we send it
+	codeHandshake quic.ApplicationErrorCode = 6 // the set-up exchange failed or timed out
+)
+
+// ListenServer starts a server's transport: it listens on cfg.ListenAddr and
+// keeps a connection to every other server in cfg.Peers.
+//
+// Server to server: each server dials every other one and sends to it only
+// on the connection it dialed (one ordered stream), reconnecting with capped,
+// jittered exponential backoff. Both sides present certificates (mutual TLS):
+// the dialer checks that the acceptor's certificate is the one of the server
+// it meant to reach, the acceptor that the dialer's is some other server's.
+// EventConnected/EventDisconnected about a server follow the connection this
+// server dialed; messages from that server arrive on the one it dialed, so
+// they may come before EventConnected.
+//
+// Clients: a client connection is bound to a ClientID by the Challenge /
+// Hello / Welcome exchange (PROTOCOL.md §1) before anything else flows;
+// EventConnected then EventDisconnected bracket its messages. Send to a
+// client without a live connection is ErrNotConnected; a client whose queue
+// overflows is disconnected (a slow consumer) and Send says ErrQueueFull.
+func ListenServer(cfg ServerConfig) (Transport, error) {
+	lim, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	udp, err := listenUDP(cfg.ListenAddr)
+	if err != nil {
+		return nil, err
+	}
+	n := newNode(lim, cfg.Logger, udp)
+	n.server = true
+	n.cluster = cfg.Cluster
+	n.self = cfg.ID
+	n.cert = cfg.Cert
+	n.caPool = cfg.CAPool
+	n.identify = cfg.IdentifyServer
+	n.admit = cfg.AdmitClient
+	n.log = n.log.With("node", ServerPeer(cfg.ID).String())
+	for id, addr := range cfg.Peers {
+		if id != cfg.ID {
+			n.dialers[id] = &dialer{n: n, id: id, addr: addr, q: newSendQueue(lim)}
+		}
+	}
+	n.tr.ConnContext = n.connContext
+	resetKey, err := statelessResetKey(cfg.Cert)
+	if err != nil {
+		n.cancel()
+		_ = udp.Close()
+		return nil, err
+	}
+	n.tr.StatelessResetKey = resetKey
+	ln, err := n.tr.Listen(n.listenTLS(), n.quicConfig(-1))
+	if err != nil {
+		n.cancel()
+		_ = n.tr.Close()
+		_ = udp.Close()
+		return nil, fmt.Errorf("transport: listening on %s: %w", cfg.ListenAddr, err)
+	}
+	n.ln = ln
+	n.log.Info("transport: listening", "addr", udp.LocalAddr().String(), "peers", len(n.dialers))
+	n.wg.Add(1)
+	go n.acceptLoop()
+	n.startDialers()
+	return n, nil
+}
+
+// DialClient starts a client's transport: it keeps a connection to every
+// server in cfg.Servers, reconnecting with capped, jittered exponential
+// backoff, and binds each to its key with a signed Hello. Messages sent to a
+// server while it is unreachable wait in its queue (up to the limits) and go
+// out once it is reachable again; EventConnected says it is.
+func DialClient(cfg ClientConfig) (Transport, error) {
+	lim, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	udp, err := listenUDP(":0")
+	if err != nil {
+		return nil, err
+	}
+	n := newNode(lim, cfg.Logger, udp)
+	n.key = cfg.Key
+	n.cluster = cfg.Cluster
+	n.clientID = wire.ClientID(cfg.Key.Public.ID)
+	n.caPool = cfg.CAPool
+	n.identify = cfg.IdentifyServer
+	n.log = n.log.With("node", n.clientID.String())
+	for id, addr := range cfg.Servers {
+		n.dialers[id] = &dialer{n: n, id: id, addr: addr, q: newSendQueue(lim)}
+	}
+	n.startDialers()
+	return n, nil
+}
+
+func (cfg *ServerConfig) check() (Limits, error) {
+	lim, err := cfg.Limits.withDefaults()
+	errs := []error{err}
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("transport: ServerConfig."+format, args...))
+	}
+	if cfg.ListenAddr == "" {
+		bad("ListenAddr: empty")
+	}
+	for id, addr := range cfg.Peers {
+		if addr == "" && id != cfg.ID {
+			bad("Peers[%s]: empty address", id)
+		}
+	}
+	if cfg.CAPool == nil {
+		bad("CAPool: missing")
+	}
+	if cfg.IdentifyServer == nil {
+		bad("IdentifyServer: missing")
+	}
+	if len(cfg.Cert.Certificate) == 0 || cfg.Cert.PrivateKey == nil {
+		bad("Cert: missing certificate or private key")
+	} else {
+		if cfg.Cert.Leaf == nil {
+			leaf, err := x509.ParseCertificate(cfg.Cert.Certificate[0])
+			if err != nil {
+				bad("Cert: %v", err)
+			}
+			cfg.Cert.Leaf = leaf
+		}
+		if cfg.Cert.Leaf != nil && cfg.IdentifyServer != nil {
+			if id, ok := cfg.IdentifyServer(cfg.Cert.Leaf); !ok || id != cfg.ID {
+				bad("Cert: the cluster file does not name this certificate as %s's", cfg.ID)
+			}
+		}
+	}
+	return lim, errors.Join(errs...)
+}
+
+func (cfg *ClientConfig) check() (Limits, error) {
+	lim, err := cfg.Limits.withDefaults()
+	errs := []error{err}
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("transport: ClientConfig."+format, args...))
+	}
+	if cfg.Key == nil {
+		bad("Key: missing")
+	}
+	if len(cfg.Servers) == 0 {
+		bad("Servers: empty")
+	}
+	for id, addr := range cfg.Servers {
+		if addr == "" {
+			bad("Servers[%s]: empty address", id)
+		}
+	}
+	if cfg.CAPool == nil {
+		bad("CAPool: missing")
+	}
+	if cfg.IdentifyServer == nil {
+		bad("IdentifyServer: missing")
+	}
+	return lim, errors.Join(errs...)
+}
+
+// statelessResetKey derives the server's QUIC stateless reset key from its
+// TLS private key, so it is the same after a restart: a server that crashed
+// and came back answers packets of its old connections with a stateless
+// reset, and peers reconnect at once instead of after the idle timeout.
+// Nobody without the server's private key can derive it (and so forge a
+// reset, which could only close a connection anyway).
+func statelessResetKey(cert tls.Certificate) (*quic.StatelessResetKey, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("transport: deriving the stateless reset key: %w", err)
+	}
+	b, err := hkdf.Key(sha256.New, der, nil, "bq/v1/quic-stateless-reset", 32)
+	if err != nil {
+		return nil, fmt.Errorf("transport: deriving the stateless reset key: %w", err)
+	}
+	var k quic.StatelessResetKey
+	copy(k[:], b)
+	return &k, nil
+}
+
+func listenUDP(addr string) (*net.UDPConn, error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen address %q: %w", addr, err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("transport: %w", err)
+	}
+	return udp, nil
+}
+
+// node is one end of the QUIC network: a server or a client.
+type node struct {
+	log *slog.Logger
+	lim Limits
+
+	server   bool
+	cluster  wire.ClusterID
+	self     wire.ServerID   // servers
+	cert     tls.Certificate // servers
+	admit    func(wire.ClientID) error
+	key      *crypto.PrivateKey // clients
+	clientID wire.ClientID      // clients
+	caPool   *x509.CertPool
+	identify func(*x509.Certificate) (wire.ServerID, bool)
+
+	udp *net.UDPConn
+	tr  *quic.Transport
+	ln  *quic.Listener // servers
+
+	// dialers holds one outbound link per server; fixed after start.
+	dialers map[wire.ServerID]*dialer
+
+	inbound   chan Inbound
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // every goroutine of ours
+	closeOnce sync.Once
+	isClosed  atomic.Bool
+
+	mu      sync.Mutex
+	closed  bool                         // guarded by mu; set first thing in Close
+	conns   map[*quic.Conn]struct{}      // every connection we hold
+	srvIn   map[wire.ServerID]*quic.Conn // accepted server connections
+	clients map[wire.ClientID][]*clientConn
+	// INVARIANT: clients[c] is non-empty, oldest first, at most MaxConnsPerClient long.
+	accepted     int // accepted connections not yet closed (ConnContext)
+	clientConns  int // client connections in handshake or bound
+	bucket       tokenBucket
+	lastPeerWarn time.Time // see peerWarn
+
+	// tamper, set only by tests, rewrites or drops (nil) frames in Send.
+	tamper atomic.Pointer[func(to Peer, frame []byte) []byte]
+}
+
+type clientConn struct {
+	id   wire.ClientID
+	conn *quic.Conn
+	q    *sendQueue
+	slow atomic.Bool // its queue overflowed and its connection is being closed
+}
+
+func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &node{
+		log:     log,
+		lim:     lim,
+		udp:     udp,
+		tr:      &quic.Transport{Conn: udp},
+		dialers: make(map[wire.ServerID]*dialer),
+		inbound: make(chan Inbound, lim.InboundLen),
+		ctx:     ctx,
+		cancel:  cancel,
+		conns:   make(map[*quic.Conn]struct{}),
+		srvIn:   make(map[wire.ServerID]*quic.Conn),
+		clients: make(map[wire.ClientID][]*clientConn),
+		bucket:  tokenBucket{rate: lim.AcceptRate, burst: float64(lim.AcceptBurst)},
+	}
+}
+
+// quicConfig is the QUIC configuration; incomingStreams is how many
+// bidirectional streams the peer may open: the acceptor opens the one stream
+// of a connection, so a listener allows none and a dialer one.
+func (n *node) quicConfig(incomingStreams int64) *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout:       n.lim.HandshakeTimeout / 2, // quic-go allows twice this in all
+		MaxIdleTimeout:             n.lim.IdleTimeout,
+		KeepAlivePeriod:            n.lim.IdleTimeout / 3,
+		MaxIncomingStreams:         incomingStreams,
+		MaxIncomingUniStreams:      -1,
+		MaxStreamReceiveWindow:     2 << 20,
+		MaxConnectionReceiveWindow: 3 << 20,
+	}
+}
+
+func (n *node) startDialers() {
+	for _, d := range n.dialers {
+		n.wg.Add(1)
+		go d.run()
+	}
+}
+
+// Send implements Transport.
+func (n *node) Send(to Peer, msg *wire.Message) error {
+	if n.isClosed.Load() {
+		return ErrClosed
+	}
+	to = norm(to)
+	var q *sendQueue
+	var cc *clientConn
+	if to.IsClient {
+		if !n.server {
+			return fmt.Errorf("%w: %s (clients talk only to servers)", ErrUnknownPeer, to)
+		}
+		n.mu.Lock()
+		if cs := n.clients[to.Client]; len(cs) > 0 {
+			cc = cs[len(cs)-1]
+		}
+		n.mu.Unlock()
+		if cc == nil {
+			return fmt.Errorf("%w: %s", ErrNotConnected, to)
+		}
+		q = cc.q
+	} else {
+		d := n.dialers[to.Server]
+		if d == nil {
+			return fmt.Errorf("%w: %s", ErrUnknownPeer, to)
+		}
+		q = d.q
+	}
+	frame, err := encodeFrame(msg, n.lim.MaxFrame)
+	if err != nil {
+		return err
+	}
+	if t := n.tamper.Load(); t != nil {
+		if frame = (*t)(to, frame); frame == nil {
+			return nil
+		}
+	}
+	err = q.push(frame)
+	if err != nil && cc != nil && cc.slow.CompareAndSwap(false, true) {
+		// A slow consumer: drop it rather than wait for it. Its writer may be
+		// stuck in a flow-controlled write, so the close starts here.
+		n.peerWarn("transport: slow consumer; closing its connection", "peer", to, "addr", cc.conn.RemoteAddr(), "queue", n.lim.QueueLen)
+		n.spawn(func() { _ = cc.conn.CloseWithError(codeSlow, "slow consumer: the send queue overflowed") })
+	}
+	return err
+}
+
+// spawn runs f on a goroutine that Close waits for, unless we are closing.
+func (n *node) spawn(f func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	n.wg.Go(f)
+}
+
+// Inbound implements Transport.
+func (n *node) Inbound() <-chan Inbound { return n.inbound }
+
+// Close implements Transport: it stops accepting and dialing, closes every
+// connection with an application error code (0, "transport closing"), waits
+// for every goroutine it started, and closes Inbound.
+func (n *node) Close() error {
+	n.closeOnce.Do(func() {
+		n.isClosed.Store(true)
+		n.mu.Lock()
+		n.closed = true
+		conns := make([]*quic.Conn, 0, len(n.conns))
+		for c := range n.conns {
+			conns = append(conns, c)
+		}
+		n.mu.Unlock()
+		n.cancel()
+		if n.ln != nil {
+			_ = n.ln.Close()
+		}
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Go(func() { _ = c.CloseWithError(codeShutdown, "transport closing") })
+		}
+		wg.Wait()
+		_ = n.tr.Close()
+		n.wg.Wait()
+		_ = n.udp.Close()
+		close(n.inbound)
+		n.log.Info("transport: closed")
+	})
+	return nil
+}
+
+// track records c so that Close closes it; false if we are closing.
+func (n *node) track(c *quic.Conn) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.conns[c] = struct{}{}
+	return true
+}
+
+func (n *node) untrack(c *quic.Conn) {
+	n.mu.Lock()
+	delete(n.conns, c)
+	n.mu.Unlock()
+}
+
+// deliver hands in to the consumer, or gives up when we are closing.
+func (n *node) deliver(in Inbound) bool {
+	select {
+	case n.inbound <- in:
+		return true
+	case <-n.ctx.Done():
+		return false
+	}
+}
+
+// tokenBucket limits the rate of new connections.
+type tokenBucket struct {
+	rate, burst, tokens float64
+	last                time.Time
+}
+
+func (b *tokenBucket) allow(now time.Time) bool {
+	if b.rate < 0 {
+		return true
+	}
+	if b.last.IsZero() {
+		b.tokens = b.burst
+	} else {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -1,0 +1,368 @@
+package wire_test
+
+import (
+	"crypto/sha256"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine is left running (STYLE.md §13).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The generator: real keys, made deterministically from fixed labels, so
+// every encoding and every String() is the same on every run (STYLE.md §10),
+// and a valid, fully populated example of every message kind
+// (crypto/tls handshake_messages_test.go is the model).
+
+const testLock = "locks/orders"
+
+// fixture is a cluster of n = 4 servers (f = 1, q = 3) and a few clients.
+type fixture struct {
+	n, q    int
+	servers []*crypto.PrivateKey
+	keys    wire.Keyring
+	// alice, bob, carol and dave are Ed25519 clients; pq and hybrid use the post-quantum schemes.
+	alice, bob, carol, dave *crypto.PrivateKey
+	pq, hybrid              *crypto.PrivateKey
+	// outsider is a key that is no server's.
+	outsider *crypto.PrivateKey
+}
+
+var (
+	fixtureOnce sync.Once
+	theFixture  *fixture
+	fixtureErr  error
+)
+
+// keyFor derives a key of scheme from label (its seed is SHA-256(label)).
+func keyFor(scheme, label string) (*crypto.PrivateKey, error) {
+	seed := sha256.Sum256([]byte(label))
+	return crypto.PrivateKeyFromSeed(scheme, seed[:])
+}
+
+// testCluster is the fixture cluster's id, which every statement the tests
+// sign is for.
+func testCluster() wire.ClusterID {
+	fixtureOnce.Do(buildFixture)
+	if theFixture == nil {
+		return wire.ClusterID{}
+	}
+	return theFixture.keys.Cluster
+}
+
+func fx(tb testing.TB) *fixture {
+	tb.Helper()
+	fixtureOnce.Do(buildFixture)
+	require.NoError(tb, fixtureErr)
+	return theFixture
+}
+
+func buildFixture() {
+	{
+		f := &fixture{n: 4, q: 3}
+		mk := func(scheme, label string) *crypto.PrivateKey {
+			k, err := keyFor(scheme, label)
+			if err != nil && fixtureErr == nil {
+				fixtureErr = err
+			}
+			return k
+		}
+		var pubs []*crypto.Parsed
+		for i := 0; i < f.n; i++ {
+			k := mk(crypto.Ed25519, "bq/test/server/"+string(rune('0'+i)))
+			f.servers = append(f.servers, k)
+			if k != nil {
+				pubs = append(pubs, k.Public)
+			}
+		}
+		f.keys = wire.NewKeyring(1, pubs)
+		f.alice = mk(crypto.Ed25519, "bq/test/client/alice")
+		f.bob = mk(crypto.Ed25519, "bq/test/client/bob")
+		f.carol = mk(crypto.Ed25519, "bq/test/client/carol")
+		f.dave = mk(crypto.Ed25519, "bq/test/client/dave")
+		f.pq = mk(crypto.MLDSA44, "bq/test/client/pq")
+		f.hybrid = mk(crypto.Ed25519Dilithium2, "bq/test/client/hybrid")
+		f.outsider = mk(crypto.Ed25519, "bq/test/outsider")
+		theFixture = f
+	}
+}
+
+func id(k *crypto.PrivateKey) wire.ClientID { return wire.ClientID(k.Public.ID) }
+
+func digest(label string) *wire.Digest {
+	d := wire.Digest(sha256.Sum256([]byte(label)))
+	return &d
+}
+
+// stmt signs a statement of client k.
+func (f *fixture) stmt(tb testing.TB, k *crypto.PrivateKey, phase wire.Phase, sess, att, n uint64, jhash *wire.Digest) wire.SignedStatement {
+	tb.Helper()
+	s, err := wire.SignStatement(k, testCluster(), &wire.Statement{
+		Lock: testLock, Client: id(k), Session: sess, Attempt: att, Phase: phase, N: n, JHash: jhash,
+	})
+	require.NoError(tb, err)
+	return s
+}
+
+// sortMembers orders statements by client id, as a View holds them.
+func sortMembers(ms []wire.SignedStatement) []wire.SignedStatement {
+	sort.Slice(ms, func(i, j int) bool { return wire.ClientIDOf(ms[i].Key).Less(wire.ClientIDOf(ms[j].Key)) })
+	return ms
+}
+
+// view signs a View by server s for client k's attempt, with members and a high-water mark.
+func (f *fixture) view(tb testing.TB, s int, k *crypto.PrivateKey, sess, att uint64) wire.SignedView {
+	tb.Helper()
+	hw := f.stmt(tb, f.dave, wire.PhaseTicket, 1, 1, 5, digest("dave's J"))
+	v, err := wire.SignView(f.servers[s], testCluster(), &wire.ViewBody{
+		Lock: testLock, For: id(k), ForSession: sess, ForAttempt: att,
+		Server: wire.ServerID(s), Seq: 100 + uint64(s),
+		Members: sortMembers([]wire.SignedStatement{
+			f.stmt(tb, f.bob, wire.PhaseTicket, 2, 4, 6, digest("bob's J")),
+			f.stmt(tb, f.carol, wire.PhaseDoorway, 1, 9, 0, nil),
+			f.stmt(tb, k, wire.PhaseDoorway, sess, att, 0, nil),
+		}),
+		HW: &hw,
+	})
+	require.NoError(tb, err)
+	return v
+}
+
+// justification is q Views from servers 0..q-1 for client k's attempt.
+func (f *fixture) justification(tb testing.TB, k *crypto.PrivateKey, sess, att uint64) []wire.SignedView {
+	tb.Helper()
+	j := make([]wire.SignedView, f.q)
+	for i := range j {
+		j[i] = f.view(tb, i, k, sess, att)
+	}
+	return j
+}
+
+func (f *fixture) vote(tb testing.TB, s int, c wire.ClientID, sess uint64, why wire.SuspectReason) wire.SignedSuspect {
+	tb.Helper()
+	v, err := wire.SignSuspect(f.servers[s], testCluster(), &wire.SuspectBody{Client: c, Session: sess, Server: wire.ServerID(s), Reason: why})
+	require.NoError(tb, err)
+	return v
+}
+
+// reset is a certificate on (c, sess) with votes by the given servers.
+func (f *fixture) reset(tb testing.TB, c wire.ClientID, sess uint64, servers ...int) wire.ResetCertificate {
+	tb.Helper()
+	r := wire.ResetCertificate{Client: c, Session: sess}
+	for i, s := range servers {
+		why := wire.SuspectMute
+		if i%2 == 1 {
+			why = wire.SuspectDoorway
+		}
+		r.Votes = append(r.Votes, f.vote(tb, s, c, sess, why))
+	}
+	return r
+}
+
+// aliceTicket is alice's Ticket (sess 3, att 2, N 7) and its justification.
+func (f *fixture) aliceTicket(tb testing.TB) (wire.SignedStatement, []wire.SignedView) {
+	tb.Helper()
+	j := f.justification(tb, f.alice, 3, 2)
+	h := wire.JustificationHash(j)
+	return f.stmt(tb, f.alice, wire.PhaseTicket, 3, 2, 7, &h), j
+}
+
+type example struct {
+	name string // "<Kind>" or "<Kind>/<variant>"; Kind is the Message field
+	msg  *wire.Message
+}
+
+func (e example) kind() string { k, _, _ := strings.Cut(e.name, "/"); return k }
+
+// examples returns valid examples of every message kind, in the order of the
+// Message fields; together, the examples of a kind set every field of it.
+func examples(tb testing.TB) []example {
+	tb.Helper()
+	f := fx(tb)
+	ticket, j := f.aliceTicket(tb)
+	bobTicket := f.stmt(tb, f.bob, wire.PhaseTicket, 2, 4, 6, digest("bob's J"))
+	carolHeld := f.stmt(tb, f.carol, wire.PhaseHeld, 1, 9, 3, nil)
+	cert := f.reset(tb, id(f.carol), 1, 0, 1, 3)
+	nonce := []byte(strings.Repeat("N", wire.NonceSize))
+
+	hello := func(k *crypto.PrivateKey) *wire.Hello {
+		b, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: []byte(strings.Repeat("E", 32)), Cluster: f.keys.Cluster})
+		require.NoError(tb, err)
+		return &wire.Hello{Key: k.Public.Wire, Sig: k.Sign(crypto.DomainHello, b), Cluster: f.keys.Cluster}
+	}
+	// Equivocation: a second Ticket of alice with the same timestamp (3, 2, Ticket) and another N.
+	equivocal := f.stmt(tb, f.alice, wire.PhaseTicket, 3, 2, 8, ticket2JHash(ticket))
+
+	return []example{
+		{"Challenge", &wire.Message{Challenge: &wire.Challenge{Server: 2, Nonce: nonce, Cluster: f.keys.Cluster}}},
+		{"Hello", &wire.Message{Hello: hello(f.alice)}},
+		{"Hello/ML-DSA-44", &wire.Message{Hello: hello(f.pq)}},
+		{"Hello/Ed25519-Dilithium2", &wire.Message{Hello: hello(f.hybrid)}},
+		{"Welcome", &wire.Message{Welcome: &wire.Welcome{Client: id(f.alice)}}},
+		{"SessionOpen", &wire.Message{SessionOpen: &wire.SessionOpen{Session: 3, TTLMillis: 5000}}},
+		{"Heartbeat", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17}}},
+		{"SessionAck", &wire.Message{SessionAck: &wire.SessionAck{Session: 3, Seq: 17, LeaseOK: true}}},
+		{"Submit", &wire.Message{Submit: &wire.Submit{Req: 5, Statement: ticket, J: j}}},
+		{"Submit/doorway", &wire.Message{Submit: &wire.Submit{Req: 4, Statement: f.stmt(tb, f.alice, wire.PhaseDoorway, 3, 2, 0, nil)}}},
+		{"Submit/held", &wire.Message{Submit: &wire.Submit{Req: 6, Statement: f.stmt(tb, f.alice, wire.PhaseHeld, 3, 2, 7, nil)}}},
+		{"Submit/exit", &wire.Message{Submit: &wire.Submit{Req: 7, Statement: f.stmt(tb, f.alice, wire.PhaseExit, 3, 2, 0, nil)}}},
+		{"Submit/ML-DSA-44", &wire.Message{Submit: &wire.Submit{Req: 1, Statement: f.stmt(tb, f.pq, wire.PhaseDoorway, 1, 1, 0, nil)}}},
+		{"Submit/Ed25519-Dilithium2", &wire.Message{Submit: &wire.Submit{Req: 1, Statement: f.stmt(tb, f.hybrid, wire.PhaseDoorway, 1, 1, 0, nil)}}},
+		{"ViewReply", &wire.Message{ViewReply: &wire.ViewReply{Req: 4, View: f.view(tb, 1, f.alice, 3, 2)}}},
+		{"MembersReply", &wire.Message{MembersReply: &wire.MembersReply{Req: 5, Lock: testLock,
+			Members: sortMembers([]wire.SignedStatement{ticket, bobTicket, carolHeld})}}},
+		{"Ack", &wire.Message{Ack: &wire.Ack{Req: 6}}},
+		{"Listen", &wire.Message{Listen: &wire.Listen{Req: 8, Lock: testLock, Session: 3, Attempt: 2,
+			Members: []wire.ClientID{id(f.bob), id(f.carol)}}}},
+		{"GetSet", &wire.Message{GetSet: &wire.GetSet{Req: 9, Lock: testLock}}},
+		{"Update", &wire.Message{Update: &wire.Update{Req: 8, Lock: testLock, Seq: 42,
+			Statements: []wire.SignedStatement{bobTicket}, Absent: []wire.ClientID{id(f.dave)},
+			Resets: []wire.ResetCertificate{cert}, Last: true}}},
+		{"Read", &wire.Message{Read: &wire.Read{Req: 11, Lock: testLock, Client: id(f.bob)}}},
+		{"ReadReply", &wire.Message{ReadReply: &wire.ReadReply{Req: 12, Statement: &carolHeld, Reset: &cert}}},
+		{"Error", &wire.Message{Error: &wire.Error{Req: 13, Code: wire.ErrCodeResend, Detail: "resend your latest statement for \"locks/orders\""}}},
+		{"Forward", &wire.Message{Forward: &wire.Forward{Statement: ticket, J: j}}},
+		{"Suspect", &wire.Message{Suspect: ptr(f.vote(tb, 2, id(f.carol), 1, wire.SuspectDoorway))}},
+		{"Reset", &wire.Message{Reset: &cert}},
+		{"Evidence", &wire.Message{Evidence: &wire.Evidence{Kind: wire.EvidenceInvalidTicket, A: ticket, J: j}}},
+		{"Evidence/equivocation", &wire.Message{Evidence: &wire.Evidence{Kind: wire.EvidenceEquivocation, A: ticket, B: &equivocal}}},
+		{"Status", &wire.Message{Status: &wire.Status{Req: 14, Lock: testLock}}},
+		{"Status/all", &wire.Message{Status: &wire.Status{Req: 15}}},
+		{"StatusReply", &wire.Message{StatusReply: &wire.StatusReply{Req: 14, Server: 1, Lock: testLock,
+			Members:  sortMembers([]wire.SignedStatement{ticket, bobTicket, carolHeld}),
+			Locks:    []wire.LockSummary{{Name: testLock, Members: 3}, {Name: "locks/idle"}},
+			Suspects: []wire.ClientID{id(f.carol)}, Banned: []wire.ClientID{id(f.dave), id(f.hybrid)}, More: true}}},
+		{"SessionClose", &wire.Message{SessionClose: &wire.SessionClose{Req: 16, Session: 3}}},
+		{"Announce", &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{
+			{Lock: testLock, Client: id(f.alice), Session: 3, Attempt: 2, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&ticket)}}}}},
+		{"Announce/want", &wire.Message{Announce: &wire.Announce{Want: true, Items: []wire.StatementRef{
+			{Lock: testLock, Client: id(f.bob), Session: 2, Attempt: 4, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&bobTicket)}}}}},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ticket2JHash returns a copy of the JHash of a signed Ticket.
+func ticket2JHash(s wire.SignedStatement) *wire.Digest {
+	st, err := s.Verify(testCluster())
+	if err != nil || st.JHash == nil {
+		panic("test bug: not a valid Ticket")
+	}
+	d := *st.JHash
+	return &d
+}
+
+// messageKinds lists the names of the Message union's fields, in order.
+func messageKinds() []string {
+	t := reflect.TypeFor[wire.Message]()
+	out := make([]string, t.NumField())
+	for i := range out {
+		out[i] = t.Field(i).Name
+	}
+	return out
+}
+
+// setPaths records every field path (Kind.Field.Sub...) that holds a non-zero value in v.
+func setPaths(prefix string, v reflect.Value, into map[string]bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			setPaths(prefix, v.Elem(), into)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.Uint8 {
+			for i := 0; i < v.Len(); i++ {
+				setPaths(prefix, v.Index(i), into)
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			if !t.Field(i).IsExported() {
+				continue
+			}
+			p := prefix + "." + t.Field(i).Name
+			if !v.Field(i).IsZero() {
+				into[p] = true
+			}
+			setPaths(p, v.Field(i), into)
+		}
+	}
+}
+
+// allPaths lists every field path of type t, the way setPaths names them.
+func allPaths(prefix string, t reflect.Type, into map[string]bool) {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice:
+		if t.Elem().Kind() != reflect.Uint8 {
+			allPaths(prefix, t.Elem(), into)
+		}
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if !t.Field(i).IsExported() {
+				continue
+			}
+			p := prefix + "." + t.Field(i).Name
+			into[p] = true
+			allPaths(p, t.Field(i).Type, into)
+		}
+	}
+}
+
+// normalizeEmpty sets every empty slice in an omitempty field to nil: the
+// codec drops such a field, so after a round trip it comes back nil.
+func normalizeEmpty(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			normalizeEmpty(v.Elem())
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.Uint8 {
+			for i := 0; i < v.Len(); i++ {
+				normalizeEmpty(v.Index(i))
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			sf, fv := t.Field(i), v.Field(i)
+			if !sf.IsExported() {
+				continue
+			}
+			if fv.Kind() == reflect.Slice && fv.Len() == 0 && !fv.IsNil() && strings.Contains(sf.Tag.Get("cbor"), "omitempty") {
+				fv.Set(reflect.Zero(sf.Type))
+				continue
+			}
+			normalizeEmpty(fv)
+		}
+	}
+}
+
+// checkDecoded is the property every successful Decode must have: the
+// message re-encodes, decodes to an equal message, and renders on one line.
+func checkDecoded(t testing.TB, data []byte, m *wire.Message) {
+	t.Helper()
+	require.NotNil(t, m.Body(), "Decode accepted %x without exactly one body", data)
+	enc, err := wire.Encode(m)
+	require.NoError(t, err, "decoded %x but cannot re-encode it", data)
+	back, err := wire.Decode(enc)
+	require.NoError(t, err, "re-encoding of %x does not decode", data)
+	want := *m
+	normalizeEmpty(reflect.ValueOf(&want))
+	require.Equal(t, &want, back, "round trip of %x", data)
+	again, err := wire.Encode(back)
+	require.NoError(t, err)
+	require.Equal(t, enc, again, "encoding is not a fixed point")
+	s := m.String()
+	require.NotContains(t, s, "\n")
+	require.Equal(t, s, back.String())
+}
