@@ -1,0 +1,85 @@
+package bakery
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+// EventKind says what happened to an operation.
+type EventKind uint8
+
+// The kinds of Event.
+const (
+	// Acquired: the lock is held (Token set). Servers are told with Held, asynchronously.
+	Acquired EventKind = iota + 1
+	// Released: Exit reached q servers (Unlock or Abandon is complete) — or,
+	// for an attempt already exiting when the lease guarantee failed, its
+	// session was abandoned: the servers reset it, which voids the attempt.
+	Released
+	// Lost: a held lock's lease guarantee failed (§5); the holding is over.
+	Lost
+	// Failed: an attempt ended without the lock (Err says why: ErrBusy for TryLock, ErrLeaseLost, ...).
+	Failed
+	// ReadDone: a register read finished (Statement set, nil if the register is empty or void).
+	ReadDone
+	// SetDone: a getSet finished (Set set).
+	SetDone
+	// Ticketed: SET-TICKET completed (q servers hold the Ticket; Token set). Informational:
+	// first come first served is defined from this instant (§3, the bakery's doorway).
+	Ticketed
+)
+
+func (k EventKind) String() string {
+	return [...]string{"?", "acquired", "released", "lost", "failed", "read-done", "set-done", "ticketed"}[k]
+}
+
+// Event reports the end of an operation.
+type Event struct {
+	Kind      EventKind
+	Lock      string
+	Attempt   uint64
+	Token     Token
+	Err       error
+	Op        uint64 // Read / GetSet operation id
+	Statement *wire.Statement
+	Set       []wire.ClientID
+}
+
+func (e Event) String() string {
+	switch e.Kind {
+	case Acquired:
+		return fmt.Sprintf("acquired(%s att=%d token=%s)", e.Lock, e.Attempt, e.Token)
+	case Failed, Lost:
+		return fmt.Sprintf("%s(%s att=%d: %v)", e.Kind, e.Lock, e.Attempt, e.Err)
+	}
+	return fmt.Sprintf("%s(%s att=%d op=%d)", e.Kind, e.Lock, e.Attempt, e.Op)
+}
+
+// Errors reported in events.
+var (
+	ErrBusy      = errors.New("bakery: the lock is held or wanted by someone ahead")
+	ErrLeaseLost = errors.New("bakery: the session's lease guarantee failed")
+	ErrAbandoned = errors.New("bakery: the attempt was abandoned")
+	// ErrListenRefused: so many servers refused a LISTEN (a limit, a ban)
+	// that fewer than q are left to report; the attempt fails at once.
+	ErrListenRefused = errors.New("bakery: listen refused")
+)
+
+// Send is one message to one server.
+type Send struct {
+	To  wire.ServerID
+	Msg *wire.Message
+}
+
+// Effects is what a client step asks the runtime to do.
+type Effects struct {
+	Send   []Send
+	Events []Event
+}
+
+// Stats counts quorum accesses (the paper's §5.1 claim is tested on them).
+type Stats struct {
+	Accesses map[string]uint64 // doorway, ticket, listen, exit, read, getset
+}

@@ -1,0 +1,131 @@
+package bakery
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
+)
+
+func (c *Client) onUpdate(now time.Time, a *attempt, s wire.ServerID, u *wire.Update, e *Effects) {
+	if u.Lock != a.lock {
+		return
+	}
+	for i := range u.Resets {
+		cert := &u.Resets[i]
+		r := a.reports[cert.Client]
+		if r == nil || cert.Session <= r.resetUpTo {
+			continue
+		}
+		if cert.Verify(c.cfg.Keys, c.q) == nil {
+			r.resetUpTo = cert.Session
+		}
+	}
+	for i := range u.Statements {
+		// The signer's id costs a hash, its signature a verification: skip
+		// statements of clients this attempt does not watch or has passed.
+		if r := a.reports[wire.ClientID(u.Statements[i].Key.Fingerprint())]; r == nil || r.passed {
+			continue
+		}
+		st, err := c.verify(&u.Statements[i])
+		if err != nil || st.Lock != a.lock {
+			continue
+		}
+		r := a.reports[st.Client]
+		if r == nil {
+			continue
+		}
+		if r.best == nil || quorum.TimestampOf(st).Compare(quorum.TimestampOf(r.best)) > 0 {
+			r.best = st
+		}
+	}
+	for _, x := range u.Absent {
+		if r := a.reports[x]; r != nil {
+			r.absentFrom[s] = true
+		}
+	}
+	a.heard[s] = true
+	if u.Last {
+		// The server reached T pushes: subscribe again to keep hearing from it.
+		e.Send = append(e.Send, Send{To: s, Msg: &wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: a.others}}})
+	}
+	c.decide(now, a, e)
+}
+
+// passable applies LISTEN's rule to member x (§3.3).
+func (c *Client) passable(a *attempt, x wire.ClientID) bool {
+	r := a.reports[x]
+	if r.passed {
+		return true
+	}
+	if len(r.absentFrom) >= c.q {
+		return true // absence rule
+	}
+	st := r.best
+	if st == nil || st.Phase == wire.PhaseExit || quorum.Void(st, r.resetUpTo) {
+		return true
+	}
+	if st.Phase == wire.PhaseDoorway {
+		return false
+	}
+	return Token{N: a.n, Client: c.id}.Less(Token{N: st.N, Client: x})
+}
+
+// decide enters the critical section once q servers were heard since
+// Listen, every other member is passable, and the lease holds now.
+func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
+	if a.phase != phaseListen {
+		return
+	}
+	if len(a.others) > 0 && len(a.heard) < c.q {
+		return
+	}
+	blocked := false
+	for _, x := range a.others {
+		if c.passable(a, x) {
+			a.reports[x].passed = true
+		} else {
+			blocked = true
+		}
+	}
+	if blocked {
+		if a.tryOnly {
+			c.exit(a, Failed, ErrBusy, e)
+		}
+		return
+	}
+	if !c.lease.Holds(now) {
+		return // enter only with the lease guarantee (§3.3, §5)
+	}
+	a.phase = phaseHeld
+	a.held = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseHeld, N: a.n})
+	a.reqHeld = c.req()
+	c.byReq[a.reqHeld] = a
+	a.heldAcks = quorum.NewAccess[struct{}](c.q)
+	e.Events = append(e.Events, Event{Kind: Acquired, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}})
+	c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqHeld, Statement: a.held}})
+}
+
+// listenRefusedBy counts s's refusal of a's Listen as s's answer: it will
+// not report (§3.3). When fewer than q servers are left that could, the
+// attempt fails with the refusals instead of waiting forever.
+func (c *Client) listenRefusedBy(a *attempt, s wire.ServerID, err error, e *Effects) {
+	a.listenRefused[s] = err.Error()
+	if c.cfg.N-len(a.listenRefused) >= c.q {
+		return
+	}
+	ids := make([]int, 0, len(a.listenRefused))
+	for id := range a.listenRefused {
+		ids = append(ids, int(id))
+	}
+	sort.Ints(ids)
+	reasons := make([]string, len(ids))
+	for i, id := range ids {
+		reasons[i] = a.listenRefused[wire.ServerID(id)]
+	}
+	c.exit(a, Failed, fmt.Errorf("%w: %d of %d servers refused to listen, so fewer than %d can report: %s",
+		ErrListenRefused, len(ids), c.cfg.N, c.q, strings.Join(reasons, "; ")), e)
+}

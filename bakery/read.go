@@ -1,0 +1,90 @@
+package bakery
+
+import (
+	"errors"
+
+	"github.com/bq-lock/bq/activeset"
+	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Read reads client x's register for lock from a quorum (§2).
+func (c *Client) Read(lock string, x wire.ClientID) (op uint64, e Effects) {
+	o := &operation{id: c.req(), lock: lock, isRead: true, x: x, reads: quorum.NewAccess[quorum.RegisterValue](c.q)}
+	c.ops[o.id] = o
+	c.access(nil, "read")
+	c.toAll(&e, &wire.Message{Read: &wire.Read{Req: o.id, Lock: lock, Client: x}})
+	return o.id, e
+}
+
+// GetSet reads lock's active set: a set reported by q distinct servers (Algorithm 1).
+//
+// A server keeps one subscription per client and lock, so a new getSet on a
+// lock replaces an unfinished one there: the older operations join the new
+// one and complete with its set (decided after they began, so still valid).
+func (c *Client) GetSet(lock string) (op uint64, e Effects) {
+	o := &operation{id: c.req(), lock: lock, set: activeset.NewSetReader(c.q), snapshotDue: make(map[wire.ServerID]bool)}
+	for _, id := range c.sortedOps() {
+		if old := c.ops[id]; old.set != nil && old.lock == lock {
+			o.joined = append(o.joined, append(old.joined, old.id)...)
+			delete(c.ops, id)
+		}
+	}
+	c.ops[o.id] = o
+	c.access(nil, "getset")
+	c.toAll(&e, &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: lock}})
+	return o.id, e
+}
+
+func (c *Client) onRead(o *operation, s wire.ServerID, rr *wire.ReadReply, e *Effects) {
+	var v quorum.RegisterValue
+	if rr.Statement != nil {
+		st, err := c.verify(rr.Statement)
+		if err != nil || st.Lock != o.lock {
+			o.reads.Reject(s, errors.New("bakery: bad register value"))
+			return
+		}
+		v.Statement = st
+	}
+	if rr.Reset != nil && rr.Reset.Verify(c.cfg.Keys, c.q) == nil {
+		v.ResetUpTo = rr.Reset.Session
+	}
+	if !o.reads.Offer(s, v) {
+		return
+	}
+	values := make([]quorum.RegisterValue, 0, c.q)
+	for _, r := range o.reads.Replies() {
+		values = append(values, r.Value)
+	}
+	delete(c.ops, o.id)
+	e.Events = append(e.Events, Event{Kind: ReadDone, Lock: o.lock, Op: o.id, Statement: quorum.ReadRegister(values)})
+}
+
+func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *Effects) {
+	if u.Lock != o.lock {
+		return
+	}
+	var members []wire.ClientID
+	for i := range u.Statements {
+		st, err := c.verify(&u.Statements[i])
+		if err != nil || st.Lock != o.lock || st.Phase == wire.PhaseExit {
+			continue // an Exit says its client left
+		}
+		members = append(members, st.Client)
+	}
+	_, pushed := o.snapshotDue[s]
+	snapshot := !pushed || o.snapshotDue[s]
+	o.snapshotDue[s] = u.Last
+	set, ok := o.set.Apply(s, snapshot, members, u.Absent)
+	if !ok {
+		if u.Last {
+			e.Send = append(e.Send, Send{To: s, Msg: &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}}})
+		}
+		return
+	}
+	delete(c.ops, o.id)
+	for _, id := range o.joined {
+		e.Events = append(e.Events, Event{Kind: SetDone, Lock: o.lock, Op: id, Set: set})
+	}
+	e.Events = append(e.Events, Event{Kind: SetDone, Lock: o.lock, Op: o.id, Set: set})
+}

@@ -1,0 +1,155 @@
+package bakery
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
+)
+
+// SessionSource hands out session numbers, strictly increasing across
+// every process that uses one key.
+type SessionSource interface {
+	NextSession() (uint64, error)
+}
+
+// CountingSessions numbers sessions Last+1, Last+2, … in memory.
+type CountingSessions struct{ Last uint64 }
+
+// NextSession returns the next number.
+func (s *CountingSessions) NextSession() (uint64, error) { s.Last++; return s.Last, nil }
+
+// LeaseHolds reports the lease guarantee at now.
+func (c *Client) LeaseHolds(now time.Time) bool { return c.lease != nil && c.lease.Holds(now) }
+
+// LeaseValidUntil is when the lease guarantee lapses unless new acks arrive
+// (zero if it never held in this session).
+func (c *Client) LeaseValidUntil() time.Time {
+	if c.lease == nil {
+		return time.Time{}
+	}
+	return c.lease.ValidUntil()
+}
+
+// Start opens the first session. It fails only if no session number can be
+// had (the SDK's counter cannot be written).
+func (c *Client) Start(now time.Time) (e Effects, err error) {
+	err = c.openSession(now, &e)
+	return e, err
+}
+
+// openSession opens the next session from cfg.Sessions.
+func (c *Client) openSession(now time.Time, e *Effects) error {
+	sess, err := c.cfg.Sessions.NextSession()
+	if err != nil {
+		return fmt.Errorf("bakery: no session number: %w", err)
+	}
+	if sess <= c.sess {
+		return fmt.Errorf("bakery: session source went back (%d after %d)", sess, c.sess)
+	}
+	c.sess = sess
+	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)
+	c.leaseHeld = false
+	c.opened = now
+	c.hbSeq = 0
+	c.lease.Sent(0, now)
+	c.nextHB = now.Add(c.cfg.TTL / 3)
+	c.toAll(e, &wire.Message{SessionOpen: &wire.SessionOpen{Session: sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+	return nil
+}
+
+// Tick sends heartbeats and checks the lease guarantee.
+func (c *Client) Tick(now time.Time) (e Effects) {
+	if c.lease == nil || c.reopen {
+		return e
+	}
+	if !now.Before(c.nextHB) {
+		c.hbSeq++
+		c.lease.Sent(c.hbSeq, now)
+		c.nextHB = now.Add(c.cfg.TTL / 3)
+		c.toAll(&e, &wire.Message{Heartbeat: &wire.Heartbeat{Session: c.sess, Seq: c.hbSeq}})
+	}
+	c.checkLease(now, &e)
+	return e
+}
+
+// checkLease reports held locks as Lost the moment the guarantee fails, and
+// leaves the session: the servers will reset it, and the next Lock opens a new one.
+func (c *Client) checkLease(now time.Time, e *Effects) {
+	if c.reopen {
+		return // between sessions: nothing is held, nothing to check
+	}
+	holds := c.lease.Holds(now)
+	stuck := c.stuck(now, holds)
+	if holds && !stuck {
+		c.leaseHeld = true
+		for _, lock := range c.sortedLocks() {
+			if a := c.attempts[lock]; a.phase == phaseListen {
+				c.decide(now, a, e)
+			}
+		}
+		return
+	}
+	if !stuck && !c.leaseHeld && c.lease.Suspicions() <= c.cfg.N-c.q {
+		return // still starting up, and the guarantee can still come
+	}
+	// The guarantee failed: every attempt of this session is over.
+	for _, lock := range c.sortedLocks() {
+		a := c.attempts[lock]
+		if a.sess != c.sess {
+			continue
+		}
+		// The attempt ends now: the session is abandoned, so its statements
+		// will be reset anyway. The Exit is sent best effort, not waited for
+		// (the servers that made us lose the lease may never answer).
+		switch a.phase {
+		case phaseHeld:
+			e.Events = append(e.Events, Event{Kind: Lost, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}, Err: ErrLeaseLost})
+			c.exit(a, 0, nil, e)
+		case phaseExiting:
+		default:
+			c.exit(a, Failed, ErrLeaseLost, e)
+		}
+		c.finish(a, e)
+	}
+	c.reopen = true
+}
+
+// stuck reports a session that may never make progress: a server that
+// suspected it refuses it for good, so the client depends on the others,
+// and up to f of those may be faulty and never answer while still acking
+// heartbeats. Once an access (GET-TICKET, SET-TICKET, or LISTEN before q
+// servers reported) of the session has waited a TTL with such a suspicion, or the guarantee has not come a TTL
+// after the session opened, the client starts over in a new session instead
+// of waiting forever (found by the simulator, test/sim).
+func (c *Client) stuck(now time.Time, holds bool) bool {
+	if c.lease.Suspicions() == 0 {
+		return false
+	}
+	if !holds && !c.leaseHeld && now.Sub(c.opened) >= c.cfg.TTL {
+		return true
+	}
+	for _, a := range c.attempts {
+		if a.sess != c.sess || now.Sub(a.since) < c.cfg.TTL {
+			continue
+		}
+		// LISTEN counts only until q servers have reported: waiting after
+		// that is waiting for the lock, which may rightly take long.
+		if a.phase == phaseGetTicket || a.phase == phaseSetTicket || (a.phase == phaseListen && len(a.heard) < c.q) {
+			return true
+		}
+	}
+	return false
+}
+
+// CloseSession ends the current session (SessionClose): servers reset it at
+// once instead of after its lease. Call it last, after every attempt ended.
+// It completes with a Released event (no lock) carrying the operation id.
+func (c *Client) CloseSession() (op uint64, e Effects) {
+	o := &operation{id: c.req(), exitAcks: quorum.NewAccess[struct{}](c.q)}
+	c.ops[o.id] = o
+	o.resend = &wire.Message{SessionClose: &wire.SessionClose{Req: o.id, Session: c.sess}}
+	c.toAll(&e, o.resend)
+	return o.id, e
+}
