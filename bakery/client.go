@@ -8,7 +8,6 @@ import (
 
 	"github.com/bq-lock/bq/activeset"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/wire"
 )
@@ -408,7 +407,7 @@ func (c *Client) verify(ss *wire.SignedStatement) (*wire.Statement, error) {
 		return st, nil
 	}
 	st, err := ss.Verify(c.cfg.Keys.Cluster)
-	if err != nil && mutation.On(mutation.CountUnverifiedReplies) {
+	if err != nil && countUnverifiedReplies() {
 		var raw wire.Statement // TEST-ONLY weakening: take the body unchecked
 		if crypto.Unmarshal(ss.Signed.Body, &raw) == nil {
 			st, err = &raw, nil

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -428,7 +427,7 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 // certQuorum is the number of distinct votes a reset certificate needs: q
 // (PROTOCOL.md §5).
 func (m *Muteness) certQuorum() int {
-	if mutation.On(mutation.ResetWithFPlusOne) {
+	if resetWithFPlusOne() {
 		return m.cfg.Keys.Len() - m.cfg.Quorum + 1 // f+1 when n = 3f+1: TEST-ONLY weakening
 	}
 	return m.cfg.Quorum

@@ -46,8 +46,6 @@ type Config struct {
 	Limits transport.Limits
 	// MetricsAddr, if set, serves Prometheus metrics at http://MetricsAddr/metrics.
 	MetricsAddr string
-	// WrapCore, if set, wraps the core after it is built (tests: a Byzantine mask).
-	WrapCore func(c Core, m *certs.ServerMaterial) (Core, error)
 }
 
 const (
@@ -146,11 +144,6 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if s.core, err = newCore(m); err != nil {
 		return fail(fmt.Errorf("server: building core: %w", err))
-	}
-	if cfg.WrapCore != nil {
-		if s.core, err = cfg.WrapCore(s.core, m); err != nil {
-			return fail(fmt.Errorf("server: wrapping core: %w", err))
-		}
 	}
 	if err := s.core.Restore(st); err != nil {
 		return fail(fmt.Errorf("server: restoring state from %s: %w", filepath.Join(m.Dir, "bq.db"), err))

@@ -25,7 +25,6 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "cluster directory made by 'bqserver init' (required)")
 	id := fs.Int("id", -1, "this server's id in DIR/cluster.yaml (required)")
-	byzantine := fs.String("byzantine", "", "TEST ONLY, with BQ_TEST_BYZANTINE=1: misbehave as the named simulator behaviours (a+b)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this TCP address (e.g. 127.0.0.1:9400), at /metrics")
 	logOpts := addLogFlags(fs)
 	// Hidden (benchmarks, test/bench): profile the server's CPU until it stops.
@@ -60,15 +59,6 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 
 	cfg := newServerConfig(*dir, *id, logger)
 	cfg.MetricsAddr = *metricsAddr
-	if *byzantine != "" {
-		wrap, err := byzantineWrap(*byzantine)
-		if err != nil {
-			fmt.Fprintln(stderr, "bqserver run:", err)
-			return 2
-		}
-		cfg.WrapCore = wrap
-		logger.Warn("TEST-ONLY Byzantine mode: this server misbehaves on purpose", "behaviours", *byzantine)
-	}
 	srv, err := server.Start(cfg)
 	if err != nil {
 		logger.Error("cannot start", "err", err)

@@ -4,8 +4,10 @@
 // campaign must then find a violation. A campaign that still passes with a
 // rule switched off proves nothing about that rule.
 //
-// TEST-ONLY. Production code never enables a mutation; every switch is off
-// unless a test calls Enable, and On costs one atomic load.
+// TEST-ONLY. Only files built with -tags bqmutation import this package (the
+// weaken_bqmutation.go of bakery, detector and server/core); in every other
+// build each switch point is the constant false, so no production binary
+// contains a switch. Every switch is off unless a test calls Enable.
 package mutation
 
 import (

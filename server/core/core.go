@@ -25,7 +25,6 @@ import (
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/detector"
-	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/wire"
 )
@@ -604,7 +603,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 // costs one reference per statement instead of a Forward (with J) per
 // server; a peer that lacks it asks, and gets it from handleWant.
 func (k *Core) noteAnnounce(now time.Time, ref wire.StatementRef, e *Effects) {
-	if mutation.On(mutation.NoAnnounce) {
+	if noAnnounce() {
 		return
 	}
 	if len(k.announce) == 0 {
@@ -851,7 +850,7 @@ func (k *Core) view(lock *activeset.Lock, st *wire.Statement) wire.SignedView {
 	if top := lock.HighestNumbered(); top != nil {
 		body.Members = []wire.SignedStatement{top.Signed}
 	}
-	if hw := lock.HW(); hw != nil && !mutation.On(mutation.DropHighWater) {
+	if hw := lock.HW(); hw != nil && !dropHighWater() {
 		s := hw.Signed
 		body.HW = &s
 	}

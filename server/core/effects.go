@@ -1,7 +1,6 @@
 package core
 
 import (
-	"github.com/bq-lock/bq/internal/mutation"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -20,7 +19,7 @@ type Record struct {
 // Eager reports whether recs hold a record that is not Lazy.
 func Eager(recs []Record) bool {
 	for _, r := range recs {
-		if !r.Lazy && !mutation.On(mutation.LazyEveryRecord) {
+		if !r.Lazy && !lazyEveryRecord() {
 			return true
 		}
 	}
@@ -44,7 +43,7 @@ func (o Outgoing) String() string { return o.To.String() + " <- " + o.Msg.String
 // Acks, Views, MembersReplies, votes, session acks and errors must wait.
 func (o Outgoing) Reports() bool {
 	m := o.Msg
-	if mutation.On(mutation.AckBeforeDurable) {
+	if ackBeforeDurable() {
 		return true
 	}
 	return m.Update != nil || m.Forward != nil || m.Announce != nil || m.Reset != nil || m.Evidence != nil

@@ -16,8 +16,8 @@ var byzantineMixes = flag.String("byzantine.mixes",
 	"lying-membership+stale+forge,suspect-hidden+drop-forwards,equivocate+forge-reset+partial-service,selective",
 	"comma-separated behaviour mixes (a+b) TestByzantineServerProcess runs, one faulty server each (bqsim -list)")
 
-// TestByzantineServerProcess runs a real bqserver in its test-only Byzantine
-// mode (the simulator's behaviours wrapped around its honest core) beside
+// TestByzantineServerProcess runs a real faulty server (bqserver-byzantine:
+// the simulator's behaviours wrapped around bqserver's honest core) beside
 // three correct ones, and checks from outside, with real bqclient processes:
 // no two holders overlap (mkdir probe), fencing tokens grow strictly, and
 // every loop finishes (liveness with f = 1 faulty server).
@@ -28,12 +28,10 @@ func TestByzantineServerProcess(t *testing.T) {
 			var servers []*proc
 			for i := range 4 {
 				args := []string{bin("bqserver"), "run", "--dir", dir, "--id", itoa(i)}
-				var env []string
 				if i == 3 {
-					args = append(args, "--byzantine", mix)
-					env = []string{"BQ_TEST_BYZANTINE=1"}
+					args = []string{bin("bqserver-byzantine"), "--dir", dir, "--id", itoa(i), "--behaviours", mix}
 				}
-				servers = append(servers, start(t, fmt.Sprintf("s%d", i), env, args...))
+				servers = append(servers, start(t, fmt.Sprintf("s%d", i), nil, args...))
 			}
 			for _, p := range servers[:3] {
 				p.waitFor(20*time.Second, 2, "accepted server connection")
@@ -48,18 +46,16 @@ func TestByzantineServerProcess(t *testing.T) {
 	}
 }
 
-// The Byzantine mode really changes what the process sends: a "silent"
+// The faulty server really changes what the process sends: a "silent"
 // server answers nothing, so status counts 3 of 4 servers reachable.
 func TestByzantineModeIsReal(t *testing.T) {
 	dir := initCluster(t, 4)
 	for i := range 4 {
 		args := []string{bin("bqserver"), "run", "--dir", dir, "--id", itoa(i)}
-		var env []string
 		if i == 3 {
-			args = append(args, "--byzantine", "silent")
-			env = []string{"BQ_TEST_BYZANTINE=1"}
+			args = []string{bin("bqserver-byzantine"), "--dir", dir, "--id", itoa(i), "--behaviours", "silent"}
 		}
-		p := start(t, fmt.Sprintf("s%d", i), env, args...)
+		p := start(t, fmt.Sprintf("s%d", i), nil, args...)
 		p.waitFor(20*time.Second, 1, "server started")
 	}
 	out, err := exec.Command(bin("bqclient"), "--cluster", filepath.Join(dir, "cluster.yaml"), "status", "--json").CombinedOutput()

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../cmd/bqserver", "../../cmd/bqclient")
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../cmd/bqserver", "../../cmd/bqclient", "../cmd/bqserver-byzantine")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building binaries:", err)

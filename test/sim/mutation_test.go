@@ -1,3 +1,8 @@
+//go:build bqmutation
+
+// The teeth check builds only with -tags bqmutation: without the tag every
+// switch is the constant false (bakery, detector, server/core weaken.go).
+
 package sim
 
 import (

@@ -12,7 +12,7 @@ import (
 )
 
 // ProcessBehaviors are the behaviours a real bqserver process can run in its
-// test-only Byzantine mode (bqserver run --byzantine): those that rewrite
+// test-only Byzantine mode (test/cmd/bqserver-byzantine): those that rewrite
 // what the honest core sends. Byte-level (garble, oversize), timing (slow)
 // and disk (amnesia) behaviours need the simulator's control of the network
 // and the disk; real-process chaos gets those from kill -9 and SIGSTOP.

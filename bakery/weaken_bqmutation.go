@@ -1,0 +1,11 @@
+//go:build bqmutation
+
+package bakery
+
+import "github.com/bq-lock/bq/internal/mutation"
+
+// The rules the simulator's teeth check may switch off (internal/mutation,
+// docs/fault-model.md §4): built only with -tags bqmutation, for that test.
+
+func countUnverifiedReplies() bool { return mutation.On(mutation.CountUnverifiedReplies) }
+func skipTicketRule() bool         { return mutation.On(mutation.SkipTicketRule) }

@@ -1,0 +1,10 @@
+//go:build !bqmutation
+
+package detector
+
+// The rules the simulator's teeth check may switch off (internal/mutation,
+// docs/fault-model.md §4). In every build without the bqmutation tag, the
+// production ones among them, each is the constant false: no switch is
+// compiled in.
+
+func resetWithFPlusOne() bool { return false }
