@@ -29,7 +29,7 @@ type Config struct {
 	IdentityFile   string
 	Identity       *crypto.PrivateKey
 	CreateIdentity bool
-	// SessionFile keeps the identity's session counter (PROTOCOL.md §2:
+	// SessionFile keeps the identity's session counter (docs/protocol.md §2:
 	// session numbers are never reused). Default: IdentityFile + ".session".
 	// The client holds a lock on it while open, so a second process of this
 	// machine with the same identity fails with ErrIdentityInUse. With an

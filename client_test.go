@@ -75,7 +75,7 @@ func TestDialUnavailable(t *testing.T) {
 	}
 }
 
-// PROTOCOL.md §5: a holder whose lease guarantee fails (here: two of four
+// docs/protocol.md §5: a holder whose lease guarantee fails (here: two of four
 // servers stop, so no quorum acknowledges its heartbeats) sees Lost closed
 // promptly, and Unlock says ErrLockLost. Once the servers are back, the
 // client locks again in a new session, and its new holding has a higher
@@ -347,7 +347,7 @@ func TestLongHolderOnlyDelaysOthers(t *testing.T) {
 	require.NoError(t, got.h.Unlock(ctx))
 }
 
-// PROTOCOL.md §2: a client's sessions come from a counter next to its
+// docs/protocol.md §2: a client's sessions come from a counter next to its
 // identity (IDENTITY.session), never from the clock, so each Dial of one
 // identity opens a higher session than the last; and while one Client has
 // the identity open, a second one (another process) is refused with

@@ -17,7 +17,7 @@ import (
 )
 
 // TestMain fails the package's tests if any goroutine is left running
-// (STYLE.md §13): every Client, holding and server a test starts must end.
+// : every Client, holding and server a test starts must end.
 func TestMain(m *testing.M) {
 	// quic-go warns once on stderr when it cannot enlarge the UDP buffers.
 	os.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")

@@ -14,7 +14,7 @@
 //	select { case <-h.Lost(): /* the lease guarantee failed: stop at once */ }
 //
 // A holding stays valid only while the client's lease guarantee holds
-// (PROTOCOL.md §5); the moment it fails, Lost is closed. Give Token to the
+// (docs/protocol.md §5); the moment it fails, Lost is closed. Give Token to the
 // resource you protect and have it refuse tokens lower than the highest it
 // has seen: that protects it even from a holder whose lease ran out.
 //

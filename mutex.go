@@ -12,7 +12,7 @@ import (
 )
 
 // Token is a fencing token: every holding of a lock gets one, and they grow
-// from each holder to the next (PROTOCOL.md §7).
+// from each holder to the next (docs/protocol.md §7).
 type Token = bakery.Token
 
 // Mutex is one lock name of a cluster, seen from one client.

@@ -59,7 +59,7 @@ func TestLockUnlockRoundTrip(t *testing.T) {
 	}
 }
 
-// PROTOCOL.md §7: fencing tokens grow strictly from each holder to the next,
+// docs/protocol.md §7: fencing tokens grow strictly from each holder to the next,
 // across clients and across idle periods (hw), and each names its holder.
 func TestTokensGrowAcrossHolders(t *testing.T) {
 	tc := newCluster(t, 4)

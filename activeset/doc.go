@@ -1,4 +1,4 @@
-// Package activeset is the per-lock active set of PROTOCOL.md §2–§3 and the
+// Package activeset is the per-lock active set of docs/protocol.md §2–§3 and the
 // paper's Algorithm 1, on both sides:
 //
 //   - Lock is one server's state for one lock name: the highest statement of

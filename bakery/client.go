@@ -22,7 +22,7 @@ type ClientConfig struct {
 	// Margin is the clock-drift allowance ε·TTL (§5); default TTL/10.
 	Margin time.Duration
 	// Sessions hands out the session numbers this client opens, each above
-	// every session its key used before (PROTOCOL.md §2: numbers are never
+	// every session its key used before (docs/protocol.md §2: numbers are never
 	// reused). The SDK's comes from a counter persisted next to the identity
 	// (certs.SessionCounter); nil numbers sessions 1, 2, 3… (tests and
 	// throwaway keys only).
@@ -118,7 +118,7 @@ type operation struct {
 	snapshotDue map[wire.ServerID]bool
 }
 
-// Client is the bakery client of PROTOCOL.md §3 as a pure state machine.
+// Client is the bakery client of docs/protocol.md §3 as a pure state machine.
 // The runtime calls Start once, then Step for each message, Tick as time
 // passes, and Lock / Unlock / Abandon / Read / GetSet as the user asks.
 type Client struct {

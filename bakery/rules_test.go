@@ -1,6 +1,6 @@
 package bakery
 
-// Table-driven tests of the client's decision rules (PROTOCOL.md §2–§5),
+// Table-driven tests of the client's decision rules (docs/protocol.md §2–§5),
 // each on one client driven message by message, without servers: every
 // quorum it counts, the union of member sets, the LISTEN decision (the
 // absence rule, the tie-break, the lease at the instant of entry) and the

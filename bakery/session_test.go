@@ -38,7 +38,7 @@ func newSessionTestClient(t *testing.T, src SessionSource) *Client {
 	return c
 }
 
-// PROTOCOL.md §2: session numbers come from the SessionSource only. A clock
+// docs/protocol.md §2: session numbers come from the SessionSource only. A clock
 // that goes back an hour between two sessions changes nothing; a source that
 // goes back, or fails, opens no session (the attempt fails with the reason)
 // instead of reusing a number.

@@ -199,7 +199,7 @@ func TestSmokeTwoClients(t *testing.T) {
 	t.Log(n.events)
 }
 
-// PROTOCOL.md §3.3: a server that refuses a LISTEN (a limit, a ban) will
+// docs/protocol.md §3.3: a server that refuses a LISTEN (a limit, a ban) will
 // not report; its refusal counts as its answer. With one refusal c1 still
 // waits for the q others; when refusals leave fewer than q servers that
 // could report, the attempt fails at once with the reasons instead of

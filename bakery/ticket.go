@@ -25,11 +25,11 @@ func (a Attempt) String() string {
 }
 
 // ErrBadJustification marks a justification that proves nothing: a Ticket
-// carrying it is evidence against its signer (PROTOCOL.md §6).
+// carrying it is evidence against its signer (docs/protocol.md §6).
 var ErrBadJustification = errors.New("bakery: invalid justification")
 
 // ErrTicketCap marks a justification whose ticket would reach the cap 2^62
-// (PROTOCOL.md §8): a faulty server showed a colluding client's inflated
+// (docs/protocol.md §8): a faulty server showed a colluding client's inflated
 // statement. A client then tries other q-subsets of the Views it received.
 var ErrTicketCap = errors.New("bakery: the ticket cap 2^62")
 
@@ -38,7 +38,7 @@ func badJ(format string, args ...any) error {
 }
 
 // TicketFromJustification checks a justification J for attempt a and
-// returns the ticket it justifies (PROTOCOL.md §3.1–§3.2):
+// returns the ticket it justifies (docs/protocol.md §3.1–§3.2):
 //
 //	N = 1 + max(numbers of all member statements in J ∪ numbers of the hw statements in J)
 //

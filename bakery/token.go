@@ -22,7 +22,7 @@ func (t Token) String() string { return fmt.Sprintf("%d.%016x", t.N, t.TieBreak(
 // TieBreak orders tokens with equal N: the first 8 bytes of
 // SHA-256(N ‖ ClientID). Every client computes the same total order, but
 // unlike the bare ClientID it changes from ticket to ticket, so no identity
-// wins every tie (PROTOCOL.md §3.3, docs/protocol.md changes).
+// wins every tie (docs/protocol.md §3.3, docs/protocol.md changes).
 func (t Token) TieBreak() uint64 {
 	var b [8 + 32]byte
 	binary.BigEndian.PutUint64(b[:8], t.N)

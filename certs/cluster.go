@@ -27,7 +27,7 @@ const MaxServers = 1024
 // maxClusterFileSize bounds what LoadCluster reads.
 const maxClusterFileSize = 16 << 20
 
-// Cluster is the validated content of a cluster file (PROTOCOL.md §1): who the
+// Cluster is the validated content of a cluster file (docs/protocol.md §1): who the
 // servers are, how to reach them, and the keys that identify them.
 // INVARIANT (after LoadCluster or Init): N = len(Servers), Servers[i].ID = i,
 // N ≥ 3F+1, Quorum = QuorumSize(N, F), every signing key is of Scheme, and
@@ -49,7 +49,7 @@ type Server struct {
 }
 
 // QuorumSize is q = ⌈(n+f+1)/2⌉: the smallest q for which any two q-subsets
-// of n servers meet in at least f+1 servers (PROTOCOL.md notation). For
+// of n servers meet in at least f+1 servers (docs/protocol.md notation). For
 // n ≥ 3f+1 it is at most n−f, so the correct servers alone form a quorum.
 func QuorumSize(n, f int) int { return (n + f + 2) / 2 }
 

@@ -1,4 +1,4 @@
-// Package certs makes and loads a cluster's identities (PROTOCOL.md §1): the
+// Package certs makes and loads a cluster's identities (docs/protocol.md §1): the
 // cluster CA, each server's TLS certificate and protocol signing key, and the
 // public cluster file that lists them.
 //

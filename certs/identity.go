@@ -14,7 +14,7 @@ import (
 
 // A client identity file holds one client signing key, in the same format as
 // a server's signing.key (PEM "BQ SIGNING KEY" with a Scheme header). The
-// client's id is the SHA-256 of its public key (PROTOCOL.md §1).
+// client's id is the SHA-256 of its public key (docs/protocol.md §1).
 
 // ErrNoIdentity is returned by LoadIdentity when the file does not exist.
 var ErrNoIdentity = errors.New("certs: no identity file")

@@ -56,7 +56,7 @@ func TestMinIntersectionMatchesExhaustive(t *testing.T) {
 	}
 }
 
-// PROTOCOL.md notation: q = ⌈(n+f+1)/2⌉ is the smallest quorum whose pairs
+// docs/protocol.md notation: q = ⌈(n+f+1)/2⌉ is the smallest quorum whose pairs
 // meet in a correct server, and it exists exactly when n ≥ 3f+1.
 func TestQuorumSizeAgainstBruteForce(t *testing.T) {
 	for n := 1; n <= 40; n++ {

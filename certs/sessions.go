@@ -13,7 +13,7 @@ import (
 	"syscall"
 )
 
-// Session numbers (PROTOCOL.md §2, §5): every session a client opens must be
+// Session numbers (docs/protocol.md §2, §5): every session a client opens must be
 // above every session its key opened before, in this process or any earlier
 // one, or a correct client could sign two statements with one timestamp
 // (equivocation, §6) or be refused as stale. They come from a counter kept
@@ -40,7 +40,7 @@ const maxSessionCounter = uint64(1)<<(64-SessionRandBits) - 1
 
 // ErrIdentityInUse is returned by OpenSessionCounter when another process of
 // this machine has the identity open: one identity is one client with one
-// session at a time (PROTOCOL.md §5), so a second process must use its own.
+// session at a time (docs/protocol.md §5), so a second process must use its own.
 var ErrIdentityInUse = errors.New("certs: identity in use by another process")
 
 // SessionCounter hands out an identity's session numbers. While open it holds

@@ -16,7 +16,7 @@ import (
 
 func sessionCounterOf(t *testing.T, s uint64) uint64 { t.Helper(); return s >> SessionRandBits }
 
-// PROTOCOL.md §2: session numbers grow strictly, within one process and
+// docs/protocol.md §2: session numbers grow strictly, within one process and
 // across processes, and each is on disk before it is used.
 func TestSessionCounterGrowsAndPersists(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "id.key.session")

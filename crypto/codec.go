@@ -8,7 +8,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 )
 
-// Limits on what a decoder accepts from a peer (PROTOCOL.md §8).
+// Limits on what a decoder accepts from a peer (docs/protocol.md §8).
 const (
 	// MaxMessageSize caps one encoded wire message (and so every byte string in it).
 	MaxMessageSize = 4 << 20

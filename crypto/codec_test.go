@@ -39,7 +39,7 @@ func TestUnmarshalAcceptsValid(t *testing.T) {
 	require.Equal(t, rec{A: 1, B: "x", C: []uint64{2, 3}}, r2)
 }
 
-// Each hostile input is written out byte by byte, so the test says exactly what is refused (PROTOCOL.md §8).
+// Each hostile input is written out byte by byte, so the test says exactly what is refused (docs/protocol.md §8).
 func TestUnmarshalRejectsHostile(t *testing.T) {
 	cases := []struct {
 		name string

@@ -1,7 +1,7 @@
 // Package crypto is bq's signature layer and its strict CBOR codec.
 //
 // Everything a third party must verify (client statements, server views,
-// suspicion votes, reset certificates, evidence; PROTOCOL.md §1) is a signed
+// suspicion votes, reset certificates, evidence; docs/protocol.md §1) is a signed
 // object {Body, Sig}: Body is deterministic CBOR, and the signature covers a
 // domain-separation prefix followed by the exact Body bytes. Callers must
 // verify first and decode after (Open does both, in that order).

@@ -55,7 +55,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	}
 }
 
-// A signature made in one domain never verifies in another (PROTOCOL.md §1).
+// A signature made in one domain never verifies in another (docs/protocol.md §1).
 func TestDomainSeparation(t *testing.T) {
 	for _, scheme := range crypto.Schemes() {
 		t.Run(scheme, func(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests if any goroutine is left running (STYLE.md §13).
+// TestMain fails the package's tests if any goroutine is left running.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testKey derives a key of scheme deterministically from label, so tests and
-// their failures replay exactly (STYLE.md §10).
+// their failures replay exactly.
 func testKey(tb testing.TB, scheme string, label uint64) *crypto.PrivateKey {
 	tb.Helper()
 	var seed [32]byte

@@ -9,7 +9,7 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// The malicious-behaviour detector (PROTOCOL.md §6, the paper's §5.3).
+// The malicious-behaviour detector (docs/protocol.md §6, the paper's §5.3).
 //
 // Per (client, lock) a server follows the automaton R → E1 (Doorway) → E2
 // (Ticket) → C (Held) → R (Exit); Exit is legal from any state and a newer

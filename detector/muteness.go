@@ -164,7 +164,7 @@ func (m *Muteness) pruneTTLs(cs *clientState) {
 // its sessions. Unless the session is reset meanwhile, this server starts a
 // lease on it at its first Tick, running a whole TTL from then: a restart
 // never makes this server vote on a session earlier than the client's own
-// TTL after it last could have heard from the client (PROTOCOL.md §5, §9).
+// TTL after it last could have heard from the client (docs/protocol.md §5, §9).
 func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
 	cs := m.client(c)
 	if sess <= cs.resetUpTo {
@@ -425,7 +425,7 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 }
 
 // certQuorum is the number of distinct votes a reset certificate needs: q
-// (PROTOCOL.md §5).
+// (docs/protocol.md §5).
 func (m *Muteness) certQuorum() int {
 	if resetWithFPlusOne() {
 		return m.cfg.Keys.Len() - m.cfg.Quorum + 1 // f+1 when n = 3f+1: TEST-ONLY weakening

@@ -58,7 +58,7 @@ func clientID(t *testing.T) wire.ClientID {
 	return wire.ClientID(k.Public.ID)
 }
 
-// PROTOCOL.md §5: while a client keeps leases at q servers, no certificate
+// docs/protocol.md §5: while a client keeps leases at q servers, no certificate
 // forms, even with f Byzantine servers voting against it every moment.
 func TestNoResetWhileQLeasesLive(t *testing.T) {
 	const n, q, byz = 4, 3, 1

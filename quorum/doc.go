@@ -1,5 +1,5 @@
 // Package quorum is the client side of bq's Byzantine dissemination quorum
-// system (PROTOCOL.md §2, §3, §5): quorum arithmetic, a quorum access that
+// system (docs/protocol.md §2, §3, §5): quorum arithmetic, a quorum access that
 // counts only verified replies from distinct servers, the register read rule,
 // and the lease guarantee that a lock holder must keep.
 //

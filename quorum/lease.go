@@ -8,7 +8,7 @@ import (
 )
 
 // Lease is the client's view of its own lease guarantee for one session
-// (PROTOCOL.md §5): the guarantee holds while, for heartbeats it sent less
+// (docs/protocol.md §5): the guarantee holds while, for heartbeats it sent less
 // than TTL−Margin ago, it has "lease ok" acks from at least q servers that
 // have not suspected the session. Then at most (n−q)+f < q servers can vote
 // against it, so no reset certificate can form.

@@ -20,7 +20,7 @@ func bruteQuorum(n, f int) int {
 	return -1
 }
 
-// PROTOCOL.md notation: q = ⌈(n+f+1)/2⌉, checked against the definition.
+// docs/protocol.md notation: q = ⌈(n+f+1)/2⌉, checked against the definition.
 func TestSizeMatchesDefinition(t *testing.T) {
 	check := func(a, b uint8) bool {
 		n := int(a%64) + 1

@@ -3,7 +3,7 @@ package quorum
 import "github.com/bq-lock/bq/wire"
 
 // Timestamp orders a client's statements: (session, attempt, phase), compared
-// lexicographically (PROTOCOL.md §2).
+// lexicographically (docs/protocol.md §2).
 type Timestamp struct {
 	Session uint64
 	Attempt uint64
@@ -50,7 +50,7 @@ func Void(s *wire.Statement, resetUpTo uint64) bool {
 	return s != nil && resetUpTo > 0 && s.Session <= resetUpTo
 }
 
-// ReadRegister applies the read rule of PROTOCOL.md §2 to the verified
+// ReadRegister applies the read rule of docs/protocol.md §2 to the verified
 // answers of q distinct servers: the highest valid statement that no answer
 // shows to be void. It returns nil when the register holds nothing (or only
 // void values).

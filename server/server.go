@@ -216,7 +216,7 @@ func (s *Server) loop(ctx context.Context) {
 			s.repairMu.Unlock()
 			for _, peer := range due {
 				// What overflowed never left: resynchronise with the peer as
-				// on a reconnect (PROTOCOL.md §3.5, core.Repair).
+				// on a reconnect (docs/protocol.md §3.5, core.Repair).
 				s.log.Info("resynchronising with a server whose send queue overflowed", "peer", peer.String())
 				s.metrics.Repairs.Add(1)
 				eff.Append(s.core.Step(now, core.Input{Kind: core.InputConnected, From: wire.ServerPeer(peer)}))

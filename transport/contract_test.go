@@ -13,7 +13,7 @@ import (
 )
 
 // The contract every Transport keeps, run against both implementations
-// (STYLE.md §3): the in-memory network and QUIC on loopback.
+//: the in-memory network and QUIC on loopback.
 
 // testNet is a cluster of n servers on one implementation.
 type testNet struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // A frame on a stream is a 4-byte big-endian length followed by that many
-// bytes of one CBOR-encoded wire.Message (PROTOCOL.md §1, §8).
+// bytes of one CBOR-encoded wire.Message (docs/protocol.md §1, §8).
 const frameHeader = 4
 
 // maxHandshakeFrame caps the frames of the Challenge/Hello/Welcome exchange:

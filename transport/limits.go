@@ -9,7 +9,7 @@ import (
 )
 
 // Limits bound everything a transport holds on behalf of its peers
-// (PROTOCOL.md §6 "Bounds", §8). A zero field takes its default; Defaults
+// (docs/protocol.md §6 "Bounds", §8). A zero field takes its default; Defaults
 // lists them. Both implementations honour MaxFrame, QueueLen, QueueBytes and
 // InboundLen; the rest only concern QUIC.
 type Limits struct {

@@ -23,7 +23,7 @@ import (
 type ServerConfig struct {
 	ID wire.ServerID
 	// Cluster is this server's cluster: client Hellos must be signed for it,
-	// and servers that greet with another are refused (PROTOCOL.md §1).
+	// and servers that greet with another are refused (docs/protocol.md §1).
 	Cluster    wire.ClusterID
 	ListenAddr string                   // UDP host:port to listen on (and to dial from)
 	Peers      map[wire.ServerID]string // every server's address; this server's own entry is ignored
@@ -74,7 +74,7 @@ const (
 // they may come before EventConnected.
 //
 // Clients: a client connection is bound to a ClientID by the Challenge /
-// Hello / Welcome exchange (PROTOCOL.md §1) before anything else flows;
+// Hello / Welcome exchange (docs/protocol.md §1) before anything else flows;
 // EventConnected then EventDisconnected bracket its messages. Send to a
 // client without a live connection is ErrNotConnected; a client whose queue
 // overflows is disconnected (a slow consumer) and Send says ErrQueueFull.

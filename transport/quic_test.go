@@ -391,7 +391,7 @@ func TestQUICRestartedServerResetsOldConnections(t *testing.T) {
 	w1.next(t, "the client again", connected(clientOf(key)))
 }
 
-// PROTOCOL.md §1, cluster binding: a client's Hello is signed for one
+// docs/protocol.md §1, cluster binding: a client's Hello is signed for one
 // cluster, and a server of another refuses it with a reason that names both;
 // a client that reaches a server of another cluster says so and does not
 // count it.

@@ -3,7 +3,7 @@
 // A Transport gives reliable FIFO delivery per (sender, receiver) pair while
 // a connection lasts — the paper's FIFO channels — and reports connections
 // coming and going, so clients can resend their latest statements after a
-// reconnect (PROTOCOL.md §6). Every message is encoded to bytes and decoded
+// reconnect (docs/protocol.md §6). Every message is encoded to bytes and decoded
 // strictly on receipt, in both implementations: QUIC (real) and an in-memory
 // network (tests). One contract suite (contract_test.go) runs against both.
 //

@@ -41,7 +41,7 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 // BenchmarkSignedStatementVerify measures one statement check: key parse,
-// signature, strict canonical decode and the phase rules (PROTOCOL.md §10:
+// signature, strict canonical decode and the phase rules (docs/protocol.md §10:
 // server CPU per SET-TICKET is a handful of these).
 func BenchmarkSignedStatementVerify(b *testing.B) {
 	f := fx(b)

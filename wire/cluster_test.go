@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// PROTOCOL.md §1, cluster binding: the same client and server keys used with
+// docs/protocol.md §1, cluster binding: the same client and server keys used with
 // a second cluster sign objects that are genuine there and refused here,
 // each with an error that names both clusters.
 func TestSignedObjectsOfAnotherClusterAreRefused(t *testing.T) {

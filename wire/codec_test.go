@@ -86,7 +86,7 @@ func TestTruncatedFramesRejected(t *testing.T) {
 }
 
 // Random bytes, and random mutations of valid frames, never panic Decode;
-// whatever it accepts round-trips (STYLE.md §8, §10: the seed is logged).
+// whatever it accepts round-trips (§10: the seed is logged).
 func TestDecodeRandomInput(t *testing.T) {
 	seed := *decodeSeed
 	if seed == 0 {

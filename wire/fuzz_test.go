@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Fuzz targets for every decoder and verifier of the package (STYLE.md §8).
+// Fuzz targets for every decoder and verifier of the package.
 // The property of each: no panic, and whatever is accepted is consistent.
 // Seeds are the generator's examples, so the fuzzer starts from valid frames.
 
@@ -36,7 +36,7 @@ func statementSigners(f *fixture) []*crypto.PrivateKey {
 	return []*crypto.PrivateKey{f.alice, f.bob, f.pq, f.hybrid}
 }
 
-// checkStatement is what Verify promises about a statement it returns (PROTOCOL.md §2).
+// checkStatement is what Verify promises about a statement it returns (docs/protocol.md §2).
 func checkStatement(t testing.TB, s *wire.SignedStatement, st *wire.Statement) {
 	t.Helper()
 	require.Equal(t, wire.ClientIDOf(s.Key), st.Client)
@@ -178,7 +178,7 @@ type voteKey struct {
 // FuzzResetCertificateVerify checks Verify two ways: on arbitrary bytes
 // decoded as a certificate (no panic; acceptance implies the §5 rule), and on
 // certificates assembled from real votes described by spec, against a naive
-// reference of the rule (STYLE.md §12).
+// reference of the rule.
 func FuzzResetCertificateVerify(f *testing.F) {
 	fix := fx(f)
 	c, sess := id(fix.carol), uint64(5)

@@ -14,13 +14,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests if any goroutine is left running (STYLE.md §13).
+// TestMain fails the package's tests if any goroutine is left running.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The generator: real keys, made deterministically from fixed labels, so
-// every encoding and every String() is the same on every run (STYLE.md §10),
+// every encoding and every String() is the same on every run,
 // and a valid, fully populated example of every message kind
-// (crypto/tls handshake_messages_test.go is the model).
+// (the model is Go's crypto/tls/handshake_messages_test.go).
 
 const testLock = "locks/orders"
 

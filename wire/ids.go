@@ -12,7 +12,7 @@ type ServerID uint16
 
 func (s ServerID) String() string { return fmt.Sprintf("s%d", uint16(s)) }
 
-// ClientID is SHA-256 of a client's scheme-tagged public key (PROTOCOL.md §1).
+// ClientID is SHA-256 of a client's scheme-tagged public key (docs/protocol.md §1).
 type ClientID [32]byte
 
 // ClientIDOf returns the ClientID of a public key.

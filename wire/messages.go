@@ -1,5 +1,5 @@
 // Package wire holds every message bq sends, its strict codec and its
-// one-line rendering (PROTOCOL.md §1–§6). This file lists them all.
+// one-line rendering (docs/protocol.md §1–§6). This file lists them all.
 //
 // A frame on the wire is one Message: a union with exactly one field set.
 // Signed objects (statements, views, votes) are crypto.Signed values whose
@@ -14,7 +14,7 @@ import (
 	"github.com/bq-lock/bq/crypto"
 )
 
-// Limits of the protocol itself (PROTOCOL.md §3.2, §8).
+// Limits of the protocol itself (docs/protocol.md §3.2, §8).
 const (
 	// TicketCap: tickets at or above it are inflation and are refused.
 	TicketCap = uint64(1) << 62
@@ -26,7 +26,7 @@ const (
 	NonceSize = 32
 )
 
-// Phase is where a client's statement puts it in the bakery (PROTOCOL.md §2).
+// Phase is where a client's statement puts it in the bakery (docs/protocol.md §2).
 type Phase uint8
 
 // The phases, in timestamp order.
@@ -57,7 +57,7 @@ func (p Phase) String() string {
 // ---------------------------------------------------------------------------
 // Signed bodies.
 
-// Statement is a client's signed register value for one lock (PROTOCOL.md §2).
+// Statement is a client's signed register value for one lock (docs/protocol.md §2).
 // Its timestamp is (Session, Attempt, Phase).
 type Statement struct {
 	Lock    string   `cbor:"1,keyasint"`
@@ -69,7 +69,7 @@ type Statement struct {
 	N uint64 `cbor:"6,keyasint,omitempty"`
 	// JHash is the hash of the justification (Ticket only).
 	JHash *Digest `cbor:"7,keyasint,omitempty"`
-	// Cluster is the cluster this statement is for (PROTOCOL.md §1).
+	// Cluster is the cluster this statement is for (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"8,keyasint"`
 }
 
@@ -94,7 +94,7 @@ type SignedStatement struct {
 }
 
 // ViewBody is a server's signed account of a lock after applying a Doorway
-// (PROTOCOL.md §3.1). A client's justification J is q of these.
+// (docs/protocol.md §3.1). A client's justification J is q of these.
 type ViewBody struct {
 	Lock       string   `cbor:"1,keyasint"`
 	For        ClientID `cbor:"2,keyasint"`
@@ -109,7 +109,7 @@ type ViewBody struct {
 	Members []SignedStatement `cbor:"7,keyasint"`
 	// HW is the highest Ticket this server ever accepted for the lock (nil if none).
 	HW *SignedStatement `cbor:"8,keyasint,omitempty"`
-	// Cluster is the signer's cluster (PROTOCOL.md §1).
+	// Cluster is the signer's cluster (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"9,keyasint"`
 }
 
@@ -131,7 +131,7 @@ type SignedView struct {
 // SuspectReason says why a server voted to reset a client's session.
 type SuspectReason uint8
 
-// The reasons for a Suspect vote (PROTOCOL.md §5).
+// The reasons for a Suspect vote (docs/protocol.md §5).
 const (
 	SuspectMute    SuspectReason = 1 // the lease expired
 	SuspectDoorway SuspectReason = 2 // stayed in the Doorway past the deadline
@@ -147,13 +147,13 @@ func (r SuspectReason) String() string {
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
 
-// SuspectBody is a server's vote that a client's session be reset (PROTOCOL.md §5).
+// SuspectBody is a server's vote that a client's session be reset (docs/protocol.md §5).
 type SuspectBody struct {
 	Client  ClientID      `cbor:"1,keyasint"`
 	Session uint64        `cbor:"2,keyasint"`
 	Server  ServerID      `cbor:"3,keyasint"`
 	Reason  SuspectReason `cbor:"4,keyasint"`
-	// Cluster is the signer's cluster (PROTOCOL.md §1).
+	// Cluster is the signer's cluster (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"5,keyasint"`
 }
 
@@ -183,7 +183,7 @@ func (r *ResetCertificate) String() string {
 	return fmt.Sprintf("Reset(%s sess=%d votes=[%s])", r.Client, r.Session, strings.Join(ids, " "))
 }
 
-// EvidenceKind names a transferable proof that a client is Byzantine (PROTOCOL.md §6).
+// EvidenceKind names a transferable proof that a client is Byzantine (docs/protocol.md §6).
 type EvidenceKind uint8
 
 // The kinds of transferable evidence.
@@ -217,14 +217,14 @@ func (e *Evidence) String() string {
 }
 
 // ---------------------------------------------------------------------------
-// Connection set-up (PROTOCOL.md §1).
+// Connection set-up (docs/protocol.md §1).
 
 // Challenge is the server's first message on a client connection.
 type Challenge struct {
 	Server ServerID `cbor:"1,keyasint"`
 	Nonce  []byte   `cbor:"2,keyasint"`
 	// Cluster is the server's cluster, so a client dialing the wrong one
-	// hears which it reached (PROTOCOL.md §1).
+	// hears which it reached (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"3,keyasint"`
 }
 
@@ -247,7 +247,7 @@ func (h *Hello) String() string { return fmt.Sprintf("Hello(%s)", ClientIDOf(h.K
 type HelloBody struct {
 	Nonce    []byte `cbor:"1,keyasint"`
 	Exporter []byte `cbor:"2,keyasint"`
-	// Cluster is the cluster the client means to talk to (PROTOCOL.md §1):
+	// Cluster is the cluster the client means to talk to (docs/protocol.md §1):
 	// the session the connection carries, and every ack on it, is bound to it.
 	Cluster ClusterID `cbor:"3,keyasint"`
 }
@@ -260,7 +260,7 @@ type Welcome struct {
 func (w *Welcome) String() string { return fmt.Sprintf("Welcome(%s)", w.Client) }
 
 // ---------------------------------------------------------------------------
-// Sessions and leases (PROTOCOL.md §5).
+// Sessions and leases (docs/protocol.md §5).
 
 // SessionOpen opens (or re-opens after a reconnect) a session with a lease of TTLMillis.
 type SessionOpen struct {
@@ -307,7 +307,7 @@ func (a *SessionAck) String() string {
 }
 
 // ---------------------------------------------------------------------------
-// The bakery's accesses (PROTOCOL.md §3).
+// The bakery's accesses (docs/protocol.md §3).
 
 // Submit carries a signed statement: Doorway (GET-TICKET), Ticket with its
 // justification J (SET-TICKET), Held, or Exit.
@@ -348,7 +348,7 @@ type Ack struct {
 func (a *Ack) String() string { return fmt.Sprintf("Ack(req=%d)", a.Req) }
 
 // Listen asks for the statements of Members (S' \ {c}) and every later change
-// to them, until the client's next message for Lock or T pushes (PROTOCOL.md §3.3).
+// to them, until the client's next message for Lock or T pushes (docs/protocol.md §3.3).
 type Listen struct {
 	Req     uint64     `cbor:"1,keyasint"`
 	Lock    string     `cbor:"2,keyasint"`
@@ -462,7 +462,7 @@ type Error struct {
 func (e *Error) String() string { return fmt.Sprintf("Error(req=%d %s %q)", e.Req, e.Code, e.Detail) }
 
 // ---------------------------------------------------------------------------
-// Server to server (PROTOCOL.md §3.5): forwarded self-verifying objects.
+// Server to server (docs/protocol.md §3.5): forwarded self-verifying objects.
 
 // Forward carries a statement (with J for a Ticket) that the sender accepted for the first time.
 type Forward struct {
@@ -493,7 +493,7 @@ func RefOf(st *Statement, ss *SignedStatement) StatementRef {
 		Phase: st.Phase, BodyHash: BodyHash(ss)}
 }
 
-// Announce is lazy dissemination (PROTOCOL.md §3.5, docs/protocol.md change
+// Announce is lazy dissemination (docs/protocol.md §3.5, docs/protocol.md change
 // 11): with Want false, the statements the sender accepted lately; with Want
 // true, the statements of the receiver's announcement that the sender lacks,
 // which the receiver answers with Forwards.

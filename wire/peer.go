@@ -1,7 +1,7 @@
 package wire
 
 // Peer names the other end of a channel: a server (by id) or a client (by
-// the ClientID its connection is bound to, PROTOCOL.md §1).
+// the ClientID its connection is bound to, docs/protocol.md §1).
 type Peer struct {
 	IsClient bool
 	Server   ServerID

@@ -15,7 +15,7 @@ import (
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata/strings.golden from the current output")
 
 // stringLines renders every example message and every signed body on one line
-// each (STYLE.md §6). Keys come from fixed seeds, so the output is stable.
+// each. Keys come from fixed seeds, so the output is stable.
 func stringLines(tb testing.TB) []string {
 	tb.Helper()
 	f := fx(tb)

@@ -11,7 +11,7 @@ import (
 
 // Keyring is what a verifier needs to know of its cluster: the servers'
 // signing keys, indexed by ServerID, and the cluster's id, which every signed
-// body must name (PROTOCOL.md §1, cluster binding).
+// body must name (docs/protocol.md §1, cluster binding).
 // INVARIANT: Cluster == ClusterIDOf(f, Servers) for the f it was made with.
 type Keyring struct {
 	Cluster ClusterID
@@ -240,7 +240,7 @@ func (s *SignedSuspect) Verify(keys Keyring) (*SuspectBody, error) {
 }
 
 // Verify checks that the certificate holds valid votes on (Client, Session)
-// from at least quorum distinct servers (PROTOCOL.md §5).
+// from at least quorum distinct servers (docs/protocol.md §5).
 func (r *ResetCertificate) Verify(keys Keyring, quorum int) error {
 	if quorum < 1 {
 		return invalid("certificate checked against quorum %d", quorum)

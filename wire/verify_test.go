@@ -37,7 +37,7 @@ func requireInvalid(tb testing.TB, err error, contains string) {
 	}
 }
 
-// PROTOCOL.md §2: each phase carries N and H(J) exactly where the table says.
+// docs/protocol.md §2: each phase carries N and H(J) exactly where the table says.
 func TestStatementVerifyAcceptsEachPhase(t *testing.T) {
 	f := fx(t)
 	jh := digest("J")
@@ -274,7 +274,7 @@ func TestSuspectVerify(t *testing.T) {
 	}
 }
 
-// PROTOCOL.md §5: a reset certificate is valid votes on (c, sess) from q distinct servers.
+// docs/protocol.md §5: a reset certificate is valid votes on (c, sess) from q distinct servers.
 func TestResetCertificateVerify(t *testing.T) {
 	f := fx(t)
 	c := id(f.carol)
@@ -386,7 +386,7 @@ func TestClientIDHelpers(t *testing.T) {
 	require.Equal(t, "s7", wire.ServerID(7).String())
 }
 
-// H(J) covers the views' exact bytes in order (PROTOCOL.md §2, §3.2).
+// H(J) covers the views' exact bytes in order (docs/protocol.md §2, §3.2).
 func TestJustificationHash(t *testing.T) {
 	f := fx(t)
 	j := f.justification(t, f.alice, 3, 2)

@@ -84,7 +84,7 @@ func cmdLock(g globals, args []string, stdin io.Reader, stdout, stderr io.Writer
 		ctx, cancel = context.WithTimeout(sigCtx, *timeout)
 		defer cancel()
 	}
-	// One identity is one client with one session at a time (PROTOCOL.md §2,
+	// One identity is one client with one session at a time (docs/protocol.md §2,
 	// §5): processes of this machine that share it take turns.
 	unlockIdentity, err := lockIdentity(ctx, g.identity, *try)
 	if err != nil {

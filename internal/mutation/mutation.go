@@ -4,10 +4,10 @@
 // campaign must then find a violation. A campaign that still passes with a
 // rule switched off proves nothing about that rule.
 //
-// TEST-ONLY. Only files built with -tags bqmutation import this package (the
-// weaken_bqmutation.go of bakery, detector and server/core); in every other
-// build each switch point is the constant false, so no production binary
-// contains a switch. Every switch is off unless a test calls Enable.
+// TEST-ONLY. Only files built with -tags bqmutation import this package
+// (bakery/weaken_bqmutation.go and its like in detector and server/core); in
+// every other build each switch point is the constant false, so no
+// production binary contains a switch. Every switch is off unless a test calls Enable.
 package mutation
 
 import (
@@ -22,7 +22,7 @@ type Mutation uint32
 // The mutations (docs/fault-model.md, "Mutation check").
 const (
 	// SkipTicketRule: a server accepts a Ticket whatever its N, instead of
-	// only N = 1 + max(J) (PROTOCOL.md §3.2; bakery.CheckTicket).
+	// only N = 1 + max(J) (docs/protocol.md §3.2; bakery.CheckTicket).
 	SkipTicketRule Mutation = 1 << iota
 	// ResetWithFPlusOne: servers form and accept reset certificates of
 	// n−q+1 (= f+1 when n = 3f+1) Suspect votes instead of q (§5; detector).

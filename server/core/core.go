@@ -1,5 +1,5 @@
 // Package core is a bq server's protocol logic as a pure state machine
-// (PROTOCOL.md §2–§6, §9): it hosts the signed registers and active sets of
+// (docs/protocol.md §2–§6, §9): it hosts the signed registers and active sets of
 // every lock, answers the bakery's accesses, disseminates every newly accepted
 // object to the other servers (statements lazily, by Announce and pull;
 // votes, certificates and evidence at once), runs sessions and leases, and turns expired

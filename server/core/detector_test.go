@@ -18,7 +18,7 @@ func errorCodes(ms []*wire.Message) []wire.ErrorCode {
 	return out
 }
 
-// PROTOCOL.md §6: two different statements with one timestamp convict the
+// docs/protocol.md §6: two different statements with one timestamp convict the
 // client at the server that sees both, and the forwarded evidence convicts it
 // at every correct server.
 func TestEquivocationBannedEverywhere(t *testing.T) {

@@ -51,7 +51,7 @@ func (o Outgoing) Reports() bool {
 
 // Effects is what the core asks the runtime to do after a step. The runtime
 // makes every Record durable before it sends any message of the same batch
-// (a reply must never acknowledge what a crash could lose, PROTOCOL.md §9),
+// (a reply must never acknowledge what a crash could lose, docs/protocol.md §9),
 // except messages that only report (Outgoing.Reports), which may go at once
 // as long as no earlier message to the same peer is still waiting.
 type Effects struct {

@@ -41,7 +41,7 @@ func (k *Core) Gauges() (locks, members, maxMembers, suspected, banned int) {
 	return locks, members, maxMembers, len(k.mute.Suspects()), len(k.banned)
 }
 
-// Footprint is what one server holds for one client (PROTOCOL.md §6: every
+// Footprint is what one server holds for one client (docs/protocol.md §6: every
 // one of these is bounded by the configuration).
 type Footprint struct {
 	Locks         int // locks where the client has a register value or a subscription

@@ -13,7 +13,7 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// The buckets a server persists (PROTOCOL.md §9).
+// The buckets a server persists (docs/protocol.md §9).
 const (
 	bucketStmt = "stmt" // lock NUL client → highest SignedStatement
 	bucketHW   = "hw"   // lock → highest Ticket ever accepted

@@ -2,7 +2,7 @@ package core
 
 import "github.com/bq-lock/bq/wire"
 
-// Pipeline is the rule of the commit pipeline (PROTOCOL.md §9 with
+// Pipeline is the rule of the commit pipeline (docs/protocol.md §9 with
 // docs/protocol.md changes 12 and 13), shared by the runtime
 // (server) and the simulator (test/sim), so the simulator checks
 // the rule the servers run:

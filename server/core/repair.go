@@ -11,7 +11,7 @@ import (
 // could not hand them to the transport because that peer's send queue was
 // full (a slow or stalled peer; the connection itself stays up, so no
 // reconnect will resynchronise it). Votes, certificates, evidence and
-// statement announcements go once (PROTOCOL.md §3.5), so one lost for good
+// statement announcements go once (docs/protocol.md §3.5), so one lost for good
 // could leave a correct server behind forever. The runtime reports each
 // overflow; once the queue has had time to drain, the server resynchronises
 // with that peer exactly as on a reconnect (Step with InputConnected from

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// PROTOCOL.md §5, §9: a server restarted while a client holds a session
+// docs/protocol.md §5, §9: a server restarted while a client holds a session
 // runs that session's lease with the client's own TTL, persisted at
 // SessionOpen, never with its default; and it votes no earlier than a whole
 // TTL after the restart, even when it never hears from the client again

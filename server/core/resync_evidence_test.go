@@ -9,7 +9,7 @@ import (
 
 // A server that missed a ban's evidence while it went round (it is forwarded
 // once) gets it when its channel to a server that banned comes back up: the
-// resynchronisation carries evidence (protocol.md, Changes from the design 9;
+// resynchronisation carries evidence (docs/protocol.md, Changes from the design 9;
 // found by the simulator, bqsim -seed 34 -byzantine all).
 func TestEvidenceResyncedToPeerThatMissedIt(t *testing.T) {
 	c := newCluster(t, 4, 1)

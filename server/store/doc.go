@@ -1,4 +1,4 @@
-// Package store is the server's durable key-value store (PROTOCOL.md §9): a
+// Package store is the server's durable key-value store (docs/protocol.md §9): a
 // bbolt file, made durable through a write-ahead log written by one
 // goroutine with group commit.
 //

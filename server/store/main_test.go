@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests if any goroutine is left running (STYLE.md §13).
+// TestMain fails the package's tests if any goroutine is left running.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

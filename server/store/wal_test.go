@@ -483,7 +483,7 @@ func TestNewDatabaseIgnoresOldWAL(t *testing.T) {
 // zeros, or, for a file reused by a later pass, other bytes). Every earlier,
 // acknowledged batch is recovered whole; the cut batch, never acknowledged,
 // is recovered whole or not at all; the store opens without error and goes
-// on (PROTOCOL.md §9).
+// on (docs/protocol.md §9).
 func TestCrashAtEveryByteOfTheLastRecord(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "cut.db")

@@ -7,13 +7,13 @@ import (
 	"strings"
 )
 
-// Mutant weakens one rule of the protocol (PROTOCOL.md, docs/protocol.md)
+// Mutant weakens one rule of the protocol (docs/protocol.md, docs/protocol.md)
 // by one: one quorum one server smaller, one check dropped, one bound moved
 // by one. From must occur exactly once in File (CheckCatalogue, and the
 // test catalogue_test.go, keep the catalogue in step with the code).
 type Mutant struct {
 	Name string // short, unique
-	Rule string // the section of PROTOCOL.md (or docs/protocol.md change) and the rule, in one line
+	Rule string // the section of docs/protocol.md (or docs/protocol.md change) and the rule, in one line
 	File string // relative to the repository root
 	From string // the original snippet
 	To   string // its replacement

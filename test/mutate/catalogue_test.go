@@ -17,7 +17,7 @@ func TestCatalogueMatchesCode(t *testing.T) {
 	}
 	for _, m := range Catalogue {
 		if !strings.Contains(m.Rule, "§") && !strings.Contains(m.Rule, "change ") {
-			t.Errorf("mutant %s: the rule %q names no section of PROTOCOL.md or change of docs/protocol.md", m.Name, m.Rule)
+			t.Errorf("mutant %s: the rule %q names no section of docs/protocol.md or change of docs/protocol.md", m.Name, m.Rule)
 		}
 	}
 }

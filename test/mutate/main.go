@@ -9,7 +9,7 @@
 //	go run ./test/mutate -sim=false       # the unit packages alone must kill every mutant
 //	go run ./test/mutate -sim=false -run '^absence-q-1$' -tests '^TestPassableRule$'   # does this test kill it?
 //
-// Each mutant (catalogue.go) names the rule of PROTOCOL.md it weakens, a file,
+// Each mutant (catalogue.go) names the rule of docs/protocol.md it weakens, a file,
 // an exact snippet that must occur in that file exactly once, and its
 // replacement. For each selected mutant the tool copies the repository's
 // files (git ls-files: tracked, plus untracked files that are not ignored)

@@ -10,7 +10,7 @@ import (
 // correct lockers and a faulty server, is caught (banned at every correct
 // server, for the ones that sign what no correct client can) or harmless:
 // every invariant holds for the correct clients, and they are live once it
-// stopped (PROTOCOL.md §6).
+// stopped (docs/protocol.md §6).
 func TestMaliciousClients(t *testing.T) {
 	for i, mc := range MalClients() {
 		for _, n := range []int{4, 7} {
@@ -61,7 +61,7 @@ func TestCampaignRegressions(t *testing.T) {
 
 // TestInflationContained: f faulty servers that show a colluding client's
 // Ticket with N = 2^62−1 in every View they sign make no correct client fail
-// on the cap (PROTOCOL.md §4, §8, Changes 9: the client picks q Views
+// on the cap (docs/protocol.md §4, §8, Changes 9: the client picks q Views
 // without the outlier) and everyone keeps taking the lock.
 func TestInflationContained(t *testing.T) {
 	for _, n := range []int{4, 7} {
@@ -78,7 +78,7 @@ func TestInflationContained(t *testing.T) {
 // client and server keys signed for a second cluster — every member's Exit
 // and reset certificates of every server's genuine vote — to clients and
 // servers. Each of those verifies under its signer's key, so only the
-// cluster binding (PROTOCOL.md §1) refuses them; with it removed this run
+// cluster binding (docs/protocol.md §1) refuses them; with it removed this run
 // finds two holders at once (checked when the test was written: 60 of 60
 // campaign seeds of replay-foreign fail without checkCluster).
 func TestForeignClusterReplay(t *testing.T) {
@@ -109,7 +109,7 @@ func withFaultyServers(t *testing.T, seed uint64, n int, test, behavior string) 
 // replies and Views repeated (echo-own), certificates of one server's votes
 // (self-cert), a colluder's Tickets justified by one server's Views
 // (self-justify). Every quorum, certificate and justification counts distinct
-// signers (PROTOCOL.md §1, §3.2, §5). Checked when written: counting a
+// signers (docs/protocol.md §1, §3.2, §5). Checked when written: counting a
 // certificate's votes instead of its signers fails 40 of 40 seeds of
 // -byzantine self-cert; dropping J's distinct-server check fails 40 of 40 of
 // self-justify (one-signer-ticket).

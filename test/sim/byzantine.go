@@ -13,7 +13,7 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// Malice as hooks (STYLE.md §4): a faulty server runs the honest core and
+// Malice as hooks: a faulty server runs the honest core and
 // its Behaviors rewrite what that core would send. Behaviors compose: each
 // one rewrites the output of the one before it. A faulty server holds its
 // own signing key, so it can sign Views and Suspect votes of its own; it

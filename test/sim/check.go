@@ -1,6 +1,6 @@
 package sim
 
-// The invariants every run is checked against (PROTOCOL.md sections):
+// The invariants every run is checked against (docs/protocol.md sections):
 //
 //   - mutual-exclusion (§4): holdings of one lock by live clients never
 //     overlap; a holding runs from Acquired to the Unlock/Abandon call or the
@@ -110,7 +110,7 @@ type Hold struct {
 	To      Instant // never while open
 }
 
-// MutualExclusion reports overlapping holds of one lock (PROTOCOL.md §4).
+// MutualExclusion reports overlapping holds of one lock (docs/protocol.md §4).
 func MutualExclusion(holds []Hold) []Violation {
 	var out []Violation
 	for _, lock := range holdLocks(holds) {
@@ -129,7 +129,7 @@ func MutualExclusion(holds []Hold) []Violation {
 }
 
 // Fencing reports a holding whose token is not greater than the
-// previous holding's on the same lock (PROTOCOL.md §7).
+// previous holding's on the same lock (docs/protocol.md §7).
 func Fencing(holds []Hold) []Violation {
 	var out []Violation
 	for _, lock := range holdLocks(holds) {
@@ -354,7 +354,7 @@ func (h *history) checkAll(quiet, end Instant, bound time.Duration, alive func(i
 
 // checkFCFS: if A's SET-TICKET completed (Ticketed) before B called Lock on
 // the same lock, and both acquire, A acquires first (the bakery's first come
-// first served, PROTOCOL.md §7).
+// first served, docs/protocol.md §7).
 func (h *history) checkFCFS() []Violation {
 	var out []Violation
 	for _, a := range h.order {

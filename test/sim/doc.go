@@ -1,5 +1,5 @@
 // Package sim is bq's deterministic simulator (FoundationDB / TigerBeetle
-// VOPR style, STYLE.md §10): n server cores (server/core) and k bakery
+// VOPR style): n server cores (server/core) and k bakery
 // clients (bakery) run in one goroutine against a simulated clock, a
 // simulated network and simulated disks, all driven by one seeded PCG
 // source, while invariant checkers watch the whole run.
@@ -19,7 +19,7 @@
 //     and report the reconnect to both ends when they heal, as the real
 //     transport does with EventConnected.
 //  4. A server persists every Record of a step to its disk before any of the
-//     step's messages leave (PROTOCOL.md §9); a crash loses the core and its
+//     step's messages leave (docs/protocol.md §9); a crash loses the core and its
 //     in-flight messages, a restart Restores a new core from the disk.
 //  5. The checkers (check.go) run over the recorded history and report
 //     violations with the seed and the tail of the trace; the trace's hash

@@ -10,7 +10,7 @@ import (
 
 // A second cluster that shares keys with the one under test: the same
 // client identities and the same server signing keys, used with another
-// cluster file (PROTOCOL.md §1, cluster binding). Whatever those keys sign
+// cluster file (docs/protocol.md §1, cluster binding). Whatever those keys sign
 // there is genuine — valid signatures by the right keys — so a faulty
 // server that collects it can replay it here. Only the cluster id each
 // signed body names tells the two apart.

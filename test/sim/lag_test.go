@@ -13,7 +13,7 @@ import (
 // and the other correct servers answer the other half a little late — so a
 // client that decided on fewer than q servers would decide on servers none
 // of which shows the first half's statements (lag.go). Every decision needs
-// q servers (PROTOCOL.md §3), so nothing breaks. Checked when written: with
+// q servers (docs/protocol.md §3), so nothing breaks. Checked when written: with
 // the absence rule or LISTEN's "heard from q servers" weakened to q−1, this
 // test finds a violation; so does the union of member sets over q−1
 // MembersReplies, and a register read on q−1 servers (registers workload).

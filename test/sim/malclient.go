@@ -11,7 +11,7 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// Malicious clients (STYLE.md §4, PROTOCOL.md §6): hand-driven identities
+// Malicious clients (docs/protocol.md §6): hand-driven identities
 // that sign statements of their own making and send them through the same
 // simulated network as everyone else. They are not bakery.Clients: each runs
 // a small script (open a session, heartbeat, Doorway → Ticket → Held →

@@ -1,7 +1,8 @@
 //go:build bqmutation
 
 // The teeth check builds only with -tags bqmutation: without the tag every
-// switch is the constant false (bakery, detector, server/core weaken.go).
+// switch is the constant false (bakery/weaken.go and its like in detector
+// and server/core).
 
 package sim
 

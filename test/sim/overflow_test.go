@@ -11,7 +11,7 @@ import (
 // while the connections stay up — as a holder goes silent and its reset
 // certificate goes round. Once the queues drain, the senders resynchronise
 // with it (core.Repair, the same rule as the runtime's), so it resets the
-// silent client like everyone else (PROTOCOL.md §3.5, §5). Checked when
+// silent client like everyone else (docs/protocol.md §3.5, §5). Checked when
 // written: with the repair switched off, the reset checker fails.
 func TestOverflowRepaired(t *testing.T) {
 	for _, n := range []int{4, 7} {

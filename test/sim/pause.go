@@ -13,7 +13,7 @@ import (
 // ticks. Messages sent to it wait in its socket and are delivered, in order,
 // the instant it resumes — before any of its timers fire, which is the order
 // that hurts: a client must not act on what it hears without checking, at
-// that instant, that its lease guarantee still holds (PROTOCOL.md §3.3, §5).
+// that instant, that its lease guarantee still holds (docs/protocol.md §3.3, §5).
 //
 // For the mutual-exclusion checker a client's holding ends when its lease
 // guarantee lapses, if the lapse falls inside a pause — reckoned with every
@@ -156,7 +156,7 @@ func (w *World) thaw(node int, until time.Duration) {
 	}
 	// With every ack and suspicion that reached it during the pause, the
 	// client's guarantee lapsed at lapse; no certificate could form before
-	// (PROTOCOL.md §5), so a holding of the pause ends there at the latest.
+	// (docs/protocol.md §5), so a holding of the pause ends there at the latest.
 	lapse := max(cl.c.LeaseValidUntil().Sub(epoch0), p.start)
 	if lapse >= w.now {
 		return // acks of heartbeats sent before the pause cover it all

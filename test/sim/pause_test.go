@@ -12,7 +12,7 @@ import (
 // lease loses the lock to the next client and reports the loss before it
 // acts again; a waiter paused between receiving the message that lets it in
 // and acting on it does not enter without its lease guarantee at that
-// instant (PROTOCOL.md §3.3, §5); a server paused past every lease, or all
+// instant (docs/protocol.md §3.3, §5); a server paused past every lease, or all
 // of them at once, resets no live session. Checked when written: without the
 // lease check at the instant of entry (bakery.Client.decide) the "waiter"
 // case enters without the guarantee.

@@ -511,7 +511,7 @@ func lags(seed uint64, n int, correct []int, clients int, window time.Duration) 
 // restarts draws whole-cluster and rolling restarts from a stream of their
 // own: each in about a third of the runs; and in half the runs the servers'
 // default TTL is a quarter of the clients', so a server that lost a client's
-// TTL over a restart would vote on a live session (PROTOCOL.md §5, §9).
+// TTL over a restart would vote on a live session (docs/protocol.md §5, §9).
 func restarts(seed uint64, sc *Scenario) []Fault {
 	r := rand.New(rand.NewPCG(seed, 0x7e57a7))
 	var out []Fault

@@ -8,7 +8,7 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// Faulty servers that reuse their own valid signatures (PROTOCOL.md §1, §3,
+// Faulty servers that reuse their own valid signatures (docs/protocol.md §1, §3,
 // §5). Forging another server's signature fails verification anyway; these
 // sign only with their own key, so every object they make is genuine. What
 // defeats them is that every quorum, certificate and justification counts

@@ -136,7 +136,7 @@ func quietScenario(seed uint64, n int, roles ...Role) Scenario {
 
 // TestSilentHolderIsReset: a client that goes silent while holding the lock
 // is reset at every correct server within 2×TTL of its last heartbeat
-// (PROTOCOL.md §5), and the other clients then take the lock.
+// (docs/protocol.md §5), and the other clients then take the lock.
 func TestSilentHolderIsReset(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		sc := quietScenario(seed, 4, RoleLocker, RoleLocker, RoleLocker)
@@ -179,7 +179,7 @@ func TestSilentHolderIsReset(t *testing.T) {
 
 // TestSuspectAllNeverResets: f faulty servers that sign Suspect votes on
 // every session of every client, all the time, never form a certificate
-// against live clients (PROTOCOL.md §5: q votes need f+1 correct servers).
+// against live clients (docs/protocol.md §5: q votes need f+1 correct servers).
 func TestSuspectAllNeverResets(t *testing.T) {
 	for _, n := range []int{4, 7} {
 		sc := quietScenario(40+uint64(n), n, RoleLocker, RoleLocker, RoleTryLocker, RoleLocker)
@@ -204,7 +204,7 @@ func TestSuspectAllNeverResets(t *testing.T) {
 
 // TestCrashRestartDurability: servers crash and restart from their disks
 // again and again during the workload; each keeps every statement it
-// acknowledged (PROTOCOL.md §9), and every invariant holds.
+// acknowledged (docs/protocol.md §9), and every invariant holds.
 func TestCrashRestartDurability(t *testing.T) {
 	sc := quietScenario(77, 4, RoleLocker, RoleNester, RoleLocker, RoleJoiner, RoleReader)
 	sc.Locks = []string{"L0", "L1"}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// tracer records one line per event (STYLE.md §6). Every line goes into a
+// tracer records one line per event. Every line goes into a
 // running SHA-256, so two runs are the same run iff their hashes match; the
 // last lines are kept for violation reports, and all of them go to Full if set.
 type tracer struct {

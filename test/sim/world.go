@@ -1096,7 +1096,7 @@ func (w *World) serverStep(i int, in core.Input) {
 }
 
 // serverEffects runs a step's effects through the server's commit pipeline
-// (PROTOCOL.md §9, docs/protocol.md change 12): records become durable after
+// (docs/protocol.md §9, docs/protocol.md change 12): records become durable after
 // a commit delay, and only then go the batch's messages, except the ones that
 // only report, which leave at once when nothing earlier waits for their peer.
 func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []core.Outgoing, tick bool) {
@@ -1213,7 +1213,7 @@ func (w *World) noteAck(s *simServer, sub *wire.Submit, e core.Effects) {
 
 // observeResets notes reset certificates a server has newly learned, and
 // checks that none covers a live client's session while its lease holds
-// (PROTOCOL.md §5: the lease guarantee rules out a certificate).
+// (docs/protocol.md §5: the lease guarantee rules out a certificate).
 func (w *World) observeResets(i int) {
 	s := w.srv[i]
 	if !s.up {
@@ -1463,7 +1463,7 @@ func (w *World) Holds() []Hold { return append([]Hold(nil), w.h.holds...) }
 
 // checkMalGone: a malicious client that stopped at the quiet period is, by
 // now, out of every correct server's active sets (reset, exited or banned);
-// and a ban is unanimous: evidence is transferable (PROTOCOL.md §6), so if
+// and a ban is unanimous: evidence is transferable (docs/protocol.md §6), so if
 // one correct server banned it, every correct server has.
 func (w *World) checkMalGone(m *malClient) {
 	at := w.trace("check: is malicious %s (%s) out of every active set?", m.name(), m.kind)
@@ -1491,7 +1491,7 @@ func (w *World) checkMalGone(m *malClient) {
 	w.malBanned[m.idx] = banned > 0 && banned == upCorrect
 }
 
-// checkNoneFramed: no correct server ever bans a correct client (PROTOCOL.md
+// checkNoneFramed: no correct server ever bans a correct client (docs/protocol.md
 // §6: the automaton moves to byz only on what no correct client can produce).
 func (w *World) checkNoneFramed() {
 	for i, s := range w.srv {
@@ -1533,7 +1533,7 @@ func (w *World) checkColluders() {
 }
 
 // checkMemory: what a correct server holds for any one client stays within
-// the configured bounds (PROTOCOL.md §6: attempts, locks, listeners,
+// the configured bounds (docs/protocol.md §6: attempts, locks, listeners,
 // sessions per client).
 func (w *World) checkMemory() {
 	for i, s := range w.srv {
