@@ -16,8 +16,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests if any goroutine is left running
-// : every Client, holding and server a test starts must end.
+// TestMain fails the package's tests if any goroutine is left running:
+// every Client, holding and server a test starts must end.
 func TestMain(m *testing.M) {
 	// quic-go warns once on stderr when it cannot enlarge the UDP buffers.
 	os.Setenv("QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING", "true")
