@@ -65,6 +65,11 @@ type Client struct {
 
 	leaseReady chan struct{}
 	readyOnce  sync.Once
+	// refused is closed when the servers refused the session (refusedErr):
+	// Dial fails at once instead of waiting out its context.
+	refused     chan struct{}
+	refusedOnce sync.Once
+	refusedErr  error
 	// closing is set (under mu) when Close or Detach begins: no attempt
 	// starts after it.
 	closing   atomic.Bool
@@ -96,6 +101,7 @@ type slotEvent struct {
 // Dial connects to the cluster, opens a session and waits until the lease
 // guarantee holds (q servers acknowledged the session) or ctx ends.
 func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	began := time.Now()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -162,7 +168,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cluster: cluster, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
 		status:     make(map[uint64]*statusWait),
-		leaseReady: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
+		leaseReady: make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
 		counter: counter,
 	}
 	c.mu.Lock()
@@ -173,17 +179,25 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	select {
 	case <-c.leaseReady:
 		return c, nil
+	case <-c.refused:
+		c.abort()
+		return nil, mapBakeryErr(c.refusedErr)
 	case <-ctx.Done():
 		reach := c.reachable()
 		c.mu.Lock()
 		refusal := c.bk.LastRefusal()
 		c.mu.Unlock()
 		c.abort()
+		what := fmt.Sprintf("a quorum of the cluster: %d of %d servers answered, need %d (is the cluster running? check %s)",
+			reach, cluster.N, cluster.Quorum, clusterWhere(cfg))
 		if refusal != "" {
-			return nil, fmt.Errorf("%w: the servers refused the session (%s): %w", ErrUnavailable, refusal, ctx.Err())
+			what += "; refused by " + refusal
 		}
-		return nil, fmt.Errorf("%w: %d of %d servers answered, need %d (is the cluster running? check %s): %w",
-			ErrUnavailable, reach, cluster.N, cluster.Quorum, clusterWhere(cfg), ctx.Err())
+		err := gaveUp(ctx, time.Since(began), what, true)
+		if !errors.Is(err, ErrUnavailable) { // cancelled: still, no quorum was reached
+			err = &Error{msg: err.Error(), kinds: []error{ErrUnavailable}, cause: context.Cause(ctx)}
+		}
+		return nil, err
 	}
 }
 
@@ -293,6 +307,8 @@ func (c *Client) apply(e bakery.Effects) {
 	}
 	if c.bk.LeaseHolds(time.Now()) {
 		c.readyOnce.Do(func() { close(c.leaseReady) })
+	} else if err := c.bk.SessionRefused(); err != nil {
+		c.refusedOnce.Do(func() { c.refusedErr = err; close(c.refused) })
 	}
 	for _, ev := range e.Events {
 		switch ev.Kind {
@@ -382,9 +398,22 @@ func (c *Client) abort() {
 }
 
 // Close abandons every attempt, releases every holding (best effort), and
-// disconnects. Lock and TryLock calls waiting on this client return
-// ErrClosed; so does everything called after Close.
+// disconnects, waiting at most about two seconds for the servers to apply
+// the Exits (Shutdown chooses how long). Lock and TryLock calls waiting on
+// this client return ErrClosed; so does everything called after Close.
 func (c *Client) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	return c.Shutdown(ctx)
+}
+
+// Shutdown is Close with a bound of the caller's: it abandons every attempt
+// and releases every holding, sends their Exits and ends the session, waits
+// for the servers' acknowledgements until ctx ends, and disconnects. What
+// the servers did not acknowledge by then they clear by themselves when the
+// session's lease runs out (about one TTL). A command that must end at once
+// (a signal, its own timeout) passes a short ctx.
+func (c *Client) Shutdown(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
@@ -399,11 +428,11 @@ func (c *Client) Close() error {
 			c.apply(c.bk.Abandon(now, name))
 		}
 		c.mu.Unlock()
-		c.waitIdle(names, closeGrace)
+		c.waitIdle(ctx, names)
 		// End the session so servers reset it now rather than after its TTL
 		// (this identity's other processes then never meet the session bound).
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = c.runOp(ctx, func() (uint64, bakery.Effects, error) {
+		end, cancel := context.WithTimeout(ctx, time.Second)
+		_, _ = c.runOp(end, func() (uint64, bakery.Effects, error) {
 			op, e := c.bk.CloseSession()
 			return op, e, nil
 		})
@@ -415,15 +444,14 @@ func (c *Client) Close() error {
 	return err
 }
 
-// closeGrace bounds how long Close waits for the Exits of abandoned attempts.
+// closeGrace bounds how long Close waits for the servers.
 const closeGrace = 2 * time.Second
 
-// waitIdle waits until no attempt on names is in progress, or grace passes.
-func (c *Client) waitIdle(names []string, grace time.Duration) {
-	deadline := time.Now().Add(grace)
+// waitIdle waits until no attempt on names is in progress, or ctx ends.
+func (c *Client) waitIdle(ctx context.Context, names []string) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for time.Now().Before(deadline) {
+	for ctx.Err() == nil {
 		busy := false
 		c.mu.Lock()
 		for _, n := range names {

@@ -304,16 +304,21 @@ func TestWaitingLockSurvivesSessionLoss(t *testing.T) {
 	require.NoError(t, got.h.Unlock(ctx))
 }
 
-// A TTL the servers refuse is reported as such, not as an outage.
+// A TTL the servers refuse is reported as such, at once, with their reason:
+// not as an outage after the whole context (docs/protocol.md §6).
 func TestDialRefusedTTL(t *testing.T) {
 	tc := newCluster(t, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	key, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 	require.NoError(t, err)
+	start := time.Now()
 	_, err = Dial(ctx, Config{Cluster: tc.cluster, Identity: key, TTL: time.Hour})
-	require.ErrorIs(t, err, ErrUnavailable)
+	require.ErrorIs(t, err, ErrRefused)
+	require.NotErrorIs(t, err, ErrUnavailable)
 	require.ErrorContains(t, err, "TTL out of bounds")
+	require.NotContains(t, err.Error(), "\n")
+	require.NoError(t, ctx.Err(), "refused at once, not after the context (took %v)", time.Since(start))
 }
 
 // A holder that keeps heartbeating may stay in the critical section as long

@@ -1,9 +1,14 @@
 package bq
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Errors returned by the client. Test with errors.Is.
@@ -12,14 +17,21 @@ var (
 	ErrBusy = errors.New("bq: lock is busy")
 	// ErrLockLost: the holding ended because the lease guarantee failed.
 	ErrLockLost = errors.New("bq: lock lost (lease guarantee failed)")
-	// ErrTimeout: the context ended before the operation completed.
+	// ErrTimeout: the context's deadline passed before the operation
+	// completed. The message says what it waited for.
 	ErrTimeout = errors.New("bq: timed out")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("bq: client closed")
 	// ErrNotHeld: Unlock of a lock this client does not hold.
 	ErrNotHeld = errors.New("bq: lock not held")
-	// ErrUnavailable: too few servers answer to form a quorum.
+	// ErrUnavailable: too few servers answer to form a quorum (down,
+	// unreachable, or a wrong cluster file).
 	ErrUnavailable = errors.New("bq: cluster unavailable")
+	// ErrRefused: the servers refused the request for what it asks (a lease
+	// TTL out of their bounds, a limit of this identity, a ban), so many of
+	// them that it cannot succeed; the message has their reasons. Retrying
+	// the same request does not help. A faulty server alone cannot cause it.
+	ErrRefused = errors.New("bq: refused by the servers")
 	// ErrIdentityInUse: another process of this machine has the identity
 	// open. One identity is one client with one session at a time: give
 	// each process its own identity file.
@@ -31,7 +43,97 @@ func mapBakeryErr(err error) error {
 	case errors.Is(err, bakery.ErrBusy):
 		return ErrBusy
 	case errors.Is(err, bakery.ErrLeaseLost):
-		return errors.Join(ErrLockLost, err)
+		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrLockLost}, cause: err}
+	case errors.Is(err, bakery.ErrRefused):
+		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrRefused}, cause: err}
 	}
 	return err
+}
+
+// Error is an error of this package with one line of text that says what
+// happened, and the sentinels it is (ErrTimeout, ErrUnavailable, ...) and
+// its cause (a context's error) for errors.Is.
+type Error struct {
+	msg   string
+	kinds []error
+	cause error
+}
+
+func (e *Error) Error() string { return e.msg }
+
+// Unwrap returns the sentinels the error is, and its cause.
+func (e *Error) Unwrap() []error {
+	out := append([]error(nil), e.kinds...)
+	if e.cause != nil {
+		out = append(out, e.cause)
+	}
+	return out
+}
+
+// gaveUp is the error of an operation whose context ended after waited, while
+// it waited for what: with the deadline passed it is an ErrTimeout (and an
+// ErrUnavailable if it waited for the servers), else the context's error.
+func gaveUp(ctx context.Context, waited time.Duration, what string, unavailable bool) error {
+	cause := context.Cause(ctx)
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &Error{msg: fmt.Sprintf("bq: gave up after %v waiting for %s: %v", round(waited), what, cause), cause: cause}
+	}
+	kinds := []error{ErrTimeout}
+	if unavailable {
+		kinds = append(kinds, ErrUnavailable)
+	}
+	return &Error{msg: fmt.Sprintf("bq: timed out after %v waiting for %s", round(waited), what), kinds: kinds, cause: cause}
+}
+
+// round rounds a wait for a message: 2s, 1.5s, 300ms.
+func round(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(10 * time.Millisecond)
+}
+
+// describeWait says what an attempt on lock waits for: the servers' answers
+// or the members ahead (the holder first), and whether it is the servers.
+func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
+	if w.Phase == "" {
+		return fmt.Sprintf("%q", lock), false
+	}
+	if w.ServersShort() {
+		what := map[string]string{"get-ticket": "GET-TICKET", "set-ticket": "SET-TICKET", "listen": "LISTEN", "exit": "EXIT"}[w.Phase]
+		return fmt.Sprintf("%q: %d of %d servers answered its %s, need %d", lock, w.Answered, n, what, w.Need), true
+	}
+	if len(w.Ahead) == 0 {
+		return fmt.Sprintf("%q", lock), false
+	}
+	var holder *bakery.Ahead
+	for i, a := range w.Ahead {
+		if a.Statement != nil && a.Statement.Phase == wire.PhaseHeld {
+			holder = &w.Ahead[i]
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q: ", lock)
+	rest := len(w.Ahead)
+	if holder != nil {
+		fmt.Fprintf(&b, "held by %s (token %s)", holder.Client.Hex()[:16], bakery.Token{N: holder.Statement.N, Client: holder.Client})
+		rest--
+		if rest > 0 {
+			fmt.Fprintf(&b, ", %d more ahead", rest)
+		}
+		return b.String(), false
+	}
+	first := w.Ahead[0]
+	switch {
+	case first.Statement == nil:
+		fmt.Fprintf(&b, "%s ahead", first.Client.Hex()[:16])
+	case first.Statement.N == 0:
+		fmt.Fprintf(&b, "%s ahead (taking a ticket)", first.Client.Hex()[:16])
+	default:
+		fmt.Fprintf(&b, "%s ahead (ticket %d)", first.Client.Hex()[:16], first.Statement.N)
+	}
+	if rest > 1 {
+		fmt.Fprintf(&b, ", %d more ahead", rest-1)
+	}
+	return b.String(), false
 }

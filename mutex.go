@@ -73,6 +73,7 @@ func (m *Mutex) TryLock(ctx context.Context) (*Holding, error) { return m.lock(c
 
 func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 	c := m.c
+	start := time.Now()
 	if err := wire.CheckLockName(m.name); err != nil {
 		return nil, fmt.Errorf("bq: %w", err)
 	}
@@ -90,7 +91,7 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 		select {
 		case s.sem <- struct{}{}:
 		case <-ctx.Done():
-			return nil, ctxErr(ctx)
+			return nil, gaveUp(ctx, time.Since(start), fmt.Sprintf("%q: another goroutine of this client holds or wants it", m.name), false)
 		case <-c.closed:
 			return nil, ErrClosed
 		}
@@ -148,36 +149,29 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 				return nil, mapBakeryErr(ev.Err)
 			}
 		case <-ctx.Done():
+			c.mu.Lock()
+			what, servers := describeWait(m.name, c.bk.Waiting(m.name), c.cluster.N)
+			c.mu.Unlock()
 			m.abandon(events, t)
-			return nil, ctxErr(ctx)
+			return nil, gaveUp(ctx, time.Since(start), what, servers)
 		case <-c.closed:
 			return nil, ErrClosed
 		}
 	}
 }
 
-// abandon gives up the attempt and waits, at most closeGrace, for its Exit
-// to complete. The turn ends only when the attempt is really gone (its Exit
-// applied, its session lost, or the client closed): if that takes longer, a
-// goroutine keeps the turn until then, so a next Lock of this name waits for
-// it (within its own context) instead of failing on the attempt in progress.
+// abandon gives up the attempt: it sends the attempt's Exit and returns at
+// once, so a Lock whose context ends returns when it ends. The turn ends only
+// when the attempt is really gone (its Exit applied, its session lost, or the
+// client closed): a goroutine keeps the turn until then, so a next Lock of
+// this name waits for it (within its own context) instead of failing on the
+// attempt in progress.
 func (m *Mutex) abandon(events <-chan slotEvent, t *turn) {
 	c := m.c
 	c.mu.Lock()
 	c.apply(c.bk.Abandon(time.Now(), m.name))
 	c.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.awaitAbandoned(events, t)
-	}()
-	timer := time.NewTimer(closeGrace)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		c.log.Warn("the Exit of an abandoned attempt did not reach a quorum in time; a next Lock of this name waits for it or for the session lease to clear it", "lock", m.name)
-	}
+	go m.awaitAbandoned(events, t)
 }
 
 // awaitAbandoned waits for an abandoned attempt to end and ends its turn.
@@ -205,6 +199,7 @@ func (m *Mutex) awaitAbandoned(events <-chan slotEvent, t *turn) {
 
 func (m *Mutex) unlock(ctx context.Context, h *Holding) error {
 	c := m.c
+	start := time.Now()
 	s := c.slot(m)
 	c.mu.Lock()
 	if s.holding != h {
@@ -241,8 +236,11 @@ func (m *Mutex) unlock(ctx context.Context, h *Holding) error {
 		case <-ctx.Done():
 			// The Exit is on its way to every server; the name stays busy
 			// here until it completes.
+			c.mu.Lock()
+			what, _ := describeWait(m.name, c.bk.Waiting(m.name), c.cluster.N)
+			c.mu.Unlock()
 			go m.drain(events, h.turn)
-			return ctxErr(ctx)
+			return gaveUp(ctx, time.Since(start), "the release of "+what, true)
 		case <-c.closed:
 			return ErrClosed
 		}
@@ -264,9 +262,4 @@ func (m *Mutex) drain(events <-chan slotEvent, t *turn) {
 	}
 }
 
-func ctxErr(ctx context.Context) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return errors.Join(ErrTimeout, ctx.Err())
-	}
-	return ctx.Err()
-}
+

@@ -435,3 +435,67 @@ func TestLockAfterAbandonWithStuckExit(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, h2.Unlock(ctx))
 }
+
+// A Lock whose deadline passes returns when it passes — its Exit goes out
+// behind it — with one line that says what it waited for: the holder and
+// its token. It is a timeout, not an outage.
+func TestLockTimeoutSaysWhatItWaitedFor(t *testing.T) {
+	tc := newCluster(t, 4)
+	holder, waiter := tc.dial(Config{}), tc.dial(Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	h, err := holder.Mutex("deploy").Lock(ctx)
+	require.NoError(t, err)
+
+	const timeout = 400 * time.Millisecond
+	wctx, wcancel := context.WithTimeout(context.Background(), timeout)
+	defer wcancel()
+	start := time.Now()
+	_, err = waiter.Mutex("deploy").Lock(wctx)
+	took := time.Since(start)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, ErrUnavailable)
+	require.NotContains(t, err.Error(), "\n")
+	require.Contains(t, err.Error(), `waiting for "deploy": held by `+holder.ID().Hex()[:16]+" (token "+h.Token().String()+")")
+	require.Less(t, took, timeout+200*time.Millisecond, "Lock returns when its deadline passes")
+
+	require.NoError(t, h.Unlock(ctx))
+	h2, err := waiter.Mutex("deploy").Lock(ctx)
+	require.NoError(t, err, "the abandoned attempt is gone: the next Lock takes the lock")
+	require.NoError(t, h2.Unlock(ctx))
+}
+
+// With two of four servers down, a Lock cannot get a quorum's answers: its
+// timeout says so and is an outage (ErrUnavailable), not a busy lock.
+func TestLockTimeoutWithoutQuorumIsUnavailable(t *testing.T) {
+	tc := newCluster(t, 4)
+	c := tc.dial(Config{})
+	tc.stop(2)
+	tc.stop(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := c.Mutex("deploy").Lock(ctx)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.NotContains(t, err.Error(), "\n")
+	require.Contains(t, err.Error(), "2 of 4 servers answered its GET-TICKET, need 3")
+}
+
+// Shutdown keeps to its context even when the servers cannot acknowledge
+// the Exits it sends: a command that must end now ends now.
+func TestShutdownKeepsToItsContext(t *testing.T) {
+	tc := newCluster(t, 4)
+	c := tc.dial(Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, err := c.Mutex("deploy").Lock(ctx)
+	require.NoError(t, err)
+	tc.stop(1)
+	tc.stop(2)
+	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer scancel()
+	start := time.Now()
+	require.NoError(t, c.Shutdown(sctx))
+	require.Less(t, time.Since(start), 600*time.Millisecond)
+}

@@ -265,6 +265,7 @@ func (c *Client) Release(ctx context.Context, lock string) (bool, error) {
 
 // runOp starts a bakery operation and waits for its event.
 func (c *Client) runOp(ctx context.Context, start func() (uint64, bakery.Effects, error)) (bakery.Event, error) {
+	began := time.Now()
 	ch := make(chan bakery.Event, 1)
 	c.mu.Lock()
 	op, eff, err := start()
@@ -282,7 +283,7 @@ func (c *Client) runOp(ctx context.Context, start func() (uint64, bakery.Effects
 		c.mu.Lock()
 		delete(c.ops, op)
 		c.mu.Unlock()
-		return bakery.Event{}, fmt.Errorf("%w: %d of %d servers reachable, need %d", ctxErr(ctx), c.reachable(), c.cluster.N, c.cluster.Quorum)
+		return bakery.Event{}, gaveUp(ctx, time.Since(began), fmt.Sprintf("the servers' answers (%d of %d reachable, need %d)", c.reachable(), c.cluster.N, c.cluster.Quorum), true)
 	case <-c.closed:
 		return bakery.Event{}, ErrClosed
 	}

@@ -141,6 +141,10 @@ type Client struct {
 	nextReq uint64
 	// lastRefusal is the last error a server sent about the session itself.
 	lastRefusal string
+	// sessionRefusals: the servers that refused this session (a TTL out of
+	// bounds, too many sessions, a ban), with their reasons.
+	// INVARIANT: emptied whenever a new session opens.
+	sessionRefusals map[wire.ServerID]string
 
 	attempts map[string]*attempt
 	byReq    map[uint64]*attempt
@@ -339,6 +343,10 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		// Not tied to a request: a refusal of the session itself (a TTL out
 		// of bounds, too many sessions). Keep it to explain a failed start.
 		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
+		if c.sessionRefusals == nil {
+			c.sessionRefusals = make(map[wire.ServerID]string)
+		}
+		c.sessionRefusals[s] = fmt.Sprintf("%s: %s", er.Code, er.Detail)
 	}
 	if o := c.ops[er.Req]; o != nil && o.exitAcks != nil {
 		// An earlier session's Exit: a refusal (typically "session reset":
@@ -384,8 +392,10 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 			switch {
 			case a.phase == phaseGetTicket && er.Req == a.reqDoorway:
 				a.views.Reject(s, err)
+				c.refusedAccess(a, "the Doorway", a.views.Rejected(), a.views.Hopeless(c.cfg.N), e)
 			case a.phase == phaseSetTicket && er.Req == a.reqTicket:
 				a.members.Reject(s, err)
+				c.refusedAccess(a, "the Ticket", a.members.Rejected(), a.members.Hopeless(c.cfg.N), e)
 			case a.phase == phaseExiting && er.Req == a.reqExit:
 				a.exitAcks.Reject(s, err)
 			case a.phase == phaseListen && er.Req == a.reqListen && !a.heard[s]:
@@ -451,3 +461,59 @@ func (c *Client) HeldAcknowledged(lock string) bool {
 // LastRefusal is the last error a server sent about the session itself (not
 // about a request), e.g. a lease TTL outside its bounds; "" if none.
 func (c *Client) LastRefusal() string { return c.lastRefusal }
+
+// Wait says what an attempt is waiting for, for an error that tells a user
+// why a Lock timed out: the servers (an access short of q answers) or the
+// members ahead of it.
+type Wait struct {
+	// Phase is "get-ticket", "set-ticket", "listen", "held" or "exit".
+	Phase string
+	// Answered is the number of servers that answered the phase's request
+	// (heard from, for listen); Need is q.
+	Answered, Need int
+	// Ahead are the members not passed yet (listen, once q servers
+	// reported), each with the highest statement reported (nil: none yet).
+	Ahead []Ahead
+}
+
+// Ahead is a member an attempt waits for.
+type Ahead struct {
+	Client    wire.ClientID
+	Statement *wire.Statement
+}
+
+// ServersShort reports a wait for the servers rather than for other
+// clients: fewer than q answered the current request.
+func (w Wait) ServersShort() bool { return w.Answered < w.Need }
+
+// Waiting describes what the attempt on lock waits for (zero Wait if none).
+func (c *Client) Waiting(lock string) Wait {
+	a := c.attempts[lock]
+	if a == nil {
+		return Wait{}
+	}
+	w := Wait{Need: c.q}
+	switch a.phase {
+	case phaseGetTicket:
+		w.Phase, w.Answered = "get-ticket", a.views.Count()
+	case phaseSetTicket:
+		w.Phase, w.Answered = "set-ticket", a.members.Count()
+	case phaseListen:
+		w.Phase, w.Answered = "listen", len(a.heard)
+		if len(a.others) == 0 {
+			w.Answered = c.q
+		}
+		if w.Answered >= c.q {
+			for _, x := range a.others {
+				if r := a.reports[x]; !r.passed && !c.passable(a, x) {
+					w.Ahead = append(w.Ahead, Ahead{Client: x, Statement: r.best})
+				}
+			}
+		}
+	case phaseHeld:
+		w.Phase, w.Answered = "held", c.q
+	case phaseExiting:
+		w.Phase, w.Answered = "exit", a.exitAcks.Count()
+	}
+	return w
+}

@@ -62,9 +62,16 @@ var (
 	ErrBusy      = errors.New("bakery: the lock is held or wanted by someone ahead")
 	ErrLeaseLost = errors.New("bakery: the session's lease guarantee failed")
 	ErrAbandoned = errors.New("bakery: the attempt was abandoned")
+	// ErrRefused: so many servers refused a request for what it asks (a
+	// limit, a lease TTL out of bounds, a ban) that fewer than q are left to
+	// answer it; the attempt (or the session) fails at once instead of
+	// waiting as if the cluster were down. It takes n−q+1 servers, so at
+	// least one correct one: a faulty server cannot make a request fail.
+	ErrRefused = errors.New("bakery: refused by the servers")
 	// ErrListenRefused: so many servers refused a LISTEN (a limit, a ban)
-	// that fewer than q are left to report; the attempt fails at once.
-	ErrListenRefused = errors.New("bakery: listen refused")
+	// that fewer than q are left to report; the attempt fails at once. It
+	// is an ErrRefused.
+	ErrListenRefused = fmt.Errorf("%w: listen refused", ErrRefused)
 )
 
 // Send is one message to one server.

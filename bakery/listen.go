@@ -129,3 +129,14 @@ func (c *Client) listenRefusedBy(a *attempt, s wire.ServerID, err error, e *Effe
 	c.exit(a, Failed, fmt.Errorf("%w: %d of %d servers refused to listen, so fewer than %d can report: %s",
 		ErrListenRefused, len(ids), c.cfg.N, c.q, strings.Join(reasons, "; ")), e)
 }
+
+// refusedAccess fails a's GET-TICKET or SET-TICKET once so many servers
+// refused it that fewer than q can answer (§6: a refusal is a clear error,
+// never an outage the client waits out).
+func (c *Client) refusedAccess(a *attempt, what string, rejected string, hopeless bool, e *Effects) {
+	if !hopeless {
+		return
+	}
+	c.exit(a, Failed, fmt.Errorf("%w: %s of lock %q: fewer than %d of %d servers can accept it: %s",
+		ErrRefused, what, a.lock, c.q, c.cfg.N, rejected), e)
+}

@@ -464,3 +464,40 @@ func TestPassedMemberStaysPassedRule(t *testing.T) {
 	e = r.step(0, &wire.Message{Update: &wire.Update{Req: a.reqListen, Lock: "L", Statements: []wire.SignedStatement{r.stmt(y, 1, 1, wire.PhaseExit, 0)}}})
 	require.Equal(t, []EventKind{Acquired}, kinds(e), "x's new Doorway must not stop the client")
 }
+
+// §6: a request the servers refuse for what it asks fails at once, with
+// their reasons, once so many refused that fewer than q are left to answer
+// (n−q+1: at least one correct server): never before, so one faulty server
+// cannot make a request fail, and never later, so a refused request is not
+// waited out as if the cluster were down.
+func TestRefusalRule(t *testing.T) {
+	refuse := func(req uint64) *wire.Message {
+		return &wire.Message{Error: &wire.Error{Req: req, Code: wire.ErrCodeLimit, Detail: "core: too many locks"}}
+	}
+	t.Run("the Doorway", func(t *testing.T) {
+		r := newRules(t)
+		req := r.lockAndView()
+		for s := range rulesN - rulesQ {
+			require.Empty(t, r.step(s, refuse(req)).Events, "%d refusals leave %d servers that may answer", s+1, rulesN-s-1)
+		}
+		e := r.step(rulesN-rulesQ, refuse(req))
+		require.NotNil(t, sent(e, func(m *wire.Message) bool { return m.Submit != nil && m.Submit.Statement.Signed.Body != nil }), "n−q+1 refusals: the attempt exits")
+		require.Equal(t, "exit", r.c.Waiting("L").Phase)
+		a := r.c.attempts["L"]
+		require.ErrorIs(t, a.err, ErrRefused)
+		require.ErrorContains(t, a.err, "too many locks")
+	})
+	t.Run("the session", func(t *testing.T) {
+		r := newRules(t)
+		for s := range rulesN - rulesQ {
+			r.step(s, &wire.Message{Error: &wire.Error{Code: wire.ErrCodeLimit, Detail: "detector: lease TTL out of bounds"}})
+			require.NoError(t, r.c.SessionRefused(), "%d refusals leave a quorum that may accept", s+1)
+		}
+		r.step(rulesN-rulesQ, &wire.Message{Error: &wire.Error{Code: wire.ErrCodeLimit, Detail: "detector: lease TTL out of bounds"}})
+		err := r.c.SessionRefused()
+		require.ErrorIs(t, err, ErrRefused)
+		require.ErrorContains(t, err, "lease TTL out of bounds (2 of 4 servers)")
+		r.c.openSession(r.now, &Effects{})
+		require.NoError(t, r.c.SessionRefused(), "a new session starts with no refusals")
+	})
+}

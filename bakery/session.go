@@ -2,6 +2,8 @@ package bakery
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/bq-lock/bq/quorum"
@@ -32,6 +34,36 @@ func (c *Client) LeaseValidUntil() time.Time {
 	return c.lease.ValidUntil()
 }
 
+// SessionRefused returns an ErrRefused once so many servers refused the
+// current session (a lease TTL out of their bounds, too many sessions of this
+// identity, a ban) that fewer than q are left to accept it; nil before. It
+// takes n−q+1 servers, so at least one correct one: a faulty server alone
+// cannot make a session fail. The reasons are the servers' own, the most
+// common first.
+func (c *Client) SessionRefused() error {
+	if c.cfg.N-len(c.sessionRefusals) >= c.q {
+		return nil
+	}
+	count := make(map[string]int)
+	for _, why := range c.sessionRefusals {
+		count[why]++
+	}
+	reasons := make([]string, 0, len(count))
+	for why := range count {
+		reasons = append(reasons, why)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if count[reasons[i]] != count[reasons[j]] {
+			return count[reasons[i]] > count[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	for i, why := range reasons {
+		reasons[i] = fmt.Sprintf("%s (%d of %d servers)", why, count[why], c.cfg.N)
+	}
+	return fmt.Errorf("%w: the session: %s", ErrRefused, strings.Join(reasons, "; "))
+}
+
 // Start opens the first session. It fails only if no session number can be
 // had (the SDK's counter cannot be written).
 func (c *Client) Start(now time.Time) (e Effects, err error) {
@@ -49,6 +81,7 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 		return fmt.Errorf("bakery: session source went back (%d after %d)", sess, c.sess)
 	}
 	c.sess = sess
+	c.sessionRefusals = nil
 	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)
 	c.leaseHeld = false
 	c.opened = now

@@ -49,6 +49,11 @@ func (a *Access[R]) Reject(s wire.ServerID, err error) {
 	}
 }
 
+// Hopeless reports whether the access can no longer complete among n
+// servers: so many refused that fewer than q are left to reply. A faulty
+// server alone never makes an access hopeless: it takes n−q+1 > f refusals.
+func (a *Access[R]) Hopeless(n int) bool { return len(a.replies) < a.q && n-len(a.rejected) < a.q }
+
 // Done reports whether q distinct servers replied.
 func (a *Access[R]) Done() bool { return len(a.replies) >= a.q }
 

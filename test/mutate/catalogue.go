@@ -229,6 +229,12 @@ var Catalogue = []Mutant{
 		"if cert := k.mute.Certificate(c); cert != nil {\n\t\t\tsend(", "if cert := k.mute.Certificate(c); cert != nil && false {\n\t\t\tsend("},
 	{"resend-storm", "§6, §8: a client answers each resend request once per server (no storm a server can feed)", "bakery/client.go",
 		"if a.resent[key] {\n\t\t\t\treturn\n\t\t\t}", "_ = key"},
+	{"refusal-fails-one-early", "§6, change 17: a refused access fails only once fewer than q servers can answer it", "quorum/access.go",
+		"n-len(a.rejected) < a.q }", "n-len(a.rejected) <= a.q }"},
+	{"refusal-fails-one-late", "§6, change 17: a refused access fails as soon as fewer than q servers can answer it", "quorum/access.go",
+		"n-len(a.rejected) < a.q }", "n-len(a.rejected) < a.q-1 }"},
+	{"session-refusal-one-early", "§6, change 17: a refused session fails only once fewer than q servers can accept it", "bakery/session.go",
+		"if c.cfg.N-len(c.sessionRefusals) >= c.q {", "if c.cfg.N-len(c.sessionRefusals) > c.q {"},
 	{"listen-refusal-ignored", "§3.3: a refused Listen counts as that server's answer", "bakery/client.go",
 		"c.listenRefusedBy(a, s, err, e)", "_ = err"},
 }
