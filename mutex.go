@@ -261,5 +261,3 @@ func (m *Mutex) drain(events <-chan slotEvent, t *turn) {
 		}
 	}
 }
-
-
