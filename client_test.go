@@ -381,3 +381,41 @@ func TestDialSessionsFromTheIdentityCounter(t *testing.T) {
 	_, err := os.Stat(certs.SessionFileOf(idFile))
 	require.NoError(t, err, "the counter is next to the identity")
 }
+
+// A detached holding outlives other work of the same identity: another
+// "process" with the identity takes and releases another lock and closes
+// (its session ends at once), and the detached holding is still there, to
+// run out with its own lease (docs/protocol.md change 18). Checked when
+// written: without change 18 the holding is gone as soon as b closes.
+func TestDetachedHoldingSurvivesOtherLocks(t *testing.T) {
+	tc := newCluster(t, 4)
+	idFile := filepath.Join(t.TempDir(), "shared.key")
+	ctx := ctxFor(t, waitTimeout)
+	const ttl = 3 * time.Second
+	cfg := Config{ClusterFile: tc.clusterFile(), IdentityFile: idFile, CreateIdentity: true, TTL: ttl}
+
+	a, err := Dial(ctx, cfg)
+	require.NoError(t, err)
+	h, err := a.Mutex("detached").Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, a.Detach())
+	detachedAt := time.Now()
+
+	b, err := Dial(ctx, Config{ClusterFile: tc.clusterFile(), IdentityFile: idFile, TTL: time.Second})
+	require.NoError(t, err)
+	hb, err := b.Mutex("other").Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, hb.Unlock(ctx))
+	require.NoError(t, b.Close())
+
+	third := tc.dial(Config{})
+	ls := lockStatus(t, third, "detached")
+	require.True(t, holderIs(ls, a.ID()), "the detached holding survived: %s", describe(ls))
+	require.Less(t, time.Since(detachedAt), ttl, "checked within the detached lease")
+
+	got, err := third.Mutex("detached").Lock(ctx)
+	require.NoError(t, err, "the detached holding ends with its lease")
+	require.Greater(t, time.Since(detachedAt), ttl*9/10)
+	require.True(t, h.Token().Less(got.Token()))
+	require.NoError(t, got.Unlock(ctx))
+}

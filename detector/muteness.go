@@ -3,6 +3,7 @@ package detector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -27,6 +28,9 @@ type MutenessConfig struct {
 	MaxSessions int
 	// MaxPendingVotes bounds the sessions per client with votes but no certificate.
 	MaxPendingVotes int
+	// MaxDeferred bounds the sessions per client that ran out while an older
+	// one still lives (docs/protocol.md change 18): refused, their votes wait.
+	MaxDeferred int
 }
 
 // Validate reports every problem with the configuration.
@@ -44,8 +48,8 @@ func (c *MutenessConfig) Validate() error {
 	if c.DoorwayDeadline <= 0 {
 		errs = append(errs, errors.New("detector: DoorwayDeadline must be positive"))
 	}
-	if c.MaxSessions < 1 || c.MaxPendingVotes < 1 {
-		errs = append(errs, errors.New("detector: MaxSessions and MaxPendingVotes must be ≥ 1"))
+	if c.MaxSessions < 1 || c.MaxPendingVotes < 1 || c.MaxDeferred < 1 {
+		errs = append(errs, errors.New("detector: MaxSessions, MaxPendingVotes and MaxDeferred must be ≥ 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -65,6 +69,16 @@ type lease struct {
 
 type clientState struct {
 	leases []*lease // live and suspected sessions, ascending; at most MaxSessions
+	// deferred: sessions whose lease ran out (or was closed) while an older
+	// session's lease lived here; refused, each voted on once no older lease
+	// lives (docs/protocol.md change 18).
+	// INVARIANT: ascending, above resetUpTo, none of them in leases; at most
+	// MaxDeferred.
+	deferred []uint64
+	// votedUpTo is the highest session this server voted on: no lease on a
+	// session at or below it is made anew (it may have been dropped, or
+	// deferred and voted on without one), so none is acked "ok" again.
+	votedUpTo uint64
 	// ttls: the TTL the client asked for each of its sessions not yet reset
 	// (SessionOpen), persisted by the caller and restored after a restart,
 	// when each becomes a lease again with the client's own TTL.
@@ -111,6 +125,12 @@ var (
 	ErrSessionSuspected = errors.New("detector: this server suspected the session; open a newer one")
 	ErrTooManySessions  = errors.New("detector: too many live sessions for this client")
 	ErrBadTTL           = errors.New("detector: lease TTL out of bounds")
+	// ErrSessionSuperseded: a newer session of the client is known here, so
+	// this one is not renewed (docs/protocol.md change 18); its lease runs out.
+	ErrSessionSuperseded = errors.New("detector: a newer session of this client is open; this one is no longer renewed")
+	// ErrTooManyDeferred: so many sessions of the client wait for an older
+	// one (a detached holding?) to end that no newer one is opened.
+	ErrTooManyDeferred = errors.New("detector: too many sessions of this client wait for an older one to end")
 )
 
 // Open opens (or renews) session sess of c with lease ttl at now.
@@ -128,6 +148,12 @@ func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now tim
 		return false, fmt.Errorf("%w: %v not in [%v, %v]", ErrBadTTL, ttl, m.cfg.MinTTL, m.cfg.MaxTTL)
 	}
 	cs := m.client(c)
+	if err := m.renewable(cs, sess); err != nil {
+		return false, err
+	}
+	if len(cs.deferred) >= m.cfg.MaxDeferred && !m.known(cs, sess) {
+		return false, fmt.Errorf("%w (%d; a detached holding?)", ErrTooManyDeferred, len(cs.deferred))
+	}
 	l, err := m.lease(cs, sess, ttl, now)
 	if err != nil {
 		return false, err
@@ -227,6 +253,9 @@ func (m *Muteness) Close(c wire.ClientID, sess uint64, now time.Time) {
 // Heartbeat renews c's lease on sess. It fails if the session was suspected or reset.
 func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error {
 	cs := m.client(c)
+	if err := m.renewable(cs, sess); err != nil {
+		return err
+	}
 	l, err := m.lease(cs, sess, m.cfg.DefaultTTL, now)
 	if err != nil {
 		return err
@@ -243,10 +272,36 @@ func (m *Muteness) Observe(c wire.ClientID, sess uint64, now time.Time) error {
 	return err
 }
 
+// known reports whether c's session sess has a lease here.
+func (m *Muteness) known(cs *clientState, sess uint64) bool {
+	for _, l := range cs.leases {
+		if l.session == sess {
+			return true
+		}
+	}
+	return false
+}
+
+// renewable refuses to renew sess when a newer session of the client is
+// known here (docs/protocol.md change 18): only the newest one is renewed,
+// so every older lease runs out within its TTL.
+func (m *Muteness) renewable(cs *clientState, sess uint64) error {
+	if n := len(cs.leases); n > 0 && cs.leases[n-1].session > sess {
+		return ErrSessionSuperseded
+	}
+	if n := len(cs.deferred); n > 0 && cs.deferred[n-1] > sess {
+		return ErrSessionSuperseded
+	}
+	return nil
+}
+
 // lease finds or creates c's lease on sess.
 func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now time.Time) (*lease, error) {
 	if sess <= cs.resetUpTo {
 		return nil, ErrSessionReset
+	}
+	if slices.Contains(cs.deferred, sess) {
+		return nil, ErrSessionSuspected
 	}
 	for _, l := range cs.leases {
 		if l.session == sess {
@@ -256,6 +311,9 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 			return l, nil
 		}
 	}
+	if sess <= cs.votedUpTo {
+		return nil, ErrSessionSuspected
+	}
 	if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
 		return nil, ErrTooManySessions // the oldest suspected one goes first; else refuse
 	}
@@ -263,6 +321,17 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 	cs.leases = append(cs.leases, l)
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
 	return l, nil
+}
+
+// liveBelow reports whether a session of the client older than sess holds a
+// live lease here (docs/protocol.md change 18).
+func (m *Muteness) liveBelow(cs *clientState, sess uint64, now time.Time) bool {
+	for _, l := range cs.leases {
+		if l.session < sess && !l.suspected && now.Before(l.until) {
+			return true
+		}
+	}
+	return false
 }
 
 // LeaseOK reports whether this server holds a live, unsuspected lease on (c, sess).
@@ -298,20 +367,46 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 	var out []wire.SignedSuspect
 	for _, c := range m.sortedClients() {
 		cs := m.clients[c]
+		// Sessions end in order (change 18): a session whose lease ran out
+		// while an older one's lives is deferred, not voted on.
+		liveBelow := false
+		kept := cs.leases[:0]
 		for _, l := range cs.leases {
 			if l.until.IsZero() {
 				l.until = now.Add(l.ttl) // restored: a whole TTL from the first tick
-				continue
 			}
-			if !l.suspected && !now.Before(l.until) {
+			switch {
+			case l.suspected:
+			case now.Before(l.until):
+				liveBelow = true
+			case liveBelow && len(cs.deferred) < m.cfg.MaxDeferred:
+				i, _ := slices.BinarySearch(cs.deferred, l.session)
+				cs.deferred = slices.Insert(cs.deferred, i, l.session)
+				continue
+			default:
+				// Voted on now (with no older live lease, or as the bound on
+				// deferred sessions demands: keep the bound, vote early).
 				l.suspected = true
+				cs.votedUpTo = max(cs.votedUpTo, l.session)
 				why := wire.SuspectMute
 				if l.refused {
 					why = wire.SuspectDoorway
 				}
 				out = append(out, m.sign(c, l.session, why))
 			}
+			kept = append(kept, l)
 		}
+		cs.leases = kept
+		waiting := cs.deferred[:0]
+		for _, sess := range cs.deferred {
+			if m.liveBelow(cs, sess, now) {
+				waiting = append(waiting, sess)
+				continue
+			}
+			out = append(out, m.sign(c, sess, wire.SuspectMute))
+			cs.votedUpTo = max(cs.votedUpTo, sess)
+		}
+		cs.deferred = waiting
 		locks := make([]string, 0, len(cs.doorways))
 		for lock := range cs.doorways {
 			locks = append(locks, lock)
@@ -357,6 +452,7 @@ func (m *Muteness) RestoreVote(v wire.SignedSuspect) error {
 	if l, err := m.lease(cs, body.Session, m.cfg.DefaultTTL, time.Time{}); err == nil {
 		l.suspected = true
 	}
+	cs.votedUpTo = max(cs.votedUpTo, body.Session)
 	_, _, err = m.AddVote(v)
 	return err
 }
@@ -462,6 +558,9 @@ func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
 		}
 	}
 	cs.leases = kept
+	for len(cs.deferred) > 0 && cs.deferred[0] <= cert.Session {
+		cs.deferred = cs.deferred[1:]
+	}
 	m.pruneTTLs(cs)
 	for lock, d := range cs.doorways {
 		if d.session <= cert.Session {
@@ -550,11 +649,12 @@ func (m *Muteness) sortedClients() []wire.ClientID {
 }
 
 // Footprint counts what this detector holds for client c: live or suspected
-// sessions (≤ MaxSessions) and sessions with pending votes (≤
-// MaxPendingVotes). Read only, for the simulator's bounded-memory checker.
-func (m *Muteness) Footprint(c wire.ClientID) (sessions, pendingVotes int) {
+// sessions (≤ MaxSessions), deferred ones (≤ MaxDeferred) and sessions with
+// pending votes (≤ MaxPendingVotes). Read only, for the simulator's
+// bounded-memory checker.
+func (m *Muteness) Footprint(c wire.ClientID) (sessions, deferred, pendingVotes int) {
 	if cs := m.clients[c]; cs != nil {
-		return len(cs.leases), len(cs.votes)
+		return len(cs.leases), len(cs.deferred), len(cs.votes)
 	}
-	return 0, 0
+	return 0, 0, 0
 }

@@ -29,7 +29,7 @@ func newFixture(t *testing.T, n, q int, ttl time.Duration) *fixture {
 		m, err := NewMuteness(MutenessConfig{
 			Self: wire.ServerID(i), Quorum: q, Keys: f.keys, Signer: f.signers[i],
 			DefaultTTL: ttl, MinTTL: time.Millisecond, MaxTTL: time.Hour,
-			DoorwayDeadline: 5 * ttl, MaxSessions: 4, MaxPendingVotes: 8,
+			DoorwayDeadline: 5 * ttl, MaxSessions: 4, MaxPendingVotes: 8, MaxDeferred: 4,
 		})
 		require.NoError(t, err)
 		f.dets = append(f.dets, m)
@@ -230,4 +230,67 @@ func mustOpen(t *testing.T, d *Muteness, c wire.ClientID, sess uint64, ttl time.
 	t.Helper()
 	_, err := d.Open(c, sess, ttl, now)
 	require.NoError(t, err)
+}
+
+// docs/protocol.md change 18: sessions of one identity end in order. A
+// newer session does not end an older one early (a detached holding lives
+// out its lease), but the older one is never renewed once a newer one is
+// known, so it does end; and no vote on the newer one is cast while the
+// older one's lease lives.
+func TestSessionsEndInOrder(t *testing.T) {
+	const ttl = time.Second
+	f := newFixture(t, 4, 3, ttl)
+	d := f.dets[0]
+	c := clientID(t)
+	t0 := time.Unix(1000, 0)
+	_, err := d.Open(c, 5, time.Minute, t0) // the detached holding's session: a long lease
+	require.NoError(t, err)
+	_, err = d.Open(c, 6, ttl, t0.Add(time.Second)) // the same identity, another command
+	require.NoError(t, err)
+	require.ErrorIs(t, d.Heartbeat(c, 5, t0.Add(2*time.Second)), ErrSessionSuperseded, "(a) the older session is no longer renewed")
+	_, err = d.Open(c, 5, time.Minute, t0.Add(2*time.Second))
+	require.ErrorIs(t, err, ErrSessionSuperseded)
+	require.NoError(t, d.Heartbeat(c, 6, t0.Add(2*time.Second)), "the newest one is")
+
+	d.Close(c, 6, t0.Add(3*time.Second)) // the command ends
+	require.Empty(t, d.Tick(t0.Add(3*time.Second)), "(b) no vote on 6 while 5's lease lives")
+	require.False(t, d.LeaseOK(c, 6, t0.Add(3*time.Second)), "6 is refused at once")
+	require.ErrorIs(t, d.Heartbeat(c, 6, t0.Add(3*time.Second)), ErrSessionSuspected)
+	require.True(t, d.LeaseOK(c, 5, t0.Add(30*time.Second)), "5 lives out its lease")
+	require.Empty(t, d.Tick(t0.Add(60*time.Second-time.Millisecond)))
+
+	votes := d.Tick(t0.Add(60 * time.Second)) // 5's lease runs out
+	var sessions []uint64
+	for _, v := range votes {
+		body, err := v.Verify(f.keys)
+		require.NoError(t, err)
+		sessions = append(sessions, body.Session)
+	}
+	require.Equal(t, []uint64{5, 6}, sessions, "then both are voted on")
+	require.ErrorIs(t, d.Heartbeat(c, 6, t0.Add(61*time.Second)), ErrSessionSuspected, "a session voted on is never acked again")
+}
+
+// change 18: the sessions a server defers for one client are bounded; beyond
+// the bound it refuses newer sessions (a clear refusal), never grows.
+func TestDeferredSessionsBounded(t *testing.T) {
+	const ttl = time.Second
+	f := newFixture(t, 4, 3, ttl)
+	d := f.dets[0]
+	c := clientID(t)
+	now := time.Unix(1000, 0)
+	_, err := d.Open(c, 1, time.Hour, now)
+	require.NoError(t, err)
+	for sess := uint64(2); ; sess++ {
+		now = now.Add(time.Millisecond)
+		_, err := d.Open(c, sess, ttl, now)
+		if err != nil {
+			require.ErrorIs(t, err, ErrTooManyDeferred)
+			break
+		}
+		d.Close(c, sess, now)
+		require.Empty(t, d.Tick(now))
+		require.Less(t, sess, uint64(100))
+	}
+	_, deferred, _ := d.Footprint(c)
+	require.Equal(t, 4, deferred)
 }

@@ -43,8 +43,11 @@ type Config struct {
 	DoorwayDeadline time.Duration
 	// Bounds on what one client can make the server hold (§6).
 	MaxSessionsPerClient int
-	MaxLocksPerClient    int
-	MaxListenMembers     int
+	// MaxDeferredSessions: sessions of a client that ran out while an older
+	// one lives (a detached holding), whose votes wait (change 18).
+	MaxDeferredSessions int
+	MaxLocksPerClient   int
+	MaxListenMembers    int
 	// VerifyCacheSize bounds the cache of verified statements.
 	VerifyCacheSize int
 	// AnnounceDelay is how long a newly accepted statement waits before it
@@ -62,6 +65,7 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		DefaultTTL: 10 * time.Second, MinTTL: 100 * time.Millisecond, MaxTTL: 5 * time.Minute,
 		DoorwayDeadline:      10 * time.Second,
 		MaxSessionsPerClient: 4,
+		MaxDeferredSessions:  16,
 		MaxLocksPerClient:    1024,
 		MaxListenMembers:     4096,
 		VerifyCacheSize:      1 << 16,
@@ -165,6 +169,7 @@ func New(cfg Config) (*Core, error) {
 		DefaultTTL: cfg.DefaultTTL, MinTTL: cfg.MinTTL, MaxTTL: cfg.MaxTTL,
 		DoorwayDeadline: cfg.DoorwayDeadline,
 		MaxSessions:     cfg.MaxSessionsPerClient, MaxPendingVotes: 2 * cfg.MaxSessionsPerClient,
+		MaxDeferred: cfg.MaxDeferredSessions,
 	})
 	if err != nil {
 		return nil, err

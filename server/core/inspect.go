@@ -49,6 +49,7 @@ type Footprint struct {
 	Watched       int // members watched by its Listens, over all locks
 	MaxWatched    int // members watched by its largest Listen
 	Sessions      int // live or suspected sessions
+	Deferred      int // sessions whose votes wait for an older one to end
 	PendingVotes  int // sessions with Suspect votes but no certificate
 }
 
@@ -64,13 +65,17 @@ func (k *Core) ClientFootprint(c wire.ClientID) Footprint {
 			f.MaxWatched = max(f.MaxWatched, w)
 		}
 	}
-	f.Sessions, f.PendingVotes = k.mute.Footprint(c)
+	f.Sessions, f.Deferred, f.PendingVotes = k.mute.Footprint(c)
 	return f
 }
 
-// Limits returns the configured bounds a Footprint must stay within.
-func (k *Core) Limits() (maxLocks, maxListenMembers, maxSessions, maxPendingVotes int) {
-	return k.cfg.MaxLocksPerClient, k.cfg.MaxListenMembers, k.cfg.MaxSessionsPerClient, 2 * k.cfg.MaxSessionsPerClient
+// Limits returns the configured bounds a Footprint must stay within
+// (Subscriptions: per lock; MaxWatched: per Listen).
+func (k *Core) Limits() Footprint {
+	return Footprint{
+		Locks: k.cfg.MaxLocksPerClient, Subscriptions: 2, MaxWatched: k.cfg.MaxListenMembers,
+		Sessions: k.cfg.MaxSessionsPerClient, Deferred: k.cfg.MaxDeferredSessions, PendingVotes: 2 * k.cfg.MaxSessionsPerClient,
+	}
 }
 
 // KnownClients lists every client this server holds anything for (register

@@ -48,6 +48,7 @@ var malClients = []MalClientInfo{
 	{"replay-other", "submits other clients' signed statements (taken from Views) as if they were its own", "harmless"},
 	{"partial-exit", "sends each Exit to one server only, and keeps heartbeating", "harmless"},
 	{"phantom-ticket", "sends a Ticket for a lock it never entered (the J of another lock)", "banned"},
+	{"old-session", "heartbeats its first session for ever while it opens a newer one per attempt, sends a Doorway there and nothing more (docs/protocol.md change 18)", "reset"},
 }
 
 // MalClients lists every malicious-client behaviour, in a fixed order.
@@ -204,7 +205,11 @@ func (m *malClient) tick() {
 	now := w.Now()
 	if !now.Before(m.nextHB) {
 		m.hbSeq++
-		m.toAll(&wire.Message{Heartbeat: &wire.Heartbeat{Session: m.sess, Seq: m.hbSeq}})
+		hb := m.sess
+		if m.kind == "old-session" {
+			hb = 1 // keep the first session alive; the newer ones go silent
+		}
+		m.toAll(&wire.Message{Heartbeat: &wire.Heartbeat{Session: hb, Seq: m.hbSeq}})
 		m.nextHB = now.Add(w.sc.TTL / 3)
 	}
 	switch m.kind {
@@ -231,8 +236,8 @@ func (m *malClient) tick() {
 		}
 	case malDoorway, malTicket:
 		// A stuck access: give up on it after a while and start over
-		// (idle-heartbeat never gives up: that is its point).
-		if m.kind != "idle-heartbeat" && w.now-m.since > 3*w.sc.TTL {
+		// (idle-heartbeat and old-session never give up: that is their point).
+		if m.kind != "idle-heartbeat" && m.kind != "old-session" && w.now-m.since > 3*w.sc.TTL {
 			m.exit()
 		}
 	case malHeld:
@@ -254,6 +259,10 @@ func (m *malClient) begin() {
 		m.submit(m.to, &wire.Statement{Lock: m.lock, Session: m.sess, Attempt: m.att, Phase: wire.PhaseExit}, nil)
 		m.nextAttempt = w.now + w.between(200*time.Millisecond, time.Second)
 		return
+	}
+	if m.kind == "old-session" {
+		m.sess++ // a newer session for this attempt, never heartbeated
+		m.toAll(&wire.Message{SessionOpen: &wire.SessionOpen{Session: m.sess, TTLMillis: uint32(w.sc.TTL / time.Millisecond)}})
 	}
 	m.phase = malDoorway
 	m.views, m.viewFrom, m.members = nil, make(map[wire.ServerID]bool), make(map[wire.ServerID]bool)
@@ -279,7 +288,7 @@ func (m *malClient) receive(from int, msg *wire.Message) {
 				m.others = append(m.others, ss)
 			}
 		}
-		if len(m.views) >= m.w.q && m.kind != "idle-heartbeat" {
+		if len(m.views) >= m.w.q && m.kind != "idle-heartbeat" && m.kind != "old-session" {
 			m.ticket()
 		}
 	case msg.MembersReply != nil && m.phase == malTicket && msg.MembersReply.Req == m.reqTicket:

@@ -1540,12 +1540,12 @@ func (w *World) checkMemory() {
 		if s.byz != nil || !s.up {
 			continue
 		}
-		maxLocks, maxWatch, maxSess, maxVotes := s.core.Limits()
+		lim := s.core.Limits()
 		for _, c := range s.core.KnownClients() {
 			f := s.core.ClientFootprint(c)
-			if f.Locks > maxLocks || f.Subscriptions > 2*f.Locks || f.MaxWatched > maxWatch || f.Sessions > maxSess || f.PendingVotes > maxVotes {
-				w.h.violate(CheckMemory, w.instant(), "s%d holds %+v for %s, beyond the bounds (locks %d, listen members %d, sessions %d, pending votes %d)",
-					i, f, w.clientName(c), maxLocks, maxWatch, maxSess, maxVotes)
+			if f.Locks > lim.Locks || f.Subscriptions > lim.Subscriptions*f.Locks || f.MaxWatched > lim.MaxWatched ||
+				f.Sessions > lim.Sessions || f.Deferred > lim.Deferred || f.PendingVotes > lim.PendingVotes {
+				w.h.violate(CheckMemory, w.instant(), "s%d holds %+v for %s, beyond the bounds %+v", i, f, w.clientName(c), lim)
 				return
 			}
 			if f.Locks > w.stats.MaxLocksPerClient {
