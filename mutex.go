@@ -146,6 +146,10 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 				if errors.Is(ev.Err, bakery.ErrAbandoned) {
 					return nil, ErrClosed // only Close abandons an attempt it does not wait for itself
 				}
+				if errors.Is(ev.Err, bakery.ErrBusy) && len(ev.Ahead) > 0 {
+					what, _ := describeWait(m.name, bakery.Wait{Phase: "listen", Answered: c.cluster.Quorum, Need: c.cluster.Quorum, Ahead: ev.Ahead}, c.cluster.N)
+					return nil, &Error{msg: "bq: lock is busy: " + what, kinds: []error{ErrBusy}}
+				}
 				return nil, mapBakeryErr(ev.Err)
 			}
 		case <-ctx.Done():

@@ -98,6 +98,7 @@ type attempt struct {
 	exitAcks *quorum.Access[struct{}]
 	outcome  EventKind // Released or Failed, reported when the Exit completes
 	err      error
+	busy     Wait // a TryLock's: who was ahead when it gave up
 }
 
 // operation is a Read or a GetSet.

@@ -45,6 +45,8 @@ type Event struct {
 	Op        uint64 // Read / GetSet operation id
 	Statement *wire.Statement
 	Set       []wire.ClientID
+	// Ahead, for a TryLock that failed with ErrBusy: the members ahead.
+	Ahead []Ahead
 }
 
 func (e Event) String() string {

@@ -51,7 +51,7 @@ func (c *Client) finish(a *attempt, e *Effects) {
 		delete(c.byReq, r)
 	}
 	if a.outcome != 0 {
-		e.Events = append(e.Events, Event{Kind: a.outcome, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}, Err: a.err})
+		e.Events = append(e.Events, Event{Kind: a.outcome, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}, Err: a.err, Ahead: a.busy.Ahead})
 	}
 }
 

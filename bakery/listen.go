@@ -93,6 +93,7 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	}
 	if blocked {
 		if a.tryOnly {
+			a.busy = c.Waiting(a.lock) // who is ahead, for the error
 			c.exit(a, Failed, ErrBusy, e)
 		}
 		return

@@ -4,11 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"math/big"
 
 	"github.com/bq-lock/bq/wire"
 )
 
-// Token is a fencing token (§7): holdings are ordered by (N, Client).
+// Token is a fencing token (§7): holdings are ordered by Less, by N, then by
+// a tie-break derived from N and the client id. Its text form is "N.T"
+// (String) and its integer form N·2^64 + T (Integer): both order tokens as
+// Less does.
 type Token struct {
 	N      uint64
 	Client wire.ClientID
@@ -18,6 +22,17 @@ type Token struct {
 // N as a number and then T as a string orders tokens exactly as Less does
 // (but for a 64-bit collision of T, where Less falls back to client ids).
 func (t Token) String() string { return fmt.Sprintf("%d.%016x", t.N, t.TieBreak()) }
+
+// Integer renders the token as one decimal integer, N·2^64 + T (T the
+// tie-break): comparing two as numbers orders them as Less does (but for a
+// 64-bit collision of T). It fits in 127 bits: an unsigned 128-bit integer or
+// a NUMERIC(39) column holds it.
+func (t Token) Integer() string {
+	v := new(big.Int).SetUint64(t.N)
+	v.Lsh(v, 64)
+	v.Or(v, new(big.Int).SetUint64(t.TieBreak()))
+	return v.String()
+}
 
 // TieBreak orders tokens with equal N: the first 8 bytes of
 // SHA-256(N ‖ ClientID). Every client computes the same total order, but

@@ -3,6 +3,7 @@ package bakery
 import (
 	"crypto/rand"
 	"fmt"
+	"math/big"
 	"sort"
 	"testing"
 
@@ -50,4 +51,27 @@ func TestTieBreakIsFair(t *testing.T) {
 		}
 	}
 	require.InDelta(t, rounds/2, wins, rounds/10, "a won %d of %d ties", wins, rounds)
+}
+
+// The integer form of a token orders tokens exactly as Less does.
+func TestTokenIntegerOrdersAsLess(t *testing.T) {
+	ids := make([]wire.ClientID, 6)
+	for i := range ids {
+		ids[i][0], ids[i][31] = byte(i*37), byte(i)
+	}
+	var toks []Token
+	for _, n := range []uint64{0, 1, 2, 1 << 32, 1<<62 - 1} {
+		for _, id := range ids {
+			toks = append(toks, Token{N: n, Client: id})
+		}
+	}
+	for _, a := range toks {
+		for _, b := range toks {
+			x, _ := new(big.Int).SetString(a.Integer(), 10)
+			y, _ := new(big.Int).SetString(b.Integer(), 10)
+			require.Equal(t, a.Less(b), x.Cmp(y) < 0, "%s vs %s", a, b)
+		}
+	}
+	require.Equal(t, "18446744073709551616", new(big.Int).Lsh(big.NewInt(1), 64).String())
+	require.Equal(t, new(big.Int).Add(new(big.Int).Lsh(big.NewInt(7), 64), new(big.Int).SetUint64(Token{N: 7, Client: ids[1]}.TieBreak())).String(), Token{N: 7, Client: ids[1]}.Integer())
 }
