@@ -195,7 +195,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		err := gaveUp(ctx, time.Since(began), what, true)
 		if !errors.Is(err, ErrUnavailable) { // cancelled: still, no quorum was reached
-			err = &Error{msg: err.Error(), kinds: []error{ErrUnavailable}, cause: context.Cause(ctx)}
+			err = &Error{msg: err.Error(), kinds: []error{ErrUnavailable}, cause: context.Cause(ctx), what: what}
 		}
 		return nil, err
 	}

@@ -57,9 +57,15 @@ type Error struct {
 	msg   string
 	kinds []error
 	cause error
+	what  string // what it waited for, when its context ended
 }
 
 func (e *Error) Error() string { return e.msg }
+
+// WaitingFor says what the operation waited for when its context ended (the
+// lock and its holder, or how many servers answered), or "" for an error
+// that is not a timeout or a cancellation.
+func (e *Error) WaitingFor() string { return e.what }
 
 // Unwrap returns the sentinels the error is, and its cause.
 func (e *Error) Unwrap() []error {
@@ -76,13 +82,13 @@ func (e *Error) Unwrap() []error {
 func gaveUp(ctx context.Context, waited time.Duration, what string, unavailable bool) error {
 	cause := context.Cause(ctx)
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &Error{msg: fmt.Sprintf("bq: gave up after %v waiting for %s: %v", round(waited), what, cause), cause: cause}
+		return &Error{msg: fmt.Sprintf("bq: gave up after %v waiting for %s: %v", round(waited), what, cause), cause: cause, what: what}
 	}
 	kinds := []error{ErrTimeout}
 	if unavailable {
 		kinds = append(kinds, ErrUnavailable)
 	}
-	return &Error{msg: fmt.Sprintf("bq: timed out after %v waiting for %s", round(waited), what), kinds: kinds, cause: cause}
+	return &Error{msg: fmt.Sprintf("bq: timed out after %v waiting for %s", round(waited), what), kinds: kinds, cause: cause, what: what}
 }
 
 // round rounds a wait for a message: 2s, 1.5s, 300ms.

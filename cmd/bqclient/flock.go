@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
-
-	"github.com/bq-lock/bq"
 )
 
 // lockIdentity takes an exclusive OS lock on IDENTITY.lock so that two
@@ -30,6 +28,7 @@ func lockIdentity(ctx context.Context, identity string, try bool) (func(), error
 		_ = f.Close()
 	}
 	wait := 5 * time.Millisecond
+	start := time.Now()
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -41,12 +40,16 @@ func lockIdentity(ctx context.Context, identity string, try bool) (func(), error
 		}
 		if try {
 			_ = f.Close()
-			return nil, fmt.Errorf("%w: another bqclient process is using identity %s", bq.ErrBusy, identity)
+			return nil, &failure{code: exitBusy, msg: fmt.Sprintf("another bqclient process is using identity %s (one identity, one process at a time)", identity)}
 		}
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return nil, fmt.Errorf("waiting for another bqclient process using identity %s: %w", identity, ctx.Err())
+			what := fmt.Sprintf("identity %s, which another bqclient process is using", identity)
+			if cause := context.Cause(ctx); ctx.Err() == context.Canceled {
+				return nil, fail(fmt.Errorf("gave up after %v waiting for %s: %w", time.Since(start).Round(100*time.Millisecond), what, cause))
+			}
+			return nil, &failure{code: exitBusy, msg: fmt.Sprintf("timed out after %v waiting for %s", time.Since(start).Round(100*time.Millisecond), what)}
 		case <-time.After(wait):
 			wait = min(2*wait, 100*time.Millisecond)
 		}

@@ -1,11 +1,88 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/bq-lock/bq"
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/cmd/internal/cli"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
 )
+
+func statusCmd(g *globals, std stdio) *cobra.Command {
+	var asJSON bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "status [NAME] [--json]",
+		Short: "Show the servers, the faults tolerated now, and a lock's holder and queue",
+		Long: `Show which servers answer and how many more may fail, and with NAME the lock's holder (with
+its fencing token), its queue in the order it will enter, and its suspected and banned clients.
+Without NAME, the locks in use. status only observes: it uses a throwaway identity, so it never
+disturbs this identity's sessions.`,
+		Example: `  bqclient status deploy
+  bqclient status deploy --json | jq .lock.holder.token`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return cli.Usagef("at most one lock NAME")
+			}
+			if len(args) == 1 {
+				if err := wire.CheckLockName(args[0]); err != nil {
+					return cli.Usagef("bad lock name %q: %v", args[0], err)
+				}
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			lock := ""
+			if len(args) == 1 {
+				lock = args[0]
+			}
+			sigCtx, _, stop := signals()
+			defer stop()
+			ctx, cancel := context.WithTimeout(sigCtx, timeout)
+			defer cancel()
+			cl, err := certs.LoadCluster(g.cluster)
+			if err != nil {
+				return fail(err)
+			}
+			key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+			if err != nil {
+				return fail(err)
+			}
+			c, err := bq.Dial(ctx, bq.Config{Cluster: cl, Identity: key})
+			if err != nil {
+				return fail(err)
+			}
+			defer func() {
+				qctx, qcancel := context.WithTimeout(context.Background(), quitBudget)
+				defer qcancel()
+				_ = c.Shutdown(qctx)
+			}()
+			st, err := c.Status(ctx, lock)
+			if err != nil {
+				return fail(err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(std.out)
+				enc.SetIndent("", "  ")
+				return fail(enc.Encode(statusJSON(st)))
+			}
+			printStatus(std.out, st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
+	return cmd
+}
 
 func printStatus(w io.Writer, st *bq.Status) {
 	fmt.Fprintf(w, "servers: %d of %d reachable (quorum %d)", st.Reachable, st.N, st.Quorum)
@@ -64,6 +141,7 @@ type jsonParticipant struct {
 	Phase      string `json:"phase"`
 	Ticket     uint64 `json:"ticket,omitempty"`
 	Token      string `json:"token,omitempty"`
+	TokenInt   string `json:"token_int,omitempty"`
 	ReportedBy int    `json:"reported_by"`
 }
 
@@ -102,6 +180,7 @@ func participantJSON(p bq.Participant) jsonParticipant {
 	jp := jsonParticipant{Client: p.Client.Hex(), Phase: p.Phase.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
 	if p.Ticket > 0 {
 		jp.Token = p.Token().String()
+		jp.TokenInt = p.Token().Integer()
 	}
 	return jp
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// bqclient's contract (the bakery issue): exit codes 0 ok, 1 error, 2 usage,
-// 3 timeout or busy with --try, 4 lock lost, otherwise the command's own;
+// bqclient's contract: exit codes 0 ok, 1 error, 2 usage, 3 busy (--try, or
+// a timeout while someone held the lock), 4 lock lost, otherwise the
+// command's own (5 unavailable and 6 refused: frontdoor_test.go);
 // BQ_LOCK_NAME and BQ_LOCK_TOKEN for the command; --detach and unlock;
 // status --json; a created identity is announced.
 func TestBqclientContract(t *testing.T) {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/bq-lock/bq"
+	"github.com/bq-lock/bq/cmd/internal/cli"
+)
+
+// Exit codes. A command run under a lock (lock NAME -- CMD) exits with
+// CMD's own code instead, whatever it is.
+const (
+	exitOK          = 0
+	exitError       = 1 // anything not below: a bad file, a full disk, a bug
+	exitUsage       = 2 // a mistake on the command line
+	exitBusy        = 3 // the lock is held (--try), or the timeout passed while someone held it
+	exitLost        = 4 // the lock was lost while held: the lease guarantee failed
+	exitUnavailable = 5 // fewer than a quorum of servers answered
+	exitRefused     = 6 // the servers refused the request (a TTL out of their bounds, a limit, a ban)
+)
+
+const exitCodesHelp = `
+Exit codes:
+  0  ok
+  1  error
+  2  usage: a mistake on the command line
+  3  busy: the lock is held (--try), or --timeout passed while someone held it
+  4  lock lost: the lease guarantee failed while holding (CMD got SIGTERM)
+  5  cluster unavailable: fewer than a quorum of servers answered
+  6  refused by the servers (a TTL out of their bounds, a limit, a ban)
+  128+N  ended by signal N while waiting
+  lock NAME -- CMD exits with CMD's own code once it ran.
+`
+
+// failure ends a command with an exit code and one line for stderr.
+type failure struct {
+	code int
+	msg  string
+}
+
+func (f *failure) Error() string { return f.msg }
+
+// fail maps err to its exit code and message.
+func fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	var f *failure
+	var u *cli.UsageError
+	if errors.As(err, &f) || errors.As(err, &u) {
+		return err
+	}
+	code := exitError
+	switch {
+	case errors.Is(err, bq.ErrRefused):
+		code = exitRefused
+	case errors.Is(err, bq.ErrUnavailable):
+		code = exitUnavailable
+	case errors.Is(err, bq.ErrLockLost):
+		code = exitLost
+	case errors.Is(err, bq.ErrBusy), errors.Is(err, bq.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		code = exitBusy
+	}
+	var sig signalled
+	if errors.As(err, &sig) {
+		code = 128 + int(sig.sig)
+	}
+	return &failure{code: code, msg: trimBQ(err.Error())}
+}
+
+// signalled is the cause of a context a signal ended.
+type signalled struct{ sig syscall.Signal }
+
+func (s signalled) Error() string { return fmt.Sprintf("interrupted by %v", s.sig) }

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bq-lock/bq"
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/cmd/internal/cli"
+	"github.com/bq-lock/bq/wire"
+)
+
+const (
+	// tryTimeout bounds `lock --try` without --timeout: it answers busy,
+	// unavailable or acquired within it, never waits for the cluster.
+	tryTimeout = 3 * time.Second
+	// quitBudget is what a command that must end (a timeout, a signal, a
+	// failure) gives the servers to hear its Exit before it leaves; what
+	// they miss they clear when the session's lease runs out.
+	quitBudget = 300 * time.Millisecond
+	// releaseBudget bounds the release of a holding at its end.
+	releaseBudget = 5 * time.Second
+)
+
+type lockOpts struct {
+	timeout, ttl time.Duration
+	try, detach  bool
+}
+
+func lockCmd(g *globals, std stdio) *cobra.Command {
+	var o lockOpts
+	cmd := &cobra.Command{
+		Use:   "lock NAME [flags] [-- CMD [ARGS...]]",
+		Short: "Take a lock; with CMD, run it while holding the lock",
+		Long: `Take the lock NAME, first come first served, and then:
+  - with -- CMD: run CMD while holding it, with BQ_LOCK_NAME, BQ_LOCK_TOKEN (the fencing token,
+    N.T) and BQ_LOCK_TOKEN_INT (the same token as one integer) in its environment; release the
+    lock when CMD ends and exit with CMD's code. If the lock is lost meanwhile, CMD's process
+    group gets SIGTERM (SIGKILL a tenth of --ttl later) and bqclient exits 4. On Linux CMD also
+    dies if bqclient itself is killed (even with kill -9).
+  - with --detach: exit at once, leaving the lock held for at most --ttl.
+  - else: print "acquired NAME token=N.T" and hold until Ctrl-C, SIGTERM or the end of stdin.
+
+Fencing tokens grow strictly from each holder to the next: compare N as numbers and, for equal N,
+T as strings (16 hex digits); or compare BQ_LOCK_TOKEN_INT as integers. Have the resource refuse a
+token lower than the highest it has seen.`,
+		Example: `  bqclient lock deploy -- ./deploy.sh
+  bqclient lock deploy --try -- ./deploy.sh          # exit 3 at once if someone is ahead
+  bqclient lock deploy --timeout 30s                 # hold until Ctrl-C or end of stdin
+  bqclient lock deploy --detach --ttl 5m             # held for at most 5 minutes, no process`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, argv, err := lockArgs(cmd, args)
+			if err != nil {
+				return err
+			}
+			if err := wire.CheckLockName(name); err != nil {
+				return cli.Usagef("bad lock name %q: %v", name, err)
+			}
+			if o.ttl < 100*time.Millisecond {
+				return cli.Usagef("--ttl %v is below the minimum 100ms", o.ttl)
+			}
+			if o.detach && len(argv) > 0 {
+				return cli.Usagef("--detach and a command exclude each other")
+			}
+			if o.timeout < 0 {
+				return cli.Usagef("--timeout %v is negative", o.timeout)
+			}
+			if o.try && !cmd.Flags().Changed("timeout") {
+				o.timeout = tryTimeout
+			}
+			return fail(runLock(g, std, name, argv, o))
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long: exit 3 if someone held the lock, 5 if the cluster did not answer (0: wait for ever; --try: 3s)")
+	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "session lease: a holder that goes silent loses the lock within about this long")
+	f.BoolVar(&o.try, "try", false, "do not wait for the lock: exit 3 at once if someone is ahead")
+	f.BoolVar(&o.detach, "detach", false, "acquire, then exit 0 leaving the lock held for at most --ttl")
+	return cmd
+}
+
+// lockArgs splits "NAME [-- CMD ARGS...]".
+func lockArgs(cmd *cobra.Command, args []string) (string, []string, error) {
+	dash := cmd.ArgsLenAtDash()
+	switch {
+	case dash < 0 && len(args) == 1:
+		return args[0], nil, nil
+	case dash < 0 && len(args) > 1:
+		return "", nil, cli.Usagef("unexpected argument %q: put the command to run after --", args[1])
+	case dash == 1 && len(args) > 1:
+		return args[0], args[1:], nil
+	case dash == 1:
+		return "", nil, cli.Usagef("nothing to run after --")
+	}
+	return "", nil, cli.Usagef("need exactly one lock NAME")
+}
+
+// signals cancels the returned context with the first SIGINT, SIGTERM or
+// SIGHUP; later ones go to the channel (a running CMD gets them).
+func signals() (context.Context, <-chan os.Signal, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 4)
+	later := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-ch:
+				cancel(signalled{sig: s.(syscall.Signal)})
+				select {
+				case later <- s:
+				default:
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, later, func() { signal.Stop(ch); close(done); cancel(nil) }
+}
+
+func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) error {
+	sigCtx, sigs, stop := signals()
+	defer stop()
+	ctx := sigCtx
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(sigCtx, o.timeout)
+		defer cancel()
+	}
+	// One identity is one client with one session at a time (docs/protocol.md
+	// §2, §5): processes of this machine that share it take turns.
+	unlockIdentity, err := lockIdentity(ctx, g.identity, o.try)
+	if err != nil {
+		return err
+	}
+	defer unlockIdentity()
+	c, err := dial(ctx, g, o.ttl, std.err)
+	if err != nil {
+		return timedOut(err, o.timeout)
+	}
+	quit := func() {
+		qctx, cancel := context.WithTimeout(context.Background(), quitBudget)
+		defer cancel()
+		_ = c.Shutdown(qctx)
+	}
+	m := c.Mutex(name)
+	var h *bq.Holding
+	if o.try {
+		h, err = m.TryLock(ctx)
+	} else {
+		h, err = m.Lock(ctx)
+	}
+	if err != nil {
+		quit()
+		return timedOut(err, o.timeout)
+	}
+	if o.detach {
+		fmt.Fprintf(std.out, "acquired %s token=%s (detached: held for at most %v)\n", name, h.Token(), o.ttl)
+		return c.Detach()
+	}
+	if len(argv) > 0 {
+		code, err := runUnderLock(h, name, argv, o.ttl, sigs, std.err)
+		if err != nil {
+			quit()
+			return err
+		}
+		if rerr := release(c, h); rerr != nil && code == exitOK {
+			return rerr
+		}
+		if code != exitOK {
+			return &failure{code: code}
+		}
+		return nil
+	}
+	fmt.Fprintf(std.out, "acquired %s token=%s\n", name, h.Token())
+	eof := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, bufio.NewReader(std.in))
+		close(eof)
+	}()
+	select {
+	case <-sigCtx.Done():
+	case <-eof:
+	case <-h.Lost():
+		quit()
+		return &failure{code: exitLost, msg: fmt.Sprintf("lock %s lost: the lease guarantee failed", name)}
+	}
+	if err := release(c, h); err != nil {
+		return err
+	}
+	fmt.Fprintf(std.out, "released %s\n", name)
+	return nil
+}
+
+// timedOut words a timeout with the user's --timeout: the command as a
+// whole waited that long (the SDK counts only its own call).
+func timedOut(err error, timeout time.Duration) error {
+	var e *bq.Error
+	if timeout <= 0 || !errors.Is(err, bq.ErrTimeout) || !errors.As(err, &e) || e.WaitingFor() == "" {
+		return err
+	}
+	f := fail(err).(*failure)
+	f.msg = fmt.Sprintf("timed out after %v waiting for %s", timeout, e.WaitingFor())
+	return f
+}
+
+// release unlocks h and closes c, within releaseBudget.
+func release(c *bq.Client, h *bq.Holding) error {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseBudget)
+	defer cancel()
+	err := h.Unlock(ctx)
+	qctx, qcancel := context.WithTimeout(context.Background(), quitBudget)
+	defer qcancel()
+	_ = c.Shutdown(qctx)
+	if err != nil {
+		return fmt.Errorf("releasing %s: %w", h.Name(), err)
+	}
+	return nil
+}
+
+// runUnderLock runs argv while h is held and returns its exit code: 128+N if
+// a signal N ended it, exitLost if the lock was lost while it ran. Signals
+// bqclient gets meanwhile go to CMD.
+func runUnderLock(h *bq.Holding, name string, argv []string, ttl time.Duration, sigs <-chan os.Signal, stderr io.Writer) (int, error) {
+	env := append(os.Environ(), "BQ_LOCK_NAME="+name, "BQ_LOCK_TOKEN="+h.Token().String(), "BQ_LOCK_TOKEN_INT="+h.Token().Integer())
+	ch, err := startChild(argv, env, max(ttl/10, 100*time.Millisecond))
+	if err != nil {
+		return 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
+	}
+	for {
+		select {
+		case <-ch.done:
+			return ch.exitCode(), nil
+		case <-h.Lost():
+			fmt.Fprintf(stderr, "bqclient lock: lock %s lost while %s ran: stopping it (SIGTERM)\n", name, argv[0])
+			ch.signal(syscall.SIGTERM)
+			<-ch.done
+			return exitLost, nil
+		case s := <-sigs:
+			ch.signal(s.(syscall.Signal))
+		}
+	}
+}
+
+// dial connects with the global flags; it creates the identity on first use
+// and says so.
+func dial(ctx context.Context, g *globals, ttl time.Duration, stderr io.Writer) (*bq.Client, error) {
+	if _, err := certs.LoadIdentity(g.identity); errors.Is(err, certs.ErrNoIdentity) {
+		cl, err := certs.LoadCluster(g.cluster)
+		if err != nil {
+			return nil, err
+		}
+		k, err := certs.NewIdentity(g.identity, cl.Scheme, rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stderr, "bqclient: created identity %s (client id %s)\n", g.identity, wire.ClientID(k.Public.ID).Hex()[:16])
+	}
+	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: ttl})
+}
