@@ -4,9 +4,10 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/bq-lock/bq/cmd/internal/cli"
 )
 
 // child is CMD of `lock NAME -- CMD` behind its supervisor (supervise_linux.go):
@@ -16,7 +17,7 @@ import (
 // CMD's whole group: CMD never outlives the bqclient that holds its lock.
 type child struct {
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{}
 	err  error
 }
 
@@ -28,29 +29,16 @@ func startChild(argv []string, env []string, grace time.Duration) (*child, error
 		return nil, err
 	}
 	args := append([]string{superviseArg, grace.String(), "--"}, argv...)
-	c := &child{cmd: exec.Command(exe, args...), done: make(chan struct{})}
+	c := &child{cmd: exec.Command(exe, args...)}
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	c.cmd.Env = env
 	// Setpgid: signals for CMD come from bqclient only, never twice.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	started := make(chan error, 1)
-	go func() {
-		// The parent-death signal fires when the thread that forked the
-		// child exits, not the process: keep this thread for the child's
-		// whole life (golang.org/issue/27505).
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := c.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		c.err = c.cmd.Wait()
-		close(c.done)
-	}()
-	if err := <-started; err != nil {
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	done, err := cli.StartTiedToParent(c.cmd, syscall.SIGTERM, &c.err)
+	if err != nil {
 		return nil, err
 	}
+	c.done = done
 	return c, nil
 }
 

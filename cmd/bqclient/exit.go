@@ -36,19 +36,14 @@ Exit codes:
 `
 
 // failure ends a command with an exit code and one line for stderr.
-type failure struct {
-	code int
-	msg  string
-}
-
-func (f *failure) Error() string { return f.msg }
+type failure = cli.Exit
 
 // fail maps err to its exit code and message.
 func fail(err error) error {
 	if err == nil {
 		return nil
 	}
-	var f *failure
+	var f *cli.Exit
 	var u *cli.UsageError
 	if errors.As(err, &f) || errors.As(err, &u) {
 		return err
@@ -68,7 +63,7 @@ func fail(err error) error {
 	if errors.As(err, &sig) {
 		code = 128 + int(sig.sig)
 	}
-	return &failure{code: code, msg: trimBQ(err.Error())}
+	return &failure{Code: code, Msg: trimBQ(err.Error())}
 }
 
 // signalled is the cause of a context a signal ended.

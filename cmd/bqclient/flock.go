@@ -40,7 +40,7 @@ func lockIdentity(ctx context.Context, identity string, try bool) (func(), error
 		}
 		if try {
 			_ = f.Close()
-			return nil, &failure{code: exitBusy, msg: fmt.Sprintf("another bqclient process is using identity %s (one identity, one process at a time)", identity)}
+			return nil, &failure{Code: exitBusy, Msg: fmt.Sprintf("another bqclient process is using identity %s (one identity, one process at a time)", identity)}
 		}
 		select {
 		case <-ctx.Done():
@@ -49,7 +49,7 @@ func lockIdentity(ctx context.Context, identity string, try bool) (func(), error
 			if cause := context.Cause(ctx); ctx.Err() == context.Canceled {
 				return nil, fail(fmt.Errorf("gave up after %v waiting for %s: %w", time.Since(start).Round(100*time.Millisecond), what, cause))
 			}
-			return nil, &failure{code: exitBusy, msg: fmt.Sprintf("timed out after %v waiting for %s", time.Since(start).Round(100*time.Millisecond), what)}
+			return nil, &failure{Code: exitBusy, Msg: fmt.Sprintf("timed out after %v waiting for %s", time.Since(start).Round(100*time.Millisecond), what)}
 		case <-time.After(wait):
 			wait = min(2*wait, 100*time.Millisecond)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/cmd/internal/cli"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
@@ -20,7 +21,7 @@ func keygenCmd(g *globals, std stdio) *cobra.Command {
 		Long: `Make a client identity: a signing key, written with mode 0600. Its hash is the client's id.
 It never overwrites an existing file.`,
 		Example: `  bqclient keygen --out worker-7.key`,
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if out == "" {
 				out = g.identity

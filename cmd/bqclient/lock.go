@@ -181,7 +181,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 			return rerr
 		}
 		if code != exitOK {
-			return &failure{code: code}
+			return &failure{Code: code}
 		}
 		return nil
 	}
@@ -196,7 +196,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	case <-eof:
 	case <-h.Lost():
 		quit()
-		return &failure{code: exitLost, msg: fmt.Sprintf("lock %s lost: the lease guarantee failed", name)}
+		return &failure{Code: exitLost, Msg: fmt.Sprintf("lock %s lost: the lease guarantee failed", name)}
 	}
 	if err := release(c, h); err != nil {
 		return err
@@ -213,7 +213,7 @@ func timedOut(err error, timeout time.Duration) error {
 		return err
 	}
 	f := fail(err).(*failure)
-	f.msg = fmt.Sprintf("timed out after %v waiting for %s", timeout, e.WaitingFor())
+	f.Msg = fmt.Sprintf("timed out after %v waiting for %s", timeout, e.WaitingFor())
 	return f
 }
 

@@ -7,7 +7,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,23 +36,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == superviseArg {
 		return supervise(args[1:])
 	}
-	std := stdio{in: stdin, out: stdout, err: stderr}
-	root := newRoot(std)
-	root.SetArgs(args)
-	cmd, err := root.ExecuteC()
-	if err == nil {
-		return exitOK
-	}
-	var f *failure
-	if errors.As(err, &f) {
-		if f.msg != "" {
-			fmt.Fprintf(stderr, "%s: %s\n", cmd.CommandPath(), f.msg)
-		}
-		return f.code
-	}
-	// Anything else is cobra's or a UsageError: a mistake on the command line.
-	fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", cmd.CommandPath(), err, cmd.CommandPath())
-	return exitUsage
+	return cli.Execute(newRoot(stdio{in: stdin, out: stdout, err: stderr}), args, stderr)
 }
 
 func newRoot(std stdio) *cobra.Command {
@@ -66,16 +49,12 @@ correct when up to f of its n servers, and any number of its clients, are malici
 
 It needs the cluster's file (--cluster, or BQ_CLUSTER) and a client identity, a signing key
 (--identity, or BQ_IDENTITY; made on first use). Give every client program its own identity.`,
-		Version:           cli.Version("bqclient"),
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+		Version: cli.Version("bqclient"),
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.SetOut(std.out)
 	root.SetErr(std.err)
 	root.SetIn(std.in)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &cli.UsageError{Err: err} })
 	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.cluster, "cluster", envOr("BQ_CLUSTER", "cluster.yaml"), "the cluster file (BQ_CLUSTER)")
@@ -93,20 +72,12 @@ func versionCmd(std stdio) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of bqclient, its commit, Go and the protocol",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			fmt.Fprint(std.out, cli.Version("bqclient"))
 			return nil
 		},
 	}
-}
-
-// noArgs refuses positional arguments as a usage error.
-func noArgs(_ *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return cli.Usagef("unexpected argument %q", args[0])
-	}
-	return nil
 }
 
 func envOr(key, def string) string {

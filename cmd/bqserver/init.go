@@ -3,92 +3,74 @@ package main
 import (
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/cmd/internal/cli"
 	"github.com/bq-lock/bq/crypto"
 )
 
-const initUsage = `usage: bqserver init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S] [--name NAME]
-
-Makes a new cluster in DIR: a cluster CA, the public cluster file DIR/cluster.yaml,
-and each server's private keys in DIR/server-<i>/. Server i listens on H:P+i.
-It never overwrites an existing cluster.
-
-`
-
-// runInit implements "bqserver init". It returns the exit code: 0 ok,
-// 1 error, 2 usage.
-func runInit(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bqserver init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, initUsage)
-		fs.PrintDefaults()
-	}
+func initCmd(stdout, stderr io.Writer) *cobra.Command {
 	var opts certs.InitOptions
-	fs.StringVar(&opts.Dir, "dir", "", "directory to create the cluster in (required)")
-	fs.IntVar(&opts.Servers, "servers", 0, "number of servers n (required)")
-	fs.IntVar(&opts.F, "f", 0, "Byzantine servers tolerated (default ⌊(n-1)/3⌋, the most n servers tolerate)")
-	fs.StringVar(&opts.Host, "host", certs.DefaultHost, "host of the servers' addresses, or a comma-separated list with one host per server")
-	fs.IntVar(&opts.PortBase, "port-base", certs.DefaultPortBase, "port of server 0; server i uses port-base+i")
-	fs.StringVar(&opts.Scheme, "scheme", crypto.DefaultScheme, "signature scheme: "+strings.Join(crypto.Schemes(), ", "))
-	fs.StringVar(&opts.Name, "name", certs.DefaultName, "cluster name")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "bqserver init: "+format+"\n", a...)
-		fmt.Fprintln(stderr, `run "bqserver init -h" for usage`)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		return usage("unexpected argument %q", fs.Arg(0))
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["dir"] || opts.Dir == "" {
-		return usage("--dir is required")
-	}
-	if !set["servers"] {
-		return usage("--servers is required")
-	}
-	if !set["f"] {
-		opts.F = -1 // the most the servers tolerate
-	} else if opts.F < 0 {
-		return usage("--f %d: the number of Byzantine servers tolerated cannot be negative", opts.F)
-	}
-	for _, name := range []string{"host", "scheme", "name"} {
-		if set[name] && fs.Lookup(name).Value.String() == "" {
-			return usage("--%s must not be empty", name)
-		}
-	}
-	if set["port-base"] && opts.PortBase == 0 {
-		return usage("--port-base 0 is not a port (1..65535)")
-	}
-
-	c, err := certs.Init(opts, time.Now(), rand.Reader)
-	if err != nil {
-		if errors.Is(err, certs.ErrBadOptions) {
-			for _, line := range strings.Split(err.Error(), "\n") {
-				fmt.Fprintf(stderr, "bqserver init: %s\n", strings.TrimPrefix(line, certs.ErrBadOptions.Error()+": "))
+	cmd := &cobra.Command{
+		Use:   "init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S] [--name NAME]",
+		Short: "Make a new cluster: a CA, each server's keys and certificate, the cluster file",
+		Long: `Make a new cluster in DIR: a cluster CA, the public cluster file DIR/cluster.yaml, and each server's
+private keys in DIR/server-<i>/. Server i listens on H:P+i. It never overwrites an existing cluster.`,
+		Example: `  bqserver init --dir /etc/bq --servers 4
+  bqserver init --dir ./staging --servers 7 --f 2 --host 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7`,
+		Args: cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			set := func(name string) bool { return cmd.Flags().Changed(name) }
+			if !set("dir") || opts.Dir == "" {
+				return cli.Usagef("--dir is required")
 			}
-			fmt.Fprintln(stderr, `run "bqserver init -h" for usage`)
-			return 2
-		}
-		fmt.Fprintf(stderr, "bqserver init: %v\n", err)
-		return 1
+			if !set("servers") {
+				return cli.Usagef("--servers is required")
+			}
+			if !set("f") {
+				opts.F = -1 // the most the servers tolerate
+			} else if opts.F < 0 {
+				return cli.Usagef("--f %d: the number of Byzantine servers tolerated cannot be negative", opts.F)
+			}
+			for _, name := range []string{"host", "scheme", "name"} {
+				if set(name) && cmd.Flags().Lookup(name).Value.String() == "" {
+					return cli.Usagef("--%s must not be empty", name)
+				}
+			}
+			if set("port-base") && opts.PortBase == 0 {
+				return cli.Usagef("--port-base 0 is not a port (1..65535)")
+			}
+			c, err := certs.Init(opts, time.Now(), rand.Reader)
+			if err != nil {
+				if errors.Is(err, certs.ErrBadOptions) {
+					lines := strings.Split(err.Error(), "\n")
+					for i, line := range lines {
+						lines[i] = strings.TrimPrefix(line, certs.ErrBadOptions.Error()+": ")
+					}
+					return cli.Usagef("%s", strings.Join(lines, "\nbqserver init: "))
+				}
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			printInit(stdout, opts.Dir, c)
+			return nil
+		},
 	}
-	printInit(stdout, opts.Dir, c)
-	return 0
+	f := cmd.Flags()
+	f.StringVar(&opts.Dir, "dir", "", "directory to create the cluster in (required)")
+	f.IntVar(&opts.Servers, "servers", 0, "number of servers n (required)")
+	f.IntVar(&opts.F, "f", 0, "Byzantine servers tolerated (default ⌊(n-1)/3⌋, the most n servers tolerate)")
+	f.StringVar(&opts.Host, "host", certs.DefaultHost, "host of the servers' addresses, or a comma-separated list with one host per server")
+	f.IntVar(&opts.PortBase, "port-base", certs.DefaultPortBase, "port of server 0; server i uses port-base+i")
+	f.StringVar(&opts.Scheme, "scheme", crypto.DefaultScheme, "signature scheme: "+strings.Join(crypto.Schemes(), ", "))
+	f.StringVar(&opts.Name, "name", certs.DefaultName, "cluster name")
+	return cmd
 }
 
 func printInit(w io.Writer, dir string, c *certs.Cluster) {

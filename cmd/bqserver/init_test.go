@@ -13,7 +13,7 @@ import (
 
 func runInitForTest(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = runInit(args, &out, &errb)
+	code = run(append([]string{"init"}, args...), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -74,8 +74,8 @@ func TestRunInitUsageErrors(t *testing.T) {
 		{"no servers", []string{"--dir", d}, "--servers is required"},
 		{"no dir", []string{"--servers", "4"}, "--dir is required"},
 		{"empty dir", []string{"--dir", "", "--servers", "4"}, "--dir is required"},
-		{"unknown flag", []string{"--dir", d, "--servers", "4", "--replicas", "3"}, "flag provided but not defined: -replicas"},
-		{"not a number", []string{"--dir", d, "--servers", "four"}, "invalid value"},
+		{"unknown flag", []string{"--dir", d, "--servers", "4", "--replicas", "3"}, "unknown flag: --replicas"},
+		{"not a number", []string{"--dir", d, "--servers", "four"}, `invalid argument "four" for "--servers"`},
 		{"extra argument", []string{"--dir", d, "--servers", "4", "now"}, `unexpected argument "now"`},
 		{"zero servers", []string{"--dir", d, "--servers", "0"}, "--servers 0: a cluster has 1..1024 servers"},
 		{"negative f", []string{"--dir", d, "--servers", "4", "--f", "-1"}, "--f -1: the number of Byzantine servers tolerated cannot be negative"},
@@ -102,10 +102,11 @@ func TestRunInitUsageErrors(t *testing.T) {
 }
 
 func TestRunInitHelp(t *testing.T) {
-	code, _, errs := runInitForTest("-h")
+	code, out, _ := runInitForTest("-h")
 	require.Equal(t, 0, code)
-	require.Contains(t, errs, "usage: bqserver init --dir DIR --servers N")
-	require.Contains(t, errs, "-port-base")
+	require.Contains(t, out, "bqserver init --dir DIR --servers N")
+	require.Contains(t, out, "--port-base")
+	require.Contains(t, out, "Exit codes:")
 }
 
 func TestRunInitRefusesExistingCluster(t *testing.T) {

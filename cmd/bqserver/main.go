@@ -3,46 +3,47 @@
 //
 //	bqserver init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S]
 //	bqserver run  --dir DIR --id I
-//	bqserver dev  [--dir DIR] [--servers 4]
+//	bqserver dev  [--dir DIR] [--servers 4] [--processes]
+//
+// Run `bqserver COMMAND --help` for a command's flags.
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bq-lock/bq/cmd/internal/cli"
 )
-
-const usage = `bqserver: the bq lock server
-
-Usage:
-  bqserver init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S]
-        make a cluster: CA, per-server TLS certificates and signing keys, DIR/cluster.yaml
-  bqserver run --dir DIR --id I [--metrics ADDR] [--log-level L] [--log-format text|json]
-        run server I of the cluster in DIR until SIGINT or SIGTERM
-  bqserver dev [--dir DIR] [--servers 4]
-        run a whole local cluster in one process (makes one in DIR if it has none)
-
-Run 'bqserver COMMAND -h' for a command's flags.
-`
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+const exitCodesHelp = `
+Exit codes: 0 ok (also after SIGINT or SIGTERM), 1 error, 2 usage.
+`
+
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+	root := &cobra.Command{
+		Use:   "bqserver",
+		Short: "The bq lock server",
+		Long: `bqserver runs a server of a bq cluster: n ≥ 3f+1 servers that stay correct with up to f of them,
+and any number of clients, malicious. 'init' makes a cluster's keys and certificates, 'run' runs one
+server, 'dev' a whole local cluster for trying bq out.`,
+		Version: cli.Version("bqserver"),
 	}
-	switch args[0] {
-	case "init":
-		return runInit(args[1:], stdout, stderr)
-	case "run":
-		return runServer(args[1:], stdout, stderr)
-	case "dev":
-		return runDev(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "bqserver: unknown command %q\n\n%s", args[0], usage)
-	return 2
+	root.SetVersionTemplate("{{.Version}}")
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
+	root.AddCommand(initCmd(stdout, stderr), runCmd(stderr), devCmd(stdout, stderr), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of bqserver, its commit, Go and the protocol",
+		Args:  cli.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := io.WriteString(stdout, cli.Version("bqserver"))
+			return err
+		},
+	})
+	return cli.Execute(root, args, stderr)
 }

@@ -2,128 +2,89 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/bq-lock/bq/cmd/internal/cli"
 	"github.com/bq-lock/bq/server"
 )
 
 // stopBudget is how long a stopping server may take before we give up waiting.
 const stopBudget = 2 * time.Second
 
-func runServer(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bqserver run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dir := fs.String("dir", "", "cluster directory made by 'bqserver init' (required)")
-	id := fs.Int("id", -1, "this server's id in DIR/cluster.yaml (required)")
-	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics on this TCP address (e.g. 127.0.0.1:9400), at /metrics")
-	logOpts := addLogFlags(fs)
-	// Hidden (benchmarks, test/bench): profile the server's CPU until it stops.
-	cpuprofile := fs.String("cpuprofile", "", "")
-	fs.Usage = func() { usageExcept(fs, "cpuprofile") }
-	if err := fs.Parse(args); err != nil {
-		return 2
+func runCmd(stderr io.Writer) *cobra.Command {
+	var dir, metricsAddr, cpuprofile string
+	var id int
+	var logs cli.LogFlags
+	cmd := &cobra.Command{
+		Use:   "run --dir DIR --id I [--metrics ADDR]",
+		Short: "Run one server of a cluster until SIGINT or SIGTERM",
+		Long: `Run server I of the cluster in DIR (made by 'bqserver init'): it needs DIR/cluster.yaml and its
+own DIR/server-I/ directory, where it keeps its data (a write-ahead log and bbolt). Logs go to
+stderr. SIGINT or SIGTERM stop it within two seconds (exit 0).`,
+		Example: `  bqserver run --dir /etc/bq --id 0 --metrics 127.0.0.1:9400`,
+		Args:    cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" || !cmd.Flags().Changed("id") || id < 0 {
+				return cli.Usagef("--dir and --id are required")
+			}
+			logger, err := logs.Logger(stderr)
+			if err != nil {
+				return err
+			}
+			if cpuprofile != "" {
+				f, err := os.Create(cpuprofile)
+				if err == nil {
+					err = pprof.StartCPUProfile(f)
+				}
+				if err != nil {
+					return &cli.Exit{Code: 1, Msg: fmt.Sprintf("--cpuprofile: %v", err)}
+				}
+				defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			srv, err := server.Start(server.Config{Dir: dir, ID: id, Logger: logger, MetricsAddr: metricsAddr})
+			if err != nil {
+				logger.Error("cannot start", "err", err)
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			<-ctx.Done()
+			logger.Info("stopping", "signal", context.Cause(ctx))
+			return closeWithin(srv.Close, stopBudget, logger)
+		},
 	}
-	if *dir == "" || *id < 0 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "bqserver run: --dir and --id are required, and nothing else")
-		fs.Usage()
-		return 2
-	}
-	logger, err := logOpts.logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "bqserver run:", err)
-		return 2
-	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "bqserver run: --cpuprofile:", err)
-			return 1
-		}
-		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
-	cfg := newServerConfig(*dir, *id, logger)
-	cfg.MetricsAddr = *metricsAddr
-	srv, err := server.Start(cfg)
-	if err != nil {
-		logger.Error("cannot start", "err", err)
-		fmt.Fprintf(stderr, "bqserver run: %v\n", err)
-		return 1
-	}
-	<-ctx.Done()
-	logger.Info("stopping", "signal", context.Cause(ctx))
-	return closeWithin(srv.Close, stopBudget, logger)
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "cluster directory made by 'bqserver init' (required)")
+	f.IntVar(&id, "id", -1, "this server's id in DIR/cluster.yaml (required)")
+	f.StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics on this TCP address (e.g. 127.0.0.1:9400), at /metrics")
+	f.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file (benchmarks)")
+	_ = f.MarkHidden("cpuprofile")
+	logs.Add(f, "info")
+	return cmd
 }
 
-// usageExcept prints fs's usage without the hidden flags.
-func usageExcept(fs *flag.FlagSet, hidden ...string) {
-	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
-	shown.SetOutput(fs.Output())
-	fs.VisitAll(func(f *flag.Flag) {
-		if !slices.Contains(hidden, f.Name) {
-			shown.Var(f.Value, f.Name, f.Usage)
-		}
-	})
-	fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
-	shown.PrintDefaults()
-}
-
-// closeWithin runs closeFn and returns 0 if it finished in time without error.
-func closeWithin(closeFn func() error, budget time.Duration, logger *slog.Logger) int {
+// closeWithin runs closeFn and returns nil if it finished in time without error.
+func closeWithin(closeFn func() error, budget time.Duration, logger *slog.Logger) error {
 	done := make(chan error, 1)
 	go func() { done <- closeFn() }()
 	select {
 	case err := <-done:
 		if err != nil {
 			logger.Error("stopped with an error", "err", err)
-			return 1
+			return &cli.Exit{Code: 1, Msg: fmt.Sprintf("stopped with an error: %v", err)}
 		}
-		return 0
+		return nil
 	case <-time.After(budget):
 		logger.Error("did not stop in time; exiting anyway", "budget", budget)
-		return 1
+		return &cli.Exit{Code: 1, Msg: fmt.Sprintf("did not stop within %v", budget)}
 	}
-}
-
-func newServerConfig(dir string, id int, logger *slog.Logger) server.Config {
-	return server.Config{Dir: dir, ID: id, Logger: logger}
-}
-
-type logFlags struct{ level, format *string }
-
-func addLogFlags(fs *flag.FlagSet) logFlags {
-	return logFlags{
-		level:  fs.String("log-level", "info", "log level: debug, info, warn, error"),
-		format: fs.String("log-format", "text", "log format: text or json"),
-	}
-}
-
-func (l logFlags) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*l.level)); err != nil {
-		return nil, fmt.Errorf("bad --log-level %q: want debug, info, warn or error", *l.level)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch strings.ToLower(*l.format) {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("bad --log-format %q: want text or json", *l.format)
 }

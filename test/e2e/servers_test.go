@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +60,49 @@ func TestDev(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "dev")
 	p := start(t, "dev", nil, bin("bqserver"), "dev", "--dir", dir, "--port-base", itoa(freePortBase(t, 4)))
 	p.waitFor(30*time.Second, 1, "self-check: took lock", "and released it", "press Ctrl-C")
+	out := p.output()
+	require.True(t, strings.HasSuffix(out, "press Ctrl-C (or send SIGTERM) to stop\n"), "the banner comes last:\n%s", out)
+	require.NotContains(t, out, "level=INFO", "server logs stay out of the terminal")
+	logs, err := os.ReadFile(filepath.Join(dir, "dev.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(logs), "server started")
 	code, took := p.stop(syscall.SIGTERM, 5*time.Second)
 	require.Equal(t, 0, code)
 	require.Less(t, took, 2*time.Second)
+}
+
+// The README's fault drill: bqserver dev --processes runs four server
+// processes; with one killed the lock still works, with two killed bqclient
+// says at once that the cluster is unavailable (exit 5); SIGTERM stops dev
+// and every server it started.
+func TestDevProcessesFaultDrill(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "drill")
+	p := start(t, "dev", nil, bin("bqserver"), "dev", "--processes", "--dir", dir, "--port-base", itoa(freePortBase(t, 4)))
+	p.waitFor(30*time.Second, 1, "as 4 processes", "self-check: took lock", "fault drill", "press Ctrl-C")
+	pid := func(i int) int {
+		raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("server-%d.pid", i)))
+		require.NoError(t, err)
+		n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		require.NoError(t, err)
+		return n
+	}
+	pids := []int{pid(0), pid(1), pid(2), pid(3)}
+	c := bqc{t: t, cluster: filepath.Join(dir, "cluster.yaml"), work: t.TempDir()}
+
+	require.NoError(t, syscall.Kill(pids[3], syscall.SIGKILL))
+	p.waitFor(5*time.Second, 1, "server 3 (pid")
+	r := c.run("a.key", "lock", "demo", "--", "echo", "still works")
+	require.Equal(t, 0, r.code, r.err)
+	require.Contains(t, r.out, "still works")
+
+	require.NoError(t, syscall.Kill(pids[2], syscall.SIGKILL))
+	r = c.run("a.key", "lock", "demo", "--try")
+	require.Equal(t, 5, r.code, r.err)
+	require.Contains(t, r.err, "2 of 4 servers answered, need 3")
+
+	code, _ := p.stop(syscall.SIGTERM, 5*time.Second)
+	require.Equal(t, 0, code, p.output())
+	for _, id := range pids[:2] {
+		waitUntil(t, 3*time.Second, func() bool { return syscall.Kill(id, 0) != nil })
+	}
 }
