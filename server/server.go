@@ -103,9 +103,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("server", m.ID.String())
-	reg := metrics.NewRegistry()
+	reg := metrics.NewRegistry(m.ID.String())
 	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
-		reg.Fsync.ObserveDuration(d)
+		reg.Fsync.Observe(d.Seconds())
 		reg.Batches.Observe(float64(ops))
 	}})
 	if err != nil {
@@ -129,7 +129,7 @@ func Start(cfg Config) (*Server, error) {
 			return fail(fmt.Errorf("server: metrics address %s: %w", cfg.MetricsAddr, err))
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", reg)
+		mux.Handle("/metrics", reg.Handler())
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = s.http.Serve(ln) }()
 		log.Info("serving metrics", "url", "http://"+ln.Addr().String()+"/metrics")
@@ -218,7 +218,7 @@ func (s *Server) loop(ctx context.Context) {
 				// What overflowed never left: resynchronise with the peer as
 				// on a reconnect (docs/protocol.md §3.5, core.Repair).
 				s.log.Info("resynchronising with a server whose send queue overflowed", "peer", peer.String())
-				s.metrics.Repairs.Add(1)
+				s.metrics.Repairs.Inc()
 				eff.Append(s.core.Step(now, core.Input{Kind: core.InputConnected, From: wire.ServerPeer(peer)}))
 			}
 			if now.Sub(s.published) >= time.Second {
@@ -316,7 +316,7 @@ func (s *Server) send(o core.Outgoing) {
 	if err == nil {
 		s.countOut(o.To)
 	} else if errors.Is(err, transport.ErrQueueFull) && !o.To.IsClient {
-		s.metrics.Overflows.Add(1)
+		s.metrics.Overflows.Inc()
 		s.repairMu.Lock()
 		s.repair.Overflowed(o.To.Server, time.Now())
 		s.repairMu.Unlock()
@@ -390,16 +390,16 @@ func (s *Server) count(in transport.Inbound) {
 	if in.From.IsClient {
 		t = &s.metrics.FromClients
 	}
-	t.Messages.Add(1)
-	t.Bytes.Add(uint64(in.Size))
+	t.Messages.Inc()
+	t.Bytes.Add(float64(in.Size))
 }
 
 // countOut adds a message queued for to to the traffic counters.
 func (s *Server) countOut(to transport.Peer) {
 	if to.IsClient {
-		s.metrics.ToClients.Messages.Add(1)
+		s.metrics.ToClients.Messages.Inc()
 	} else {
-		s.metrics.ToServers.Messages.Add(1)
+		s.metrics.ToServers.Messages.Inc()
 	}
 }
 
@@ -411,7 +411,7 @@ func (s *Server) publish(now time.Time) {
 		return
 	}
 	snap := metrics.Snapshot{
-		Server: s.Material.ID.String(), Incarnation: s.Incarnation,
+		Incarnation: s.Incarnation,
 		Accesses: make(map[string]uint64, len(k.Stats.Accesses)),
 		Pushes:   k.Stats.Pushes, Forwards: k.Stats.Forwards, Suspicions: k.Stats.VotesCast,
 		Resets: k.Stats.Resets, Bans: k.Stats.Bans, Equivocation: k.Stats.Equivocation,

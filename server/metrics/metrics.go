@@ -1,23 +1,23 @@
-// Package metrics renders a server's counters in the Prometheus text
-// exposition format (version 0.0.4), without a client library: a Snapshot
-// is published by the server loop and served as is.
+// Package metrics is a server's Prometheus metrics (client_golang): the
+// counters and gauges the protocol core keeps, published by the server loop
+// as a Snapshot and collected from it at each scrape; histograms of the
+// durable store's commits; traffic counters the runtime bumps as it goes;
+// and the standard go_* and process_* collectors.
 package metrics
 
 import (
-	"fmt"
-	"io"
-	"math"
 	"net/http"
 	"sort"
-	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Snapshot is everything a scrape shows, copied out of the server loop.
+// Snapshot is what the protocol core counts, copied out of the server loop
+// (which owns the core) for the next scrape.
 type Snapshot struct {
-	Server      string
 	Incarnation uint64
 	// Accesses by kind: doorway, ticket, held, exit, listen, getset, read, status.
 	Accesses     map[string]uint64
@@ -42,152 +42,149 @@ type Snapshot struct {
 	Banned int
 }
 
-// Histogram is a fixed-bucket histogram safe for concurrent Observe.
-// INVARIANT: bounds ascend; counts[i] counts observations in (bounds[i-1], bounds[i]].
-type Histogram struct {
-	bounds  []float64
-	counts  []atomic.Uint64
-	count   atomic.Uint64
-	sumNano atomic.Uint64 // the sum of observations, in billionths
-}
-
-// NewHistogram makes a histogram with the given upper bounds.
-func NewHistogram(bounds ...float64) *Histogram {
-	return &Histogram{bounds: bounds, counts: make([]atomic.Uint64, len(bounds))}
-}
-
-// FsyncBuckets suits disk commit latencies: 100 µs to 2.5 s.
-func FsyncBuckets() *Histogram {
-	return NewHistogram(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
-}
-
-// Observe records one value.
-func (h *Histogram) Observe(v float64) {
-	for i, b := range h.bounds {
-		if v <= b {
-			h.counts[i].Add(1)
-			break
-		}
-	}
-	h.count.Add(1)
-	h.sumNano.Add(uint64(v * 1e9))
-}
-
-// ObserveDuration records one duration in seconds.
-func (h *Histogram) ObserveDuration(d time.Duration) { h.Observe(d.Seconds()) }
+// Buckets of the commit histograms. A durable commit (one fdatasync of the
+// write-ahead log) takes 0.25 ms alone and 1 to 2 ms under load on the
+// machines of docs/performance.md, with a tail to tens of milliseconds on a
+// busy disk; a commit holds 1 to a few hundred records (8 at 16 writers).
+var (
+	FsyncBuckets  = []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5}
+	RecordBuckets = prometheus.ExponentialBuckets(1, 2, 11) // 1 … 1024
+)
 
 // Traffic counts messages (and, where the size is known, bytes) live, as the
-// server loop handles them: not through the snapshot.
+// server loop handles them.
 type Traffic struct {
-	Messages atomic.Uint64
-	Bytes    atomic.Uint64
+	Messages prometheus.Counter
+	Bytes    prometheus.Counter
 }
 
-// Registry holds the latest snapshot, the histograms and the traffic counters.
+// Registry holds one server's metrics. Every metric carries the label
+// server="s<id>".
 type Registry struct {
-	mu      sync.Mutex
-	snap    Snapshot
-	Fsync   *Histogram
-	Batches *Histogram // records per commit
+	prom *prometheus.Registry
+	snap atomic.Pointer[Snapshot]
+	// Fsync and Batches observe each durable commit: its latency in seconds
+	// and its number of records.
+	Fsync, Batches prometheus.Histogram
 	// FromClients and FromServers count decoded messages received (and their
 	// encoded bytes); ToClients and ToServers count messages queued to send.
 	FromClients, FromServers, ToClients, ToServers Traffic
 	// Overflows counts messages to servers dropped on a full send queue;
 	// Repairs counts the resyncs that made up for them (core.Repair).
-	Overflows, Repairs atomic.Uint64
+	Overflows, Repairs prometheus.Counter
 }
 
-// NewRegistry makes an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{Fsync: FsyncBuckets(), Batches: NewHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096)}
-}
-
-// Publish replaces the snapshot.
-func (r *Registry) Publish(s Snapshot) {
-	r.mu.Lock()
-	r.snap = s
-	r.mu.Unlock()
-}
-
-// ServeHTTP renders the metrics.
-func (r *Registry) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_ = r.Write(w)
-}
-
-// Write renders the metrics in the text format.
-func (r *Registry) Write(w io.Writer) error {
-	r.mu.Lock()
-	s := r.snap
-	r.mu.Unlock()
-	var b strings.Builder
-	lbl := fmt.Sprintf(`server=%q`, s.Server)
-	metric := func(name, typ, help string) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+// NewRegistry makes the metrics of server (its id, "s0").
+func NewRegistry(server string) *Registry {
+	r := &Registry{prom: prometheus.NewRegistry()}
+	r.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"server": server}, r.prom)
+	r.Fsync = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "bq_fsync_seconds", Help: "Durable commit (write and fdatasync of the write-ahead log) latency.", Buckets: FsyncBuckets,
+	})
+	r.Batches = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "bq_commit_records", Help: "Records per durable commit (group commit size).", Buckets: RecordBuckets,
+	})
+	messages := func(name, help, dir, who string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: prometheus.Labels{dir: who}})
 	}
-	one := func(name, typ, help string, v float64) {
-		metric(name, typ, help)
-		fmt.Fprintf(&b, "%s{%s} %s\n", name, lbl, num(v))
+	const (
+		in, out = "Messages received and decoded, by the kind of sender.", "Messages queued to send, by the kind of receiver."
+		inBytes = "Encoded bytes of the messages received, by the kind of sender."
+	)
+	r.FromClients = Traffic{messages("bq_messages_in_total", in, "from", "client"), messages("bq_bytes_in_total", inBytes, "from", "client")}
+	r.FromServers = Traffic{messages("bq_messages_in_total", in, "from", "server"), messages("bq_bytes_in_total", inBytes, "from", "server")}
+	r.ToClients = Traffic{Messages: messages("bq_messages_out_total", out, "to", "client")}
+	r.ToServers = Traffic{Messages: messages("bq_messages_out_total", out, "to", "server")}
+	r.Overflows = prometheus.NewCounter(prometheus.CounterOpts{Name: "bq_send_overflows_total", Help: "Messages to other servers dropped because the peer's send queue was full."})
+	r.Repairs = prometheus.NewCounter(prometheus.CounterOpts{Name: "bq_overflow_repairs_total", Help: "Resynchronisations with a server after its send queue overflowed."})
+	reg.MustRegister(r.Fsync, r.Batches, r.Overflows, r.Repairs, snapshotCollector{r})
+	for _, t := range []Traffic{r.FromClients, r.FromServers, r.ToClients, r.ToServers} {
+		reg.MustRegister(t.Messages)
+		if t.Bytes != nil {
+			reg.MustRegister(t.Bytes)
+		}
 	}
-	one("bq_server_incarnation", "gauge", "Runs of this server so far (bumped durably at every start).", float64(s.Incarnation))
-	metric("bq_accesses_total", "counter", "Client accesses served, by kind.")
+	return r
+}
+
+// Publish replaces the snapshot the next scrape reports.
+func (r *Registry) Publish(s Snapshot) { r.snap.Store(&s) }
+
+// Handler serves the metrics in the Prometheus exposition formats.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.prom, promhttp.HandlerOpts{Registry: r.prom})
+}
+
+// Gatherer is the registry, for tests and for embedding in another one.
+func (r *Registry) Gatherer() prometheus.Gatherer { return r.prom }
+
+// snapshotCollector reports the latest Snapshot as constant metrics: the
+// core's state belongs to the server loop, which copies it out (the
+// exporter pattern of client_golang).
+type snapshotCollector struct{ r *Registry }
+
+var (
+	descIncarnation = prometheus.NewDesc("bq_server_incarnation", "Runs of this server so far (bumped durably at every start).", nil, nil)
+	descAccesses    = prometheus.NewDesc("bq_accesses_total", "Client accesses served, by kind.", []string{"kind"}, nil)
+	counterDescs    = []struct {
+		d   *prometheus.Desc
+		get func(*Snapshot) uint64
+	}{
+		{prometheus.NewDesc("bq_pushes_total", "Listener pushes sent (LISTEN and getSet updates).", nil, nil), func(s *Snapshot) uint64 { return s.Pushes }},
+		{prometheus.NewDesc("bq_forwards_total", "Objects forwarded to other servers (statements, votes, certificates, evidence).", nil, nil), func(s *Snapshot) uint64 { return s.Forwards }},
+		{prometheus.NewDesc("bq_suspicions_total", "Suspect votes this server cast (expired leases, overdue Doorways).", nil, nil), func(s *Snapshot) uint64 { return s.Suspicions }},
+		{prometheus.NewDesc("bq_resets_total", "Reset certificates applied.", nil, nil), func(s *Snapshot) uint64 { return s.Resets }},
+		{prometheus.NewDesc("bq_bans_total", "Clients banned on transferable evidence.", nil, nil), func(s *Snapshot) uint64 { return s.Bans }},
+		{prometheus.NewDesc("bq_equivocations_total", "Equivocating statement pairs seen.", nil, nil), func(s *Snapshot) uint64 { return s.Equivocation }},
+		{prometheus.NewDesc("bq_rejected_total", "Client requests refused with an error (stale statements not included).", nil, nil), func(s *Snapshot) uint64 { return s.Rejected }},
+		{prometheus.NewDesc("bq_stale_total", "Client statements refused because a newer one of the same client is held (a resend or a late copy: benign).", nil, nil), func(s *Snapshot) uint64 { return s.Stale }},
+		{prometheus.NewDesc("bq_announced_total", "Statement references announced to the other servers (lazy dissemination).", nil, nil), func(s *Snapshot) uint64 { return s.Announced }},
+		{prometheus.NewDesc("bq_pulled_total", "Statements this server asked another for after an announcement.", nil, nil), func(s *Snapshot) uint64 { return s.Pulled }},
+		{prometheus.NewDesc("bq_verify_cache_hits_total", "Statement signature checks answered from the cache.", nil, nil), func(s *Snapshot) uint64 { return s.CacheHits }},
+		{prometheus.NewDesc("bq_verify_cache_misses_total", "Statement signatures verified.", nil, nil), func(s *Snapshot) uint64 { return s.CacheMisses }},
+	}
+	gaugeDescs = []struct {
+		d   *prometheus.Desc
+		get func(*Snapshot) int
+	}{
+		{prometheus.NewDesc("bq_locks_in_use", "Locks with a non-empty active set.", nil, nil), func(s *Snapshot) int { return s.Locks }},
+		{prometheus.NewDesc("bq_active_set_members", "Members of all active sets.", nil, nil), func(s *Snapshot) int { return s.Members }},
+		{prometheus.NewDesc("bq_active_set_max", "Size of the largest active set.", nil, nil), func(s *Snapshot) int { return s.MaxMembers }},
+		{prometheus.NewDesc("bq_clients_suspected", "Clients with a session this server suspects and no certificate reset yet.", nil, nil), func(s *Snapshot) int { return s.Suspected }},
+		{prometheus.NewDesc("bq_clients_banned", "Clients banned.", nil, nil), func(s *Snapshot) int { return s.Banned }},
+	}
+)
+
+func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descIncarnation
+	ch <- descAccesses
+	for _, m := range counterDescs {
+		ch <- m.d
+	}
+	for _, m := range gaugeDescs {
+		ch <- m.d
+	}
+}
+
+func (c snapshotCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.r.snap.Load()
+	if s == nil {
+		s = &Snapshot{}
+	}
+	ch <- prometheus.MustNewConstMetric(descIncarnation, prometheus.GaugeValue, float64(s.Incarnation))
 	kinds := make([]string, 0, len(s.Accesses))
 	for k := range s.Accesses {
 		kinds = append(kinds, k)
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		fmt.Fprintf(&b, "bq_accesses_total{%s,kind=%q} %d\n", lbl, k, s.Accesses[k])
+		ch <- prometheus.MustNewConstMetric(descAccesses, prometheus.CounterValue, float64(s.Accesses[k]), k)
 	}
-	one("bq_pushes_total", "counter", "Listener pushes sent (LISTEN and getSet updates).", float64(s.Pushes))
-	one("bq_forwards_total", "counter", "Objects forwarded to other servers (statements, votes, certificates, evidence).", float64(s.Forwards))
-	one("bq_suspicions_total", "counter", "Suspect votes this server cast (expired leases, overdue Doorways).", float64(s.Suspicions))
-	one("bq_resets_total", "counter", "Reset certificates applied.", float64(s.Resets))
-	one("bq_bans_total", "counter", "Clients banned on transferable evidence.", float64(s.Bans))
-	one("bq_equivocations_total", "counter", "Equivocating statement pairs seen.", float64(s.Equivocation))
-	one("bq_rejected_total", "counter", "Client requests refused with an error (stale statements not included).", float64(s.Rejected))
-	one("bq_stale_total", "counter", "Client statements refused because a newer one of the same client is held (a resend or a late copy: benign).", float64(s.Stale))
-	one("bq_announced_total", "counter", "Statement references announced to the other servers (lazy dissemination).", float64(s.Announced))
-	one("bq_pulled_total", "counter", "Statements this server asked another for after an announcement.", float64(s.Pulled))
-	one("bq_verify_cache_hits_total", "counter", "Statement signature checks answered from the cache.", float64(s.CacheHits))
-	one("bq_verify_cache_misses_total", "counter", "Statement signatures verified.", float64(s.CacheMisses))
-	one("bq_locks_in_use", "gauge", "Locks with a non-empty active set.", float64(s.Locks))
-	one("bq_active_set_members", "gauge", "Members of all active sets.", float64(s.Members))
-	one("bq_active_set_max", "gauge", "Size of the largest active set.", float64(s.MaxMembers))
-	one("bq_clients_suspected", "gauge", "Clients with a session this server suspects and no certificate reset yet.", float64(s.Suspected))
-	one("bq_clients_banned", "gauge", "Clients banned.", float64(s.Banned))
-	metric("bq_messages_in_total", "counter", "Messages received and decoded, by the kind of sender.")
-	fmt.Fprintf(&b, "bq_messages_in_total{%s,from=\"client\"} %d\n", lbl, r.FromClients.Messages.Load())
-	fmt.Fprintf(&b, "bq_messages_in_total{%s,from=\"server\"} %d\n", lbl, r.FromServers.Messages.Load())
-	metric("bq_bytes_in_total", "counter", "Encoded bytes of the messages received, by the kind of sender.")
-	fmt.Fprintf(&b, "bq_bytes_in_total{%s,from=\"client\"} %d\n", lbl, r.FromClients.Bytes.Load())
-	fmt.Fprintf(&b, "bq_bytes_in_total{%s,from=\"server\"} %d\n", lbl, r.FromServers.Bytes.Load())
-	metric("bq_messages_out_total", "counter", "Messages queued to send, by the kind of receiver.")
-	fmt.Fprintf(&b, "bq_messages_out_total{%s,to=\"client\"} %d\n", lbl, r.ToClients.Messages.Load())
-	fmt.Fprintf(&b, "bq_messages_out_total{%s,to=\"server\"} %d\n", lbl, r.ToServers.Messages.Load())
-	one("bq_send_overflows_total", "counter", "Messages to other servers dropped because the peer's send queue was full.", float64(r.Overflows.Load()))
-	one("bq_overflow_repairs_total", "counter", "Resynchronisations with a server after its send queue overflowed.", float64(r.Repairs.Load()))
-	writeHistogram(&b, "bq_fsync_seconds", "Durable commit (write and fsync) latency.", lbl, r.Fsync)
-	writeHistogram(&b, "bq_commit_records", "Records per durable commit (group commit size).", lbl, r.Batches)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func writeHistogram(b *strings.Builder, name, help, lbl string, h *Histogram) {
-	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
-	var cum uint64
-	for i, bound := range h.bounds {
-		cum += h.counts[i].Load()
-		fmt.Fprintf(b, "%s_bucket{%s,le=%q} %d\n", name, lbl, num(bound), cum)
+	for _, m := range counterDescs {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.get(s)))
 	}
-	fmt.Fprintf(b, "%s_bucket{%s,le=\"+Inf\"} %d\n", name, lbl, h.count.Load())
-	fmt.Fprintf(b, "%s_sum{%s} %s\n", name, lbl, num(float64(h.sumNano.Load())/1e9))
-	fmt.Fprintf(b, "%s_count{%s} %d\n", name, lbl, h.count.Load())
-}
-
-func num(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return fmt.Sprintf("%d", int64(v))
+	for _, m := range gaugeDescs {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.get(s)))
 	}
-	return fmt.Sprintf("%g", v)
 }

@@ -202,8 +202,23 @@ func cpuSum(pids []int) (float64, error) {
 // metricLine is "name{labels} value" in the Prometheus text format.
 var metricLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
 
-// serverLabel is the per-server label, dropped so that servers sum up.
-var serverLabel = regexp.MustCompile(`server="[^"]*",?`)
+// withoutServer drops the per-server label from "{a="x",server="s0"}", so
+// that the servers' series sum up; the other labels keep their order.
+func withoutServer(labels string) string {
+	if labels == "" {
+		return ""
+	}
+	var kept []string
+	for _, l := range strings.Split(strings.Trim(labels, "{}"), ",") {
+		if !strings.HasPrefix(l, `server="`) {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return "{" + strings.Join(kept, ",") + "}"
+}
 
 // scrape reads every URL's metrics and sums equal series over them.
 func scrape(urls []string) (map[string]float64, error) {
@@ -238,11 +253,7 @@ func parseMetrics(r io.Reader, into map[string]float64) error {
 		if err != nil {
 			continue
 		}
-		labels := serverLabel.ReplaceAllString(m[2], "")
-		if labels == "{}" {
-			labels = ""
-		}
-		into[m[1]+labels] += v
+		into[m[1]+withoutServer(m[2])] += v
 	}
 	return sc.Err()
 }

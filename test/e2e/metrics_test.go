@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// bqserver run --metrics serves Prometheus metrics: accesses by kind, pushes,
-// active-set sizes, fsync latency.
+// bqserver run --metrics serves Prometheus metrics (client_golang): accesses
+// by kind, pushes, active-set sizes, fsync latency, traffic, and the
+// standard go_* and process_* collectors.
 func TestMetrics(t *testing.T) {
 	dir := initCluster(t, 4)
 	var ps []*proc
@@ -43,7 +44,7 @@ func TestMetrics(t *testing.T) {
 		resp.Body.Close()
 		require.NoError(t, err)
 		body = string(b)
-		if regexp.MustCompile(`kind="exit"\} [1-9]`).MatchString(body) {
+		if regexp.MustCompile(`kind="exit",server="s0"\} [1-9]`).MatchString(body) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -51,12 +52,15 @@ func TestMetrics(t *testing.T) {
 	// A client resends its latest statement when a connection comes up (§6),
 	// so a statement sent before the connection finished may count twice.
 	for _, kind := range []string{"doorway", "ticket", "exit"} {
-		require.Regexp(t, `bq_accesses_total\{server="s0",kind="`+kind+`"\} [1-9]`, body)
+		require.Regexp(t, `bq_accesses_total\{kind="`+kind+`",server="s0"\} [1-9]`, body)
 	}
 	for _, want := range []string{
 		`bq_server_incarnation{server="s0"} 1`,
 		"# TYPE bq_fsync_seconds histogram",
 		`bq_active_set_members{server="s0"} 0`,
+		`bq_messages_in_total{from="client",server="s0"}`,
+		"# TYPE go_goroutines gauge",
+		"# TYPE process_cpu_seconds_total counter",
 	} {
 		require.Contains(t, body, want)
 	}
