@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,11 +55,14 @@ type Client struct {
 	log     *slog.Logger
 	tr      transport.Transport
 
-	mu    sync.Mutex // guards bk, slots, ops, up
+	mu    sync.Mutex // guards bk, slots, ops, up, connRefused
 	bk    *bakery.Client
 	slots map[string]*slot
 	ops   map[uint64]chan bakery.Event
 	up    map[wire.ServerID]bool
+	// connRefused: servers that refused our connection for a reason
+	// retrying cannot mend (another protocol version, another cluster).
+	connRefused map[wire.ServerID]string
 	// status routes StatusReply by request id.
 	status     map[uint64]*statusWait
 	nextStatus uint64
@@ -167,8 +171,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{
 		cluster: cluster, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
-		status:     make(map[uint64]*statusWait),
-		leaseReady: make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
+		connRefused: make(map[wire.ServerID]string),
+		status:      make(map[uint64]*statusWait),
+		leaseReady:  make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
 		counter: counter,
 	}
 	c.mu.Lock()
@@ -238,6 +243,20 @@ func tickEvery(ttl time.Duration) time.Duration {
 	return min(max(ttl/30, 5*time.Millisecond), 100*time.Millisecond)
 }
 
+// sortedValues are m's values in the order of their keys.
+func sortedValues(m map[wire.ServerID]string) []string {
+	ids := make([]int, 0, len(m))
+	for id := range m {
+		ids = append(ids, int(id))
+	}
+	sort.Ints(ids)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = m[wire.ServerID(id)]
+	}
+	return out
+}
+
 // ID is the client's id (the hash of its public key).
 func (c *Client) ID() wire.ClientID { return wire.ClientID(c.key.Public.ID) }
 
@@ -292,6 +311,13 @@ func (c *Client) loop(every time.Duration) {
 				c.up[ev.From.Server] = false
 			case transport.EventBadInput:
 				c.log.Warn("bad input from server", "server", ev.From.String(), "err", ev.Err)
+			case transport.EventRefused:
+				c.log.Warn("a server refused the connection", "server", ev.From.String(), "err", ev.Err)
+				c.connRefused[ev.From.Server] = ev.Err.Error()
+				if n := c.cluster.N; n-len(c.connRefused) < c.cluster.Quorum {
+					err := fmt.Errorf("%w: the connection: %s", bakery.ErrRefused, strings.Join(sortedValues(c.connRefused), "; "))
+					c.refusedOnce.Do(func() { c.refusedErr = err; close(c.refused) })
+				}
 			}
 			c.mu.Unlock()
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/transport"
+	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -418,4 +420,24 @@ func TestDetachedHoldingSurvivesOtherLocks(t *testing.T) {
 	require.Greater(t, time.Since(detachedAt), ttl*9/10)
 	require.True(t, h.Token().Less(got.Token()))
 	require.NoError(t, got.Unlock(ctx))
+}
+
+// A client of another protocol major version (docs/protocol.md §1,
+// "Versions") is refused by every server in the TLS handshake: Dial fails at
+// once with ErrRefused that says so, not as an outage after its context.
+func TestDialAnotherProtocolVersion(t *testing.T) {
+	tc := newCluster(t, 4)
+	key, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = Dial(ctx, Config{Cluster: tc.cluster, Identity: key, newTransport: func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
+		return transport.DialClient(transport.ClientConfig{
+			Key: key, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert,
+			Version: wire.Version{Major: wire.ProtocolMajor + 1},
+		})
+	}})
+	require.ErrorIs(t, err, ErrRefused)
+	require.ErrorContains(t, err, "speaks no protocol version this client does (bq/2)")
+	require.NoError(t, ctx.Err(), "refused at once")
 }

@@ -24,6 +24,10 @@ const (
 var (
 	encMode cbor.EncMode
 	decMode cbor.DecMode
+	// frameMode is decMode that ignores map keys it does not know: unsigned
+	// frames may carry fields a newer minor version added (docs/protocol.md
+	// §1, "Versions"). Signed bodies never use it.
+	frameMode cbor.DecMode
 )
 
 func init() {
@@ -32,7 +36,7 @@ func init() {
 	if err != nil {
 		panic(err)
 	}
-	decMode, err = cbor.DecOptions{
+	strict := cbor.DecOptions{
 		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
 		IndefLength:       cbor.IndefLengthForbidden,
 		TagsMd:            cbor.TagsForbidden,
@@ -42,8 +46,13 @@ func init() {
 		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
 		UTF8:              cbor.UTF8RejectInvalid,
 		FieldNameMatching: cbor.FieldNameMatchingCaseSensitive,
-	}.DecMode()
-	if err != nil {
+	}
+	if decMode, err = strict.DecMode(); err != nil {
+		panic(err)
+	}
+	tolerant := strict
+	tolerant.ExtraReturnErrors = cbor.ExtraDecErrorNone
+	if frameMode, err = tolerant.DecMode(); err != nil {
 		panic(err)
 	}
 }
@@ -72,6 +81,22 @@ func Unmarshal(data []byte, v any) error {
 		return err
 	}
 	if err := decMode.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("crypto: decode: %w", err)
+	}
+	return nil
+}
+
+// UnmarshalFrame is Unmarshal for an unsigned frame: a map key it does not
+// know is skipped (a field or a message kind of a newer minor version),
+// everything else is as strict.
+func UnmarshalFrame(data []byte, v any) error {
+	if len(data) > MaxMessageSize {
+		return ErrOversize
+	}
+	if err := checkItemBudget(data); err != nil {
+		return err
+	}
+	if err := frameMode.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("crypto: decode: %w", err)
 	}
 	return nil

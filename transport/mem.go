@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -431,6 +432,9 @@ func (e *memEndpoint) pump() {
 		if it.link != nil {
 			from := it.link.from
 			m, err := decodeFrame(it.frame, e.lim.MaxFrame)
+			if errors.Is(err, wire.ErrUnknownKind) {
+				continue // a newer minor version's message: skipped, as over QUIC
+			}
 			if err != nil {
 				if !e.deliver(Inbound{Kind: EventBadInput, From: from, Err: badInput(from, err, it.frame)}) {
 					return

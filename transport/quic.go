@@ -35,8 +35,11 @@ type ServerConfig struct {
 	// AdmitClient decides whether a client key may connect (a closed
 	// cluster); nil admits every key. It must be safe for concurrent use.
 	AdmitClient func(wire.ClientID) error
-	Limits      Limits
-	Logger      *slog.Logger // nil: slog.Default()
+	// Version is the protocol version this server speaks (zero: wire.Current):
+	// its major is the QUIC ALPN, so peers of another major cannot connect.
+	Version wire.Version
+	Limits  Limits
+	Logger  *slog.Logger // nil: slog.Default()
 }
 
 // ClientConfig configures DialClient.
@@ -46,6 +49,7 @@ type ClientConfig struct {
 	Servers        map[wire.ServerID]string // every server's address
 	CAPool         *x509.CertPool           // the cluster CA
 	IdentifyServer func(*x509.Certificate) (wire.ServerID, bool)
+	Version        wire.Version // zero: wire.Current
 	Limits         Limits
 	Logger         *slog.Logger // nil: slog.Default()
 }
@@ -95,6 +99,7 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 	n.caPool = cfg.CAPool
 	n.identify = cfg.IdentifyServer
 	n.admit = cfg.AdmitClient
+	n.version = versionOr(cfg.Version)
 	n.log = n.log.With("node", ServerPeer(cfg.ID).String())
 	for id, addr := range cfg.Peers {
 		if id != cfg.ID {
@@ -144,6 +149,7 @@ func DialClient(cfg ClientConfig) (Transport, error) {
 	n.clientID = wire.ClientID(cfg.Key.Public.ID)
 	n.caPool = cfg.CAPool
 	n.identify = cfg.IdentifyServer
+	n.version = versionOr(cfg.Version)
 	n.log = n.log.With("node", n.clientID.String())
 	for id, addr := range cfg.Servers {
 		n.dialers[id] = &dialer{n: n, id: id, addr: addr, q: newSendQueue(lim)}
@@ -256,6 +262,7 @@ type node struct {
 
 	server   bool
 	cluster  wire.ClusterID
+	version  wire.Version    // what this node speaks: its major is the ALPN
 	self     wire.ServerID   // servers
 	cert     tls.Certificate // servers
 	admit    func(wire.ClientID) error
@@ -319,6 +326,13 @@ func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
 		clients: make(map[wire.ClientID][]*clientConn),
 		bucket:  tokenBucket{rate: lim.AcceptRate, burst: float64(lim.AcceptBurst)},
 	}
+}
+
+func versionOr(v wire.Version) wire.Version {
+	if v == (wire.Version{}) {
+		return wire.Current
+	}
+	return v
 }
 
 // quicConfig is the QUIC configuration; incomingStreams is how many

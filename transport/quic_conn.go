@@ -100,7 +100,7 @@ func (n *node) openStream(conn *quic.Conn, deadline time.Time) (*quic.Stream, []
 	_ = s.SetDeadline(deadline)
 	nonce := make([]byte, wire.NonceSize)
 	_, _ = crand.Read(nonce)
-	if err := writeMsg(s, &wire.Message{Challenge: &wire.Challenge{Server: n.self, Nonce: nonce, Cluster: n.cluster}}); err != nil {
+	if err := writeMsg(s, &wire.Message{Challenge: &wire.Challenge{Server: n.self, Nonce: nonce, Cluster: n.cluster, Version: n.version}}); err != nil {
 		return nil, nil, err
 	}
 	return s, nonce, nil
@@ -175,6 +175,14 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 		n.refuseClient(conn, s, wire.ErrCodeInternal, codeHandshake, "no TLS exporter: "+err.Error())
 		return
 	}
+	if m.Hello.Version.Major != n.version.Major {
+		// The ALPN already keeps other majors out; this is the Hello's
+		// word for it. Not a fault of the client's: an upgrade in progress.
+		n.log.Info("transport: refused a client of another protocol version", "addr", conn.RemoteAddr(), "client", m.Hello.Version, "speaks", n.version)
+		n.tellAndClose(conn, s, wire.ErrCodeNotAllowed, codeRefused,
+			fmt.Sprintf("this server speaks protocol %s, the client %s: upgrade the older side", n.version, m.Hello.Version))
+		return
+	}
 	id, err := verifyHello(m.Hello, n.cluster, nonce, exporter)
 	if err != nil {
 		n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, err.Error())
@@ -217,6 +225,12 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 // moment to read that and hang up, and closes the connection with code.
 func (n *node) refuseClient(conn *quic.Conn, s *quic.Stream, code wire.ErrorCode, appCode quic.ApplicationErrorCode, reason string) {
 	n.peerWarn("transport: refused a client connection", "addr", conn.RemoteAddr(), "code", code, "reason", reason)
+	n.tellAndClose(conn, s, code, appCode, reason)
+}
+
+// tellAndClose sends the refusal's reason as a wire Error, gives the client a
+// moment to read it, and closes the connection with appCode.
+func (n *node) tellAndClose(conn *quic.Conn, s *quic.Stream, code wire.ErrorCode, appCode quic.ApplicationErrorCode, reason string) {
 	detail := reason
 	if len(detail) > wire.MaxDetail {
 		detail = strings.ToValidUTF8(detail[:wire.MaxDetail], "")
@@ -339,6 +353,10 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 	defer cancel()
 	conn, err := n.tr.Dial(ctx, raddr, n.dialTLS(d.id, d.addr), n.quicConfig(1))
 	if err != nil {
+		if noCommonVersion(err) {
+			return 0, d.refused(fmt.Errorf("%s at %s speaks no protocol version this %s does (%s): upgrade the older side",
+				d.id, d.addr, n.role(), n.version.ALPN()))
+		}
 		return 0, fmt.Errorf("dial: %w", err)
 	}
 	if !n.track(conn) {
@@ -366,14 +384,22 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 	}
 	if ch.Challenge.Cluster != n.cluster {
 		_ = conn.CloseWithError(codeHandshake, "another cluster")
-		return 0, fmt.Errorf("%s at %s is a server of cluster %s, not of this cluster %s (check the cluster file)",
-			d.id, d.addr, ch.Challenge.Cluster, n.cluster)
+		return 0, d.refused(fmt.Errorf("%s at %s is a server of cluster %s, not of this cluster %s (check the cluster file)",
+			d.id, d.addr, ch.Challenge.Cluster, n.cluster))
+	}
+	if ch.Challenge.Version.Major != n.version.Major {
+		_ = conn.CloseWithError(codeHandshake, "another protocol version")
+		return 0, d.refused(fmt.Errorf("%s at %s speaks protocol %s, this %s %s: upgrade the older side",
+			d.id, d.addr, ch.Challenge.Version, n.role(), n.version))
 	}
 	auth := "mutual TLS"
 	if !n.server {
 		auth = "server certificate and signed hello"
 		if err := d.hello(conn, s, ch.Challenge.Nonce); err != nil {
 			_ = conn.CloseWithError(codeHandshake, "")
+			if errors.Is(err, errHelloRefused) {
+				return 0, d.refused(err)
+			}
 			return 0, err
 		}
 	}
@@ -408,6 +434,7 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 	if err != nil {
 		return err
 	}
+	h.Version = n.version
 	if err := writeMsg(s, &wire.Message{Hello: h}); err != nil {
 		return describeRefusal(err)
 	}
@@ -417,13 +444,40 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 	}
 	switch {
 	case m.Error != nil:
-		return fmt.Errorf("server refused us: %s: %s", m.Error.Code, m.Error.Detail)
+		return fmt.Errorf("%w: %s: %s", errHelloRefused, m.Error.Code, m.Error.Detail)
 	case m.Welcome == nil:
 		return fmt.Errorf("expected a welcome, got %s", m)
 	case m.Welcome.Client != n.clientID:
 		return fmt.Errorf("welcomed as %s, not as %s", m.Welcome.Client, n.clientID)
 	}
 	return nil
+}
+
+// errHelloRefused: the server answered our Hello with an Error.
+var errHelloRefused = errors.New("server refused us")
+
+// refused reports to a client's user a refusal that retrying cannot mend
+// (EventRefused), and returns it.
+func (d *dialer) refused(err error) error {
+	if !d.n.server {
+		d.n.deliver(Inbound{Kind: EventRefused, From: ServerPeer(d.id), Err: err})
+	}
+	return err
+}
+
+func (n *node) role() string {
+	if n.server {
+		return "server"
+	}
+	return "client"
+}
+
+// noCommonVersion reports a TLS handshake the server refused for want of an
+// application protocol in common: it speaks another major version.
+func noCommonVersion(err error) bool {
+	const noApplicationProtocol = 120 // TLS alert
+	te, ok := errors.AsType[*quic.TransportError](err)
+	return ok && te.Remote && te.ErrorCode == quic.TransportErrorCode(0x100+noApplicationProtocol)
 }
 
 // describeRefusal turns a connection error during set-up into a reason a
@@ -454,6 +508,11 @@ func (n *node) readLoop(conn *quic.Conn, s *quic.Stream, from Peer) error {
 				if !n.deliver(Inbound{Kind: EventMessage, From: from, Msg: m, Size: len(b)}) {
 					return ErrClosed
 				}
+				continue
+			}
+			if errors.Is(err, wire.ErrUnknownKind) {
+				// A newer minor version's message: skipped, never bad input.
+				n.log.Debug("transport: skipped a message of a kind this version does not know", "peer", from, "bytes", len(b))
 				continue
 			}
 		} else if !errors.Is(err, errFrameTooLarge) {

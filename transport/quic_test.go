@@ -31,7 +31,7 @@ func dialRaw(t *testing.T, addr string) *rawClient {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{alpn}, InsecureSkipVerify: true}
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{wire.Current.ALPN()}, InsecureSkipVerify: true}
 	conn, err := quic.DialAddr(ctx, addr, tlsConf, &quic.Config{MaxIncomingStreams: 1, MaxIncomingUniStreams: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
-
-// alpn is the application protocol bq speaks over QUIC.
-const alpn = "bq/1"
 
 // helloExporterLabel is the TLS exporter label whose value a client signs in
 // its Hello, binding the signature to this one TLS connection (RFC 8446 §7.5).
@@ -55,13 +53,21 @@ func (n *node) listenTLS() *tls.Config {
 		MinVersion:             tls.VersionTLS13,
 		Certificates:           []tls.Certificate{n.cert},
 		ClientAuth:             tls.RequestClientCert,
-		NextProtos:             []string{alpn},
+		NextProtos:             []string{n.version.ALPN()},
 		SessionTicketsDisabled: true, // every connection shows its certificate again
 	}
 	base.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
 		var remote net.Addr
 		if hi.Conn != nil {
 			remote = hi.Conn.RemoteAddr()
+		}
+		if !slices.Contains(hi.SupportedProtos, n.version.ALPN()) {
+			// A peer of another major version: TLS refuses it (no
+			// application protocol in common) before any protocol message,
+			// so nothing of it ever reaches the core — no suspicion, no
+			// verdict. It is an upgrade in progress, not an attack.
+			n.log.Info("transport: refused a connection of another protocol version",
+				"addr", remote, "offers", hi.SupportedProtos, "speaks", n.version.ALPN())
 		}
 		c := base.Clone()
 		c.GetConfigForClient = nil
@@ -98,7 +104,7 @@ func (n *node) dialTLS(want wire.ServerID, addr string) *tls.Config {
 	}
 	c := &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		NextProtos: []string{alpn},
+		NextProtos: []string{n.version.ALPN()},
 		ServerName: host, // SNI only; identity is checked below
 		// InsecureSkipVerify only turns off the host-name check and the
 		// default chain check; VerifyConnection does both of ours instead:
@@ -128,7 +134,7 @@ func signHello(key *crypto.PrivateKey, cluster wire.ClusterID, nonce, exporter [
 	if err != nil {
 		return nil, err
 	}
-	return &wire.Hello{Key: key.Public.Wire, Sig: key.Sign(crypto.DomainHello, body), Cluster: cluster}, nil
+	return &wire.Hello{Key: key.Public.Wire, Sig: key.Sign(crypto.DomainHello, body), Cluster: cluster, Version: wire.Current}, nil
 }
 
 // verifyHello checks that h is for cluster and signed by its key over nonce

@@ -66,6 +66,11 @@ const (
 	EventDisconnected
 	// EventBadInput: From sent bytes that did not decode (Err says why); its connection was closed.
 	EventBadInput
+	// EventRefused (clients): server From refused our connection for a
+	// reason retrying cannot mend (Err says which: no protocol version in
+	// common, another cluster, our Hello refused). The transport keeps
+	// trying, in case the server changes; the caller decides whether to wait.
+	EventRefused
 )
 
 func (k EventKind) String() string {
@@ -78,6 +83,8 @@ func (k EventKind) String() string {
 		return "disconnected"
 	case EventBadInput:
 		return "bad-input"
+	case EventRefused:
+		return "refused"
 	}
 	return fmt.Sprintf("event(%d)", uint8(k))
 }

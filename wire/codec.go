@@ -6,6 +6,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fxamacker/cbor/v2"
+
 	"github.com/bq-lock/bq/crypto"
 )
 
@@ -25,13 +27,26 @@ func Encode(m *Message) ([]byte, error) {
 	return b, nil
 }
 
-// Decode strictly decodes one frame and checks its shape (Validate). It never
-// panics; every failure is an error prefixed "wire:" or "crypto:".
-// Signatures inside are not checked here: see verify.go.
+// ErrUnknownKind: a frame holds no message kind this version knows, only
+// kinds it does not (a newer minor version's, §1 "Versions"). It is not bad
+// input: the receiver skips the frame and keeps the connection.
+var ErrUnknownKind = errors.New("wire: a message of a kind this version does not know")
+
+// Decode decodes one frame and checks its shape (Validate). It never panics;
+// every failure is an error prefixed "wire:" or "crypto:". Map keys it does
+// not know are skipped (fields a newer minor version added); a frame with no
+// kind it knows but some it does not is ErrUnknownKind. Signed bodies inside
+// are decoded strictly when they are verified: see verify.go.
 func Decode(data []byte) (*Message, error) {
 	var m Message
-	if err := crypto.Unmarshal(data, &m); err != nil {
+	if err := crypto.UnmarshalFrame(data, &m); err != nil {
 		return nil, err
+	}
+	if m.Body() == nil {
+		var keys map[uint64]cbor.RawMessage
+		if crypto.UnmarshalFrame(data, &keys) == nil && len(keys) > 0 && m.kinds() == 0 {
+			return nil, ErrUnknownKind
+		}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	crand "crypto/rand"
 	"encoding/hex"
 	"flag"
 	"math/rand/v2"
@@ -191,11 +192,12 @@ func TestDecodeRefusesZeroOrTwoBodies(t *testing.T) {
 		require.Error(t, err, name)
 		require.Nil(t, m)
 	}
-	// The key after the union's last one is unknown.
+	// The key after the union's last one is a kind this version does not
+	// know: not malformed, but skipped (a newer minor version's).
 	next := len(messageKinds()) + 1
 	require.Less(t, next, 256)
 	_, err := wire.Decode([]byte{0xa1, 0x18, byte(next), 0xa1, 0x01, 0x01})
-	require.ErrorContains(t, err, "unknown field", "key %d", next)
+	require.ErrorIs(t, err, wire.ErrUnknownKind, "key %d", next)
 
 	// The one-body frames those are built from do decode.
 	m, err := wire.Decode(unhex(t, "a1 0a a1 01 01"))
@@ -411,4 +413,40 @@ func TestFixedIDsEncodeAsByteStrings(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, got)
 	}
+}
+
+// docs/protocol.md §1, "Versions": a minor version may add fields to unsigned
+// messages and new message kinds; an older decoder ignores the one and skips
+// the other (ErrUnknownKind, not bad input). A signed body stays exact: a
+// field the decoder does not know makes it fail verification, so nobody can
+// mint byte-different copies of one statement.
+func TestMinorVersionsAreIgnoredWhereTheSpecAllows(t *testing.T) {
+	// Heartbeat{1: 1, 2: 2} plus a field 9 a newer minor version added.
+	m, err := wire.Decode(unhex(t, "a1 05 a3 01 01 02 02 09 63 6e 65 77"))
+	require.NoError(t, err)
+	require.Equal(t, &wire.Message{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 2}}, m)
+	// An Ack beside a kind this version does not know: the Ack is read.
+	m, err = wire.Decode(unhex(t, "a2 0a a1 01 01 18 c8 a0"))
+	require.NoError(t, err)
+	require.Equal(t, &wire.Message{Ack: &wire.Ack{Req: 1}}, m)
+	// Only an unknown kind: skipped, not malformed.
+	_, err = wire.Decode(unhex(t, "a1 18 c8 a1 01 01"))
+	require.ErrorIs(t, err, wire.ErrUnknownKind)
+
+	// A signed statement whose body carries an unknown field is refused.
+	k, err := crypto.GenerateKey(crypto.Ed25519, crand.Reader)
+	require.NoError(t, err)
+	keys := wire.NewKeyring(0, []*crypto.Parsed{k.Public})
+	st := &wire.Statement{Lock: "L", Client: wire.ClientID(k.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseDoorway, Cluster: keys.Cluster}
+	body, err := crypto.Marshal(st)
+	require.NoError(t, err)
+	require.Equal(t, byte(0xa0), body[0]&0xe0, "a map")
+	extended := append([]byte{body[0] + 1}, body[1:]...)
+	extended = append(extended, 0x18, 0x63, 0x01) // key 99: 1
+	ss := wire.SignedStatement{Key: k.Public.Wire, Signed: crypto.Signed{Body: extended, Sig: k.Sign(crypto.DomainStatement, extended)}}
+	_, err = ss.Verify(keys.Cluster)
+	require.Error(t, err)
+	ok := wire.SignedStatement{Key: k.Public.Wire, Signed: crypto.Signed{Body: body, Sig: k.Sign(crypto.DomainStatement, body)}}
+	_, err = ok.Verify(keys.Cluster)
+	require.NoError(t, err, "the same statement without the field verifies")
 }

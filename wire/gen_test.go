@@ -196,13 +196,13 @@ func examples(tb testing.TB) []example {
 	hello := func(k *crypto.PrivateKey) *wire.Hello {
 		b, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: []byte(strings.Repeat("E", 32)), Cluster: f.keys.Cluster})
 		require.NoError(tb, err)
-		return &wire.Hello{Key: k.Public.Wire, Sig: k.Sign(crypto.DomainHello, b), Cluster: f.keys.Cluster}
+		return &wire.Hello{Key: k.Public.Wire, Sig: k.Sign(crypto.DomainHello, b), Cluster: f.keys.Cluster, Version: wire.Version{Major: 1, Minor: 2}}
 	}
 	// Equivocation: a second Ticket of alice with the same timestamp (3, 2, Ticket) and another N.
 	equivocal := f.stmt(tb, f.alice, wire.PhaseTicket, 3, 2, 8, ticket2JHash(ticket))
 
 	return []example{
-		{"Challenge", &wire.Message{Challenge: &wire.Challenge{Server: 2, Nonce: nonce, Cluster: f.keys.Cluster}}},
+		{"Challenge", &wire.Message{Challenge: &wire.Challenge{Server: 2, Nonce: nonce, Cluster: f.keys.Cluster, Version: wire.Version{Major: 1, Minor: 2}}}},
 		{"Hello", &wire.Message{Hello: hello(f.alice)}},
 		{"Hello/ML-DSA-44", &wire.Message{Hello: hello(f.pq)}},
 		{"Hello/Ed25519-Dilithium2", &wire.Message{Hello: hello(f.hybrid)}},

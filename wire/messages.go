@@ -226,9 +226,11 @@ type Challenge struct {
 	// Cluster is the server's cluster, so a client dialing the wrong one
 	// hears which it reached (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"3,keyasint"`
+	// Version is the protocol version the server speaks (§1, "Versions").
+	Version Version `cbor:"4,keyasint"`
 }
 
-func (c *Challenge) String() string { return fmt.Sprintf("Challenge(by=%s)", c.Server) }
+func (c *Challenge) String() string { return fmt.Sprintf("Challenge(by=%s v%s)", c.Server, c.Version) }
 
 // Hello binds a connection to a ClientID and a cluster: Sig is the client's
 // signature, in domain DomainHello, over HelloBody{Nonce, Exporter, Cluster}.
@@ -238,6 +240,8 @@ type Hello struct {
 	// Cluster is the cluster the client signed for, so a server of another
 	// cluster can say so instead of "bad signature".
 	Cluster ClusterID `cbor:"3,keyasint"`
+	// Version is the protocol version the client speaks (§1, "Versions").
+	Version Version `cbor:"4,keyasint"`
 }
 
 func (h *Hello) String() string { return fmt.Sprintf("Hello(%s)", ClientIDOf(h.Key)) }
@@ -580,6 +584,20 @@ type Message struct {
 
 // Body returns the one set field, or nil if none or several are set.
 func (m *Message) Body() fmt.Stringer {
+	found, n := m.body()
+	if n != 1 {
+		return nil
+	}
+	return found
+}
+
+// kinds is the number of known kinds set in m.
+func (m *Message) kinds() int {
+	_, n := m.body()
+	return n
+}
+
+func (m *Message) body() (fmt.Stringer, int) {
 	var found fmt.Stringer
 	n := 0
 	set := func(s fmt.Stringer, isNil bool) {
@@ -612,10 +630,7 @@ func (m *Message) Body() fmt.Stringer {
 	set(m.StatusReply, m.StatusReply == nil)
 	set(m.SessionClose, m.SessionClose == nil)
 	set(m.Announce, m.Announce == nil)
-	if n != 1 {
-		return nil
-	}
-	return found
+	return found, n
 }
 
 // String renders the message on one line, deterministically.

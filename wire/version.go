@@ -4,12 +4,28 @@ import "fmt"
 
 // The protocol's version (docs/protocol.md §1, "Versions"). The major
 // version names the wire format and the rules: peers of different majors do
-// not talk (the QUIC ALPN carries it). Minor versions of one major only add
-// what an older peer may ignore.
+// not talk (the QUIC ALPN carries it, so a connection between them fails in
+// its TLS handshake, before any protocol message). Minor versions of one
+// major only add what an older peer may ignore: fields of unsigned messages
+// and message kinds, never anything inside a signed body.
 const (
 	ProtocolMajor = 1
 	ProtocolMinor = 0
 )
 
-// ProtocolVersion is "MAJOR.MINOR".
-func ProtocolVersion() string { return fmt.Sprintf("%d.%d", ProtocolMajor, ProtocolMinor) }
+// Version is a protocol version, sent in the Challenge and the Hello.
+type Version struct {
+	Major uint16 `cbor:"1,keyasint"`
+	Minor uint16 `cbor:"2,keyasint"`
+}
+
+// Current is the version this build speaks.
+var Current = Version{Major: ProtocolMajor, Minor: ProtocolMinor}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// ALPN is the QUIC application protocol of v's major version: "bq/1".
+func (v Version) ALPN() string { return fmt.Sprintf("bq/%d", v.Major) }
+
+// ProtocolVersion is "MAJOR.MINOR" of Current.
+func ProtocolVersion() string { return Current.String() }
