@@ -17,6 +17,7 @@ import (
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 	"github.com/quic-go/quic-go"
+	"golang.org/x/time/rate"
 )
 
 // ServerConfig configures ListenServer.
@@ -291,10 +292,10 @@ type node struct {
 	srvIn   map[wire.ServerID]*quic.Conn // accepted server connections
 	clients map[wire.ClientID][]*clientConn
 	// INVARIANT: clients[c] is non-empty, oldest first, at most MaxConnsPerClient long.
-	accepted     int // accepted connections not yet closed (ConnContext)
-	clientConns  int // client connections in handshake or bound
-	bucket       tokenBucket
-	lastPeerWarn time.Time // see peerWarn
+	accepted     int           // accepted connections not yet closed (ConnContext)
+	clientConns  int           // client connections in handshake or bound
+	accept       *rate.Limiter // new connections started per second (Limits.AcceptRate)
+	lastPeerWarn time.Time     // see peerWarn
 
 	// tamper, set only by tests, rewrites or drops (nil) frames in Send.
 	tamper atomic.Pointer[func(to Peer, frame []byte) []byte]
@@ -324,8 +325,17 @@ func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
 		conns:   make(map[*quic.Conn]struct{}),
 		srvIn:   make(map[wire.ServerID]*quic.Conn),
 		clients: make(map[wire.ClientID][]*clientConn),
-		bucket:  tokenBucket{rate: lim.AcceptRate, burst: float64(lim.AcceptBurst)},
+		accept:  acceptLimiter(lim),
 	}
+}
+
+// acceptLimiter is the token bucket of Limits.AcceptRate and AcceptBurst
+// (golang.org/x/time/rate); a negative rate is no limit.
+func acceptLimiter(lim Limits) *rate.Limiter {
+	if lim.AcceptRate < 0 {
+		return rate.NewLimiter(rate.Inf, 0)
+	}
+	return rate.NewLimiter(rate.Limit(lim.AcceptRate), lim.AcceptBurst)
 }
 
 func versionOr(v wire.Version) wire.Version {
@@ -476,24 +486,3 @@ func (n *node) deliver(in Inbound) bool {
 }
 
 // tokenBucket limits the rate of new connections.
-type tokenBucket struct {
-	rate, burst, tokens float64
-	last                time.Time
-}
-
-func (b *tokenBucket) allow(now time.Time) bool {
-	if b.rate < 0 {
-		return true
-	}
-	if b.last.IsZero() {
-		b.tokens = b.burst
-	} else {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
-}

@@ -444,3 +444,23 @@ func TestQUICHelloOfAnotherCluster(t *testing.T) {
 	qc.sink.wait(t, "is a server of cluster "+ours.String(), "not of this cluster "+theirs.String())
 	noEventFrom(t, w0, clientOf(key))
 }
+
+// A server starts at most AcceptRate handshakes a second (a token bucket of
+// AcceptBurst, golang.org/x/time/rate): beyond it, new connections are
+// refused before any TLS work, and it says so.
+func TestQUICAcceptRate(t *testing.T) {
+	qc := newQUICCluster(t, 1, Limits{AcceptRate: 0.001, AcceptBurst: 2})
+	qc.listen(t, qc.cfg(0))
+	for range 2 {
+		dialRaw(t, qc.addrs[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{wire.Current.ALPN()}, InsecureSkipVerify: true}
+	conn, err := quic.DialAddr(ctx, qc.addrs[0], tlsConf, &quic.Config{HandshakeIdleTimeout: time.Second})
+	if err == nil {
+		_ = conn.CloseWithError(0, "")
+		t.Fatal("a third connection within the burst's second was accepted")
+	}
+	qc.sink.wait(t, "refusing new connections", "accept rate exceeded")
+}
