@@ -210,3 +210,35 @@ func TestBqclientKilledTakesCMDWithIt(t *testing.T) {
 		return true
 	})
 }
+
+// bqserver too: help with a synopsis and the exit codes for every command
+// (exit 0), the version, and a usage mistake as exit 2.
+func TestBqserverHelpAndVersion(t *testing.T) {
+	run := func(args ...string) (string, int) {
+		out, err := exec.Command(bin("bqserver"), args...).CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return string(out), code
+	}
+	for _, args := range [][]string{{"--help"}, {"init", "--help"}, {"run", "--help"}, {"dev", "--help"}, {"help", "dev"}} {
+		out, code := run(args...)
+		require.Equal(t, 0, code, "%v: %s", args, out)
+		require.Contains(t, out, "Usage:", args)
+		require.Contains(t, out, "Exit codes:", args)
+	}
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		out, code := run(args...)
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, "bqserver ")
+		require.Contains(t, out, "protocol: bq/1.0")
+	}
+	out, code := run("run", "--dir", t.TempDir())
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "--dir and --id are required")
+	_, code = run("frobnicate")
+	require.Equal(t, 2, code)
+}
