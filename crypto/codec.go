@@ -73,14 +73,16 @@ func Marshal(v any) ([]byte, error) {
 // MaxMessageSize, more CBOR items than its size allows (see budget.go),
 // duplicate map keys, indefinite lengths, tags, unknown
 // fields, invalid UTF-8 and trailing bytes.
-func Unmarshal(data []byte, v any) error {
+func Unmarshal(data []byte, v any) error { return unmarshal(decMode, data, v) }
+
+func unmarshal(mode cbor.DecMode, data []byte, v any) error {
 	if len(data) > MaxMessageSize {
 		return ErrOversize
 	}
 	if err := checkItemBudget(data); err != nil {
 		return err
 	}
-	if err := decMode.Unmarshal(data, v); err != nil {
+	if err := mode.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("crypto: decode: %w", err)
 	}
 	return nil
@@ -89,18 +91,7 @@ func Unmarshal(data []byte, v any) error {
 // UnmarshalFrame is Unmarshal for an unsigned frame: a map key it does not
 // know is skipped (a field or a message kind of a newer minor version),
 // everything else is as strict.
-func UnmarshalFrame(data []byte, v any) error {
-	if len(data) > MaxMessageSize {
-		return ErrOversize
-	}
-	if err := checkItemBudget(data); err != nil {
-		return err
-	}
-	if err := frameMode.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("crypto: decode: %w", err)
-	}
-	return nil
-}
+func UnmarshalFrame(data []byte, v any) error { return unmarshal(frameMode, data, v) }
 
 // UnmarshalCanonical is Unmarshal plus a check that data is the one
 // deterministic encoding of the decoded value. Signed bodies are decoded with

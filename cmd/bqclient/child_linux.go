@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"syscall"
@@ -47,16 +46,4 @@ func startChild(argv []string, env []string, grace time.Duration) (*child, error
 func (c *child) signal(s syscall.Signal) { _ = c.cmd.Process.Signal(s) }
 
 // exitCode is the supervisor's exit code, which is CMD's (128+N for a signal).
-func (c *child) exitCode() int {
-	var ee *exec.ExitError
-	if errors.As(c.err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	if c.err != nil {
-		return exitError
-	}
-	return exitOK
-}
+func (c *child) exitCode() int { return childCode(c.err) }

@@ -151,11 +151,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	if err != nil {
 		return timedOut(err, o.timeout)
 	}
-	quit := func() {
-		qctx, cancel := context.WithTimeout(context.Background(), quitBudget)
-		defer cancel()
-		_ = c.Shutdown(qctx)
-	}
+	quit := func() { leave(c) }
 	m := c.Mutex(name)
 	var h *bq.Holding
 	if o.try {
@@ -205,6 +201,13 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	return nil
 }
 
+// leave ends c's session and disconnects within quitBudget.
+func leave(c *bq.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), quitBudget)
+	defer cancel()
+	_ = c.Shutdown(ctx)
+}
+
 // timedOut words a timeout with the user's --timeout: the command as a
 // whole waited that long (the SDK counts only its own call).
 func timedOut(err error, timeout time.Duration) error {
@@ -222,9 +225,7 @@ func release(c *bq.Client, h *bq.Holding) error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseBudget)
 	defer cancel()
 	err := h.Unlock(ctx)
-	qctx, qcancel := context.WithTimeout(context.Background(), quitBudget)
-	defer qcancel()
-	_ = c.Shutdown(qctx)
+	leave(c)
 	if err != nil {
 		return fmt.Errorf("releasing %s: %w", h.Name(), err)
 	}

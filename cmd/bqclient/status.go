@@ -61,11 +61,7 @@ disturbs this identity's sessions.`,
 			if err != nil {
 				return fail(err)
 			}
-			defer func() {
-				qctx, qcancel := context.WithTimeout(context.Background(), quitBudget)
-				defer qcancel()
-				_ = c.Shutdown(qctx)
-			}()
+			defer leave(c)
 			st, err := c.Status(ctx, lock)
 			if err != nil {
 				return fail(err)

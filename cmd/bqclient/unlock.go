@@ -42,11 +42,7 @@ func unlockCmd(g *globals, std stdio) *cobra.Command {
 			if err != nil {
 				return fail(err)
 			}
-			defer func() {
-				qctx, qcancel := context.WithTimeout(context.Background(), quitBudget)
-				defer qcancel()
-				_ = c.Shutdown(qctx)
-			}()
+			defer leave(c)
 			released, err := c.Release(ctx, args[0])
 			if err != nil {
 				return fail(err)
