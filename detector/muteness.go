@@ -75,9 +75,10 @@ type clientState struct {
 	// INVARIANT: ascending, above resetUpTo, none of them in leases; at most
 	// MaxDeferred.
 	deferred []uint64
-	// votedUpTo is the highest session this server voted on: no lease on a
-	// session at or below it is made anew (it may have been dropped, or
-	// deferred and voted on without one), so none is acked "ok" again.
+	// votedUpTo is the highest session this server voted on: no session at
+	// or below it is renewed (its lease may have been dropped, or deferred
+	// and voted on without one), so none is acked "ok" again. A lease that
+	// only leads to a vote (Observe, on f+1 votes) may still be made.
 	votedUpTo uint64
 	// ttls: the TTL the client asked for each of its sessions not yet reset
 	// (SessionOpen), persisted by the caller and restored after a restart,
@@ -286,6 +287,12 @@ func (m *Muteness) known(cs *clientState, sess uint64) bool {
 // known here (docs/protocol.md change 18): only the newest one is renewed,
 // so every older lease runs out within its TTL.
 func (m *Muteness) renewable(cs *clientState, sess uint64) error {
+	if sess <= cs.resetUpTo {
+		return ErrSessionReset
+	}
+	if sess <= cs.votedUpTo {
+		return ErrSessionSuspected // this server voted on it, or on a newer one
+	}
 	if n := len(cs.leases); n > 0 && cs.leases[n-1].session > sess {
 		return ErrSessionSuperseded
 	}
@@ -310,9 +317,6 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 			}
 			return l, nil
 		}
-	}
-	if sess <= cs.votedUpTo {
-		return nil, ErrSessionSuspected
 	}
 	if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
 		return nil, ErrTooManySessions // the oldest suspected one goes first; else refuse

@@ -294,3 +294,31 @@ func TestDeferredSessionsBounded(t *testing.T) {
 	_, deferred, _ := d.Footprint(c)
 	require.Equal(t, 4, deferred)
 }
+
+// A server that voted on a newer session still votes on an older one that
+// other servers vote on (it starts a lease when f+1 votes arrive, Observe,
+// and votes when it runs out): a certificate on the older session must not
+// wait for this server's vote on the newer one, which may never gather q.
+// But it never renews, so never acks "ok", a session at or below one it
+// voted on.
+func TestVotedOnNewerStillVotesOnOlder(t *testing.T) {
+	const ttl = time.Second
+	f := newFixture(t, 4, 3, ttl)
+	d := f.dets[0]
+	c := clientID(t)
+	t0 := time.Unix(1000, 0)
+	_, err := d.Open(c, 7, ttl, t0)
+	require.NoError(t, err)
+	d.Close(c, 7, t0)
+	require.Len(t, d.Tick(t0), 1, "the vote on 7")
+
+	require.NoError(t, d.Observe(c, 6, t0), "f+1 votes on 6 arrived: a lease to vote with")
+	require.ErrorIs(t, d.Heartbeat(c, 6, t0), ErrSessionSuspected, "never renewed")
+	_, err = d.Open(c, 6, ttl, t0)
+	require.ErrorIs(t, err, ErrSessionSuspected)
+	votes := d.Tick(t0.Add(ttl))
+	require.Len(t, votes, 1)
+	body, err := votes[0].Verify(f.keys)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), body.Session)
+}

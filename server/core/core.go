@@ -247,7 +247,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	case m.SessionOpen != nil:
 		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
 		newTTL, err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
-		if errors.Is(err, detector.ErrBadTTL) || errors.Is(err, detector.ErrTooManySessions) {
+		if errors.Is(err, detector.ErrBadTTL) || errors.Is(err, detector.ErrTooManySessions) || errors.Is(err, detector.ErrTooManyDeferred) {
 			fail(0, wire.ErrCodeLimit, err)
 		}
 		if newTTL {

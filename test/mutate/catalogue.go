@@ -241,6 +241,8 @@ var Catalogue = []Mutant{
 		"if l.session < sess && !l.suspected && now.Before(l.until) {", "if l.session < sess-1 && !l.suspected && now.Before(l.until) {"},
 	{"voted-session-acked-again", "§5: a session this server voted on is never acked again", "detector/muteness.go",
 		"if sess <= cs.votedUpTo {", "if sess < cs.votedUpTo {"},
+	{"voted-blocks-observe", "§5, change 18: a server that voted on a newer session still starts a lease to vote on an older one (f+1 votes)", "detector/muteness.go",
+		"\t\treturn nil, ErrTooManySessions // the oldest suspected one goes first; else refuse", "\t\treturn nil, ErrTooManySessions\n\t}\n\tif sess <= cs.votedUpTo {\n\t\treturn nil, ErrSessionSuspected"},
 	{"deferred-unbounded", "§6, change 18: the deferred sessions of a client are bounded", "detector/muteness.go",
 		"if len(cs.deferred) >= m.cfg.MaxDeferred && !m.known(cs, sess) {", "if len(cs.deferred) > m.cfg.MaxDeferred && !m.known(cs, sess) {"},
 	{"listen-refusal-ignored", "§3.3: a refused Listen counts as that server's answer", "bakery/client.go",
