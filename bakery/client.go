@@ -88,6 +88,9 @@ type attempt struct {
 	// INVARIANT: at most one resend per key between reconnects of the server.
 	resent  map[resendKey]bool
 	reports map[wire.ClientID]*report
+	// progress: when LISTEN began, last passed a member, or was renewed
+	// (relisten).
+	progress time.Time
 
 	held     wire.SignedStatement
 	reqHeld  uint64

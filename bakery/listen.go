@@ -86,6 +86,9 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	blocked := false
 	for _, x := range a.others {
 		if c.passable(a, x) {
+			if !a.reports[x].passed {
+				a.progress = now
+			}
 			a.reports[x].passed = true
 		} else {
 			blocked = true
@@ -140,4 +143,28 @@ func (c *Client) refusedAccess(a *attempt, what string, rejected string, hopeles
 	}
 	c.exit(a, Failed, fmt.Errorf("%w: %s of lock %q: fewer than %d of %d servers can accept it: %s",
 		ErrRefused, what, a.lock, c.q, c.cfg.N, rejected), e)
+}
+
+// relisten renews a LISTEN that has heard from q servers but passed no
+// member for a TTL (docs/protocol.md change 20): a faulty server can show a
+// newer genuine statement of a member x (its next Doorway) while the
+// correct servers, which settled x for this listener by an older value
+// (change 15), no longer report x; a new Listen for the members still
+// ahead makes them report x's current value again. Reports after it are
+// after the first Listen too, so the decision rule is unchanged.
+func (c *Client) relisten(now time.Time, a *attempt, e *Effects) {
+	if a.phase != phaseListen || len(a.heard) < c.q || now.Sub(a.progress) < c.cfg.TTL {
+		return
+	}
+	var waiting []wire.ClientID
+	for _, x := range a.others {
+		if !a.reports[x].passed {
+			waiting = append(waiting, x)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	a.progress = now
+	c.toAll(e, &wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: waiting}})
 }

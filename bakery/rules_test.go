@@ -130,7 +130,7 @@ func sent(e Effects, pick func(*wire.Message) bool) *wire.Message {
 
 // listening puts an attempt on L in LISTEN with ticket n, waiting on others.
 func (r *rules) listening(n uint64, others ...wire.ClientID) *attempt {
-	a := &attempt{lock: "L", att: 1, sess: r.c.sess, phase: phaseListen, since: r.now, n: n, others: others,
+	a := &attempt{lock: "L", att: 1, sess: r.c.sess, phase: phaseListen, since: r.now, progress: r.now, n: n, others: others,
 		reqListen: 99, heard: make(map[wire.ServerID]bool), reports: make(map[wire.ClientID]*report)}
 	for _, x := range others {
 		a.reports[x] = &report{absentFrom: make(map[wire.ServerID]bool)}
@@ -500,4 +500,49 @@ func TestRefusalRule(t *testing.T) {
 		r.c.openSession(r.now, &Effects{})
 		require.NoError(t, r.c.SessionRefused(), "a new session starts with no refusals")
 	})
+}
+
+// change 20: a LISTEN that has heard from q servers but passed no member for
+// a TTL is renewed, for the members still ahead, at every server: a faulty
+// server's newer genuine statement of x (x's next Doorway) must not leave the
+// client waiting for reports that correct servers, having settled x by an
+// older value, no longer send. Not before a TTL, not again within one, and
+// not for members already passed.
+func TestRelistenRule(t *testing.T) {
+	r := newRules(t)
+	x, y := r.member(), r.member()
+	a := r.listening(5, x.id, y.id)
+	start := r.now
+	// q servers report y's Exit (passed) and x's next Doorway (wait).
+	for s := range rulesQ {
+		r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{
+			r.stmt(y, 1, 1, wire.PhaseExit, 0), r.stmt(x, 1, 2, wire.PhaseDoorway, 0),
+		}}})
+	}
+	require.True(t, a.reports[y.id].passed)
+	require.False(t, a.reports[x.id].passed)
+	passedAt := a.progress
+	require.True(t, passedAt.After(start), "passing y was progress")
+
+	var e Effects
+	r.c.relisten(passedAt.Add(rulesTTL-time.Millisecond), a, &e)
+	require.Empty(t, e.Send, "not before a TTL without progress")
+	r.c.relisten(passedAt.Add(rulesTTL), a, &e)
+	require.Len(t, e.Send, rulesN, "to every server")
+	for _, s := range e.Send {
+		require.NotNil(t, s.Msg.Listen)
+		require.Equal(t, uint64(99), s.Msg.Listen.Req, "the same LISTEN: its reports still count")
+		require.Equal(t, []wire.ClientID{x.id}, s.Msg.Listen.Members, "only the members still ahead")
+	}
+	e = Effects{}
+	r.c.relisten(passedAt.Add(rulesTTL+time.Millisecond), a, &e)
+	require.Empty(t, e.Send, "not again within a TTL")
+
+	// Once every member is passed, nothing is renewed.
+	for s := range rulesQ {
+		r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 2, wire.PhaseExit, 0)}}})
+	}
+	e = Effects{}
+	r.c.relisten(r.now.Add(10*rulesTTL), a, &e)
+	require.Empty(t, e.Send)
 }

@@ -120,6 +120,7 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 		for _, lock := range c.sortedLocks() {
 			if a := c.attempts[lock]; a.phase == phaseListen {
 				c.decide(now, a, e)
+				c.relisten(now, a, e)
 			}
 		}
 		return

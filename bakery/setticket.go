@@ -40,7 +40,7 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	}
 	sort.Slice(a.others, func(i, j int) bool { return a.others[i].Less(a.others[j]) })
 	a.phase = phaseListen
-	a.since = now
+	a.since, a.progress = now, now
 	a.heard = make(map[wire.ServerID]bool)
 	a.listenRefused = make(map[wire.ServerID]string)
 	a.reports = make(map[wire.ClientID]*report, len(a.others))

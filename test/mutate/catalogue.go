@@ -245,6 +245,12 @@ var Catalogue = []Mutant{
 		"\t\treturn nil, ErrTooManySessions // the oldest suspected one goes first; else refuse", "\t\treturn nil, ErrTooManySessions\n\t}\n\tif sess <= cs.votedUpTo {\n\t\treturn nil, ErrSessionSuspected"},
 	{"deferred-unbounded", "§6, change 18: the deferred sessions of a client are bounded", "detector/muteness.go",
 		"if len(cs.deferred) >= m.cfg.MaxDeferred && !m.known(cs, sess) {", "if len(cs.deferred) > m.cfg.MaxDeferred && !m.known(cs, sess) {"},
+	{"relisten-never", "§3.3, change 20: a LISTEN that passes nobody for a TTL is renewed", "bakery/session.go",
+		"\t\t\t\tc.relisten(now, a, e)\n", ""},
+	{"relisten-late", "§3.3, change 20: the LISTEN is renewed once a TTL passed without progress", "bakery/listen.go",
+		"now.Sub(a.progress) < c.cfg.TTL {", "now.Sub(a.progress) <= c.cfg.TTL {"},
+	{"relisten-all-members", "§3.3, change 20: the renewed LISTEN names the members still ahead only", "bakery/listen.go",
+		"Attempt: a.att, Members: waiting}})", "Attempt: a.att, Members: a.others}})"},
 	{"listen-refusal-ignored", "§3.3: a refused Listen counts as that server's answer", "bakery/client.go",
 		"c.listenRefusedBy(a, s, err, e)", "_ = err"},
 }
