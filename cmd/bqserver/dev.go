@@ -301,4 +301,3 @@ func selfCheck(ctx context.Context, cluster *certs.Cluster) (string, error) {
 	return fmt.Sprintf("self-check: took lock %q (token %s) and released it, %v after connecting",
 		"bq-dev-self-check", h.Token(), took.Round(time.Millisecond)), nil
 }
-
