@@ -48,6 +48,8 @@ type report struct {
 	best       *wire.Statement        // highest valid statement of x reported since Listen
 	absentFrom map[wire.ServerID]bool // servers that reported x absent since Listen
 	resetUpTo  uint64                 // highest reset certificate seen for x
+	// choosingSince: since when best has been a Doorway (zero if it is not).
+	choosingSince time.Time
 	// passed: x was passable at a decision (q servers heard since Listen).
 	// INVARIANT: once set it stays set for the attempt, as in Lamport's
 	// bakery, where the loop checks each j once and never goes back: what x

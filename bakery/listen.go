@@ -40,6 +40,12 @@ func (c *Client) onUpdate(now time.Time, a *attempt, s wire.ServerID, u *wire.Up
 		}
 		if r.best == nil || quorum.TimestampOf(st).Compare(quorum.TimestampOf(r.best)) > 0 {
 			r.best = st
+			switch {
+			case st.Phase != wire.PhaseDoorway:
+				r.choosingSince = time.Time{}
+			case r.choosingSince.IsZero():
+				r.choosingSince = now
+			}
 		}
 	}
 	for _, x := range u.Absent {

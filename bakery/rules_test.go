@@ -546,3 +546,32 @@ func TestRelistenRule(t *testing.T) {
 	r.c.relisten(r.now.Add(10*rulesTTL), a, &e)
 	require.Empty(t, e.Send)
 }
+
+// change 21: with a server refusing the session (a suspicion), a LISTEN held
+// for a TTL by a member reported in its Doorway starts over in a new
+// session: a faulty server can keep showing a Doorway the correct servers
+// lack, and with one of them refusing the session the absence rule never
+// gathers q reports. Without a suspicion, or before a TTL, it waits.
+func TestChoosingTooLongRule(t *testing.T) {
+	for _, suspected := range []bool{false, true} {
+		r := newRules(t)
+		x := r.member()
+		a := r.listening(5, x.id)
+		a.since = r.now.Add(-time.Hour) // the LISTEN itself is old: only the member's Doorway matters
+		r.step(0, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseDoorway, 0)}}})
+		for s := 1; s < rulesQ; s++ {
+			r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Absent: []wire.ClientID{x.id}}})
+		}
+		since := a.reports[x.id].choosingSince
+		require.False(t, since.IsZero())
+		if suspected {
+			r.c.lease.Suspected(3)
+		}
+		require.False(t, r.c.stuck(since.Add(rulesTTL-time.Millisecond), true), "before a TTL")
+		require.Equal(t, suspected, r.c.stuck(since.Add(rulesTTL), true), "a TTL of a Doorway, suspected=%t", suspected)
+		// A Ticket ends the choosing.
+		r.step(0, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseTicket, 3)}}})
+		require.True(t, a.reports[x.id].choosingSince.IsZero())
+		require.False(t, r.c.stuck(since.Add(2*rulesTTL), true))
+	}
+}

@@ -154,9 +154,13 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 // suspected it refuses it for good, so the client depends on the others,
 // and up to f of those may be faulty and never answer while still acking
 // heartbeats. Once an access (GET-TICKET, SET-TICKET, or LISTEN before q
-// servers reported) of the session has waited a TTL with such a suspicion, or the guarantee has not come a TTL
-// after the session opened, the client starts over in a new session instead
-// of waiting forever (found by the simulator, test/sim).
+// servers reported) of the session has waited a TTL with such a suspicion,
+// or the guarantee has not come a TTL after the session opened, the client
+// starts over in a new session instead of waiting forever (found by the
+// simulator, test/sim). So does a LISTEN held for a TTL by a member reported
+// in its Doorway (change 21): with one server refusing the session, a faulty
+// one can keep showing a Doorway the correct ones lack, and the absence rule
+// never gathers q reports.
 func (c *Client) stuck(now time.Time, holds bool) bool {
 	if c.lease.Suspicions() == 0 {
 		return false
@@ -169,8 +173,24 @@ func (c *Client) stuck(now time.Time, holds bool) bool {
 			continue
 		}
 		// LISTEN counts only until q servers have reported: waiting after
-		// that is waiting for the lock, which may rightly take long.
+		// that for a member with a ticket ahead is waiting for the lock,
+		// which may rightly take long; waiting a TTL for one to choose is not.
 		if a.phase == phaseGetTicket || a.phase == phaseSetTicket || (a.phase == phaseListen && len(a.heard) < c.q) {
+			return true
+		}
+		if a.phase == phaseListen && c.choosingTooLong(now, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// choosingTooLong reports a member a's LISTEN has not passed whose highest
+// reported statement has been a Doorway for a TTL.
+func (c *Client) choosingTooLong(now time.Time, a *attempt) bool {
+	for _, x := range a.others {
+		r := a.reports[x]
+		if !r.passed && !r.choosingSince.IsZero() && now.Sub(r.choosingSince) >= c.cfg.TTL {
 			return true
 		}
 	}

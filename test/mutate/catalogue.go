@@ -251,6 +251,10 @@ var Catalogue = []Mutant{
 		"now.Sub(a.progress) < c.cfg.TTL {", "now.Sub(a.progress) <= c.cfg.TTL {"},
 	{"relisten-all-members", "§3.3, change 20: the renewed LISTEN names the members still ahead only", "bakery/listen.go",
 		"Attempt: a.att, Members: waiting}})", "Attempt: a.att, Members: a.others}})"},
+	{"choosing-never-stuck", "§3.3, §5, change 21: a suspected session whose LISTEN waits a TTL for a member's Doorway starts over", "bakery/session.go",
+		"if a.phase == phaseListen && c.choosingTooLong(now, a) {", "if false && a.phase == phaseListen && c.choosingTooLong(now, a) {"},
+	{"choosing-stuck-late", "§3.3, §5, change 21: the session starts over once the Doorway was reported for a TTL", "bakery/session.go",
+		"now.Sub(r.choosingSince) >= c.cfg.TTL {", "now.Sub(r.choosingSince) > c.cfg.TTL {"},
 	{"listen-refusal-ignored", "§3.3: a refused Listen counts as that server's answer", "bakery/client.go",
 		"c.listenRefusedBy(a, s, err, e)", "_ = err"},
 }

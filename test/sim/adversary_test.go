@@ -47,6 +47,7 @@ func TestCampaignRegressions(t *testing.T) {
 		{34, "a server down while evidence went round never banned the client (resync now sends evidence)"},
 		{88, "the same, for an inflate-ticket client"},
 		{105103, "a Listen whose reply a faulty server garbled, in a session another server suspected, waited 34 s for a third report (the stuck rule now covers LISTEN before q servers reported)"},
+		{2176, "a waiter whose session one server refused heard from a faulty server a sybil's Doorway that the correct servers lacked, and the absence rule could never gather q reports: it waited for ever (a LISTEN held for a TTL by a member's Doorway now starts over when the session is suspected, change 21)"},
 		{3005642, "a faulty server showed a waiter a member's next Doorway while the correct servers, having settled that member by its Exit (change 15), no longer reported it: the waiter waited for ever (a LISTEN that passes nobody for a TTL is now renewed, change 20)"},
 		{3000875, "a server paused while its links went down and up learnt of the disconnection after the GetSet a reader sent on the new connection, dropped it, and the reader waited for ever (the simulator now keeps a paused node's connection changes in order with its messages)"},
 		{826, "an echo-own server answered each resent Listen with three requests to resend: the client's resends grew threefold a round until the machine ran out of memory (a resend is now answered once per request and server)"},
