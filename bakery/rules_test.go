@@ -575,3 +575,32 @@ func TestChoosingTooLongRule(t *testing.T) {
 		require.False(t, r.c.stuck(since.Add(2*rulesTTL), true))
 	}
 }
+
+// change 20, as the client runs it: its tick renews a LISTEN that passed
+// nobody for a TTL while its lease guarantee holds (no server suspects it,
+// so change 21 does not apply), and only then.
+func TestRelistenFromTick(t *testing.T) {
+	r := newRules(t)
+	x := r.member()
+	a := r.listening(5, x.id)
+	for s := range rulesQ {
+		r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 2, wire.PhaseDoorway, 0)}}})
+	}
+	start := a.progress
+	relistened := time.Time{}
+	for now := start; now.Before(start.Add(rulesTTL + rulesTTL/2)); now = now.Add(rulesTTL / 30) {
+		e := r.c.Tick(now)
+		for _, s := range e.Send {
+			if hb := s.Msg.Heartbeat; hb != nil {
+				r.c.Step(now, s.To, &wire.Message{SessionAck: &wire.SessionAck{Session: hb.Session, Seq: hb.Seq, LeaseOK: true}})
+			}
+			if s.Msg.Listen != nil && relistened.IsZero() {
+				relistened = now
+			}
+		}
+		require.True(t, r.c.LeaseHolds(now), "the lease guarantee holds throughout")
+	}
+	require.False(t, relistened.IsZero(), "the tick renewed the LISTEN")
+	require.False(t, relistened.Before(start.Add(rulesTTL)), "not before a TTL")
+	require.Less(t, relistened.Sub(start), rulesTTL+rulesTTL/10)
+}

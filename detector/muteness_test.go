@@ -132,6 +132,7 @@ func TestSilentClientResetWithinTwoTTL(t *testing.T) {
 	require.LessOrEqual(t, resetAt.Sub(last), 2*ttl)
 	// The session stays refused.
 	require.ErrorIs(t, f.dets[0].Heartbeat(c, 1, resetAt), ErrSessionReset)
+	require.ErrorIs(t, f.dets[0].Observe(c, 1, resetAt), ErrSessionReset, "no lease for a late statement of a reset session")
 	mustOpen(t, f.dets[0], c, 2, ttl, resetAt)
 }
 

@@ -112,6 +112,8 @@ var Catalogue = []Mutant{
 	{"server-void-off-by-one", "§5: a certificate on sess removes the client's statements of session ≤ sess", "activeset/lock.go",
 		"if e == nil || e.Void || e.St.Session > upTo {", "if e == nil || e.Void || e.St.Session >= upTo {"},
 	{"reset-session-renewed", "§5: a server refuses a session that was reset (heartbeats, opens)", "detector/muteness.go",
+		"if sess <= cs.resetUpTo {\n\t\treturn ErrSessionReset", "if sess < cs.resetUpTo {\n\t\treturn ErrSessionReset"},
+	{"reset-session-observed", "§5: a server starts no lease on a session that was reset (a late statement of it)", "detector/muteness.go",
 		"if sess <= cs.resetUpTo {\n\t\treturn nil, ErrSessionReset", "if sess < cs.resetUpTo {\n\t\treturn nil, ErrSessionReset"},
 	{"core-accepts-reset-session", "§5: a server refuses statements of a reset session", "server/core/core.go",
 		"if st.Session <= k.mute.ResetUpTo(c) {", "if st.Session < k.mute.ResetUpTo(c) {"},
