@@ -58,9 +58,14 @@ func TestApplyAndMembership(t *testing.T) {
 	require.False(t, l.IsMember(a.id))
 	require.Equal(t, uint64(3), l.HW().St.N, "hw survives the holder's exit (fencing, §7)")
 
-	require.True(t, l.VoidUpTo(b.id, 1), "a reset removes b")
+	forgotten, was := l.ForgetUpTo(b.id, 0)
+	require.False(t, forgotten || was, "a reset of an older session leaves b's value")
+	forgotten, was = l.ForgetUpTo(b.id, 1)
+	require.True(t, forgotten && was, "a reset removes b")
 	require.False(t, l.IsMember(b.id))
-	require.False(t, l.VoidUpTo(b.id, 1))
+	require.Nil(t, l.Highest(b.id), "and collects its value")
+	forgotten, _ = l.ForgetUpTo(b.id, 1)
+	require.False(t, forgotten)
 	require.Zero(t, l.MemberCount())
 }
 

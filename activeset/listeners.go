@@ -77,7 +77,8 @@ func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
 }
 
 // describe adds c's current state to u: its statement if it is a member,
-// else its absence and, if it was reset, the certificate.
+// else its absence with its Exit or, if it has none here, the certificate
+// that reset it, if any (a certificate collects the values it voids).
 func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor) {
 	e := l.highest[c]
 	if e.Active() {
@@ -85,13 +86,14 @@ func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor) {
 		return
 	}
 	u.Absent = append(u.Absent, c)
-	if e != nil && !e.Void {
+	if e != nil {
 		// The Exit itself too: the listener takes the highest statement over
 		// all reports (§3.3), so one correct server's Exit outranks a stale
 		// Ticket that a server which missed the Exit still reports (test/sim).
 		u.Statements = append(u.Statements, e.Signed)
+		return
 	}
-	if e != nil && e.Void && certFor != nil {
+	if certFor != nil {
 		if cert := certFor(c); cert != nil {
 			u.Resets = append(u.Resets, *cert)
 		}
@@ -115,17 +117,25 @@ func (l *Lock) Subscribers() int { return len(l.subs) }
 // changed (applied, voided or forgotten). Each push uses up one of the
 // subscription's T; the last one is marked and ends it.
 func (l *Lock) Changed(c wire.ClientID, certFor CertFor) []Push {
-	return l.changed(c, certFor, true)
+	return l.changed(c, certFor, true, false)
+}
+
+// ChangedByReset is Changed for a member that a reset certificate removed
+// (its value collected, ForgetUpTo): each Listen is told (absent, with the
+// certificate) and stops watching c, as a reset settles c for every
+// listener (docs/protocol.md changes 15 and 22).
+func (l *Lock) ChangedByReset(c wire.ClientID, certFor CertFor) []Push {
+	return l.changed(c, certFor, true, true)
 }
 
 // ChangedNotListens is Changed for a change no waiting client can act on
 // (a Held after its Ticket: the same N, so the same decision, §3.3): only
 // GetSet subscribers are told; Listens are left alone and keep their T.
 func (l *Lock) ChangedNotListens(c wire.ClientID, certFor CertFor) []Push {
-	return l.changed(c, certFor, false)
+	return l.changed(c, certFor, false, false)
 }
 
-func (l *Lock) changed(c wire.ClientID, certFor CertFor, listens bool) []Push {
+func (l *Lock) changed(c wire.ClientID, certFor CertFor, listens, reset bool) []Push {
 	var out []Push
 	for _, s := range l.sortedSubs() {
 		if s.Client == c || !s.watches(c) || (!listens && s.Watch != nil) {
@@ -133,7 +143,11 @@ func (l *Lock) changed(c wire.ClientID, certFor CertFor, listens bool) []Push {
 		}
 		u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}
 		l.describe(u, c, certFor)
-		l.settle(s, c)
+		if reset && s.Watch != nil {
+			delete(s.Watch, c)
+		} else {
+			l.settle(s, c)
+		}
 		s.Remaining--
 		if s.Remaining <= 0 {
 			u.Last = true

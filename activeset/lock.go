@@ -10,17 +10,17 @@ import (
 )
 
 // Entry is a verified statement as a server holds it.
-// INVARIANT: St is the verified decoding of Signed; Void is set iff a reset
-// certificate covering St.Session is known.
+// INVARIANT: St is the verified decoding of Signed. No reset certificate
+// the server knows covers St.Session: a certificate collects the entries it
+// voids (ForgetUpTo; docs/protocol.md change 22).
 type Entry struct {
 	Signed wire.SignedStatement
 	St     *wire.Statement
-	Void   bool
 }
 
 // Active reports whether the entry makes its client a member.
 func (e *Entry) Active() bool {
-	if e == nil || e.Void {
+	if e == nil {
 		return false
 	}
 	switch e.St.Phase {
@@ -100,17 +100,19 @@ func (l *Lock) Restore(e *Entry) {
 // RestoreHW puts back the persisted high-water mark.
 func (l *Lock) RestoreHW(e *Entry) { l.hw = e }
 
-// VoidUpTo marks c's entry void if its session is ≤ upTo and reports whether
-// that removed c from the active set.
-func (l *Lock) VoidUpTo(c wire.ClientID, upTo uint64) bool {
+// ForgetUpTo drops c's register value if its session is ≤ upTo, the
+// session a reset certificate ends: every statement of such a session is
+// refused from then on, so the value can never matter again and is
+// collected (docs/protocol.md change 22). It reports whether a value was
+// dropped and whether that removed c from the active set.
+func (l *Lock) ForgetUpTo(c wire.ClientID, upTo uint64) (forgotten, wasMember bool) {
 	e := l.highest[c]
-	if e == nil || e.Void || e.St.Session > upTo {
-		return false
+	if e == nil || e.St.Session > upTo {
+		return false, false
 	}
-	was := e.Active()
-	e.Void = true
+	delete(l.highest, c)
 	l.seq++
-	return was
+	return true, e.Active()
 }
 
 // Highest returns c's register value, or nil.

@@ -236,6 +236,23 @@ func (m *Muteness) SessionTTLs(c wire.ClientID) []uint64 {
 	return out
 }
 
+// OwnVoteSessions lists, ascending, the sessions of c that hold this
+// server's own vote, not yet certified (the caller persisted each).
+func (m *Muteness) OwnVoteSessions(c wire.ClientID) []uint64 {
+	cs := m.clients[c]
+	if cs == nil {
+		return nil
+	}
+	var out []uint64
+	for sess, vs := range cs.votes {
+		if _, ok := vs[m.cfg.Self]; ok {
+			out = append(out, sess)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
 // Close ends c's session sess at its owner's request: the lease expires now,
 // so this server votes at the next Tick. Only the client itself can ask (the
 // request arrives on the connection bound to its key), so voting early is safe.
@@ -620,6 +637,31 @@ func (m *Muteness) PendingVotes() []wire.SignedSuspect {
 			for _, id := range ids {
 				out = append(out, cs.votes[s][wire.ServerID(id)])
 			}
+		}
+	}
+	return out
+}
+
+// OwnPendingVotes returns this server's own votes on sessions that no
+// certificate has reset yet, ordered by client and session: the core sends
+// them again now and then, so a peer that reset the session answers with
+// the certificate this server missed (change 22).
+func (m *Muteness) OwnPendingVotes() []wire.SignedSuspect {
+	var out []wire.SignedSuspect
+	for _, c := range m.sortedClients() {
+		cs := m.clients[c]
+		if len(cs.votes) == 0 {
+			continue
+		}
+		sessions := make([]uint64, 0, len(cs.votes))
+		for s, vs := range cs.votes {
+			if _, ok := vs[m.cfg.Self]; ok {
+				sessions = append(sessions, s)
+			}
+		}
+		sort.Slice(sessions, func(i, j int) bool { return sessions[i] < sessions[j] })
+		for _, s := range sessions {
+			out = append(out, cs.votes[s][m.cfg.Self])
 		}
 	}
 	return out

@@ -44,9 +44,8 @@ func TestAnnounceThenPull(t *testing.T) {
 	require.Equal(t, []string{"Announce(have=1)", "Announce(have=1)", "Announce(have=1)"}, c.inflightKinds())
 	c.flush()
 	for s, k := range c.cores {
-		st, void := k.Register("L", cl.id)
+		st := k.Register("L", cl.id)
 		require.NotNil(t, st, "server %d", s)
-		require.False(t, void)
 		require.Equal(t, wire.PhaseDoorway, st.Phase, "server %d", s)
 	}
 	require.Equal(t, uint64(3), c.cores[1].Stats.Pulled+c.cores[2].Stats.Pulled+c.cores[3].Stats.Pulled)
@@ -72,7 +71,7 @@ func TestAnnounceWhenEveryServerHasItPullsNothing(t *testing.T) {
 	require.Empty(t, c.inflight)
 	for s, k := range c.cores {
 		require.Zero(t, k.Stats.Pulled, "server %d", s)
-		st, _ := k.Register("L", cl.id)
+		st := k.Register("L", cl.id)
 		require.Equal(t, wire.PhaseTicket, st.Phase)
 	}
 }
@@ -105,7 +104,7 @@ func TestAnnounceOfUnknownStatementIsHarmless(t *testing.T) {
 		{Lock: "L", Client: ghost.id, Session: 9, Attempt: 9, Phase: wire.PhaseTicket}}}})
 	require.Equal(t, []string{"Announce(want=1)"}, c.inflightKinds())
 	c.drop()
-	st, _ := c.cores[0].Register("L", ghost.id)
+	st := c.cores[0].Register("L", ghost.id)
 	require.Nil(t, st)
 	// And a Want for something this server does not hold is answered with nothing.
 	c.fromServer(0, 3, &wire.Message{Announce: &wire.Announce{Want: true, Items: []wire.StatementRef{
@@ -183,7 +182,7 @@ func TestResyncAnnouncesAndPeerPullsWhatItLacks(t *testing.T) {
 	require.Equal(t, []string{"Announce(have=2)"}, c.inflightKinds(), "references, not Forwards")
 	c.flush()
 	require.Equal(t, uint64(1), c.cores[3].Stats.Pulled, "only b's Doorway")
-	st, _ := c.cores[3].Register("L", b.id)
+	st := c.cores[3].Register("L", b.id)
 	require.NotNil(t, st)
 	require.Equal(t, wire.PhaseDoorway, st.Phase)
 }
@@ -222,7 +221,7 @@ func TestJustificationSurvivesRestart(t *testing.T) {
 		{Lock: "L", Client: cl.id, Session: 1, Attempt: 1, Phase: wire.PhaseTicket}}}})
 	require.Equal(t, []string{"Forward(J=3)"}, c.inflightKinds(), "the restarted server still has J")
 	c.flush()
-	st, _ := c.cores[3].Register("L", cl.id)
+	st := c.cores[3].Register("L", cl.id)
 	require.Equal(t, wire.PhaseTicket, st.Phase)
 
 	ex := cl.stmt("L", 1, 1, wire.PhaseExit, 0, nil)

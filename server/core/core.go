@@ -119,14 +119,29 @@ type Stats struct {
 // Core is one server's protocol state.
 //
 // INVARIANT: clientLocks[c] holds every lock where c has a register value or
-// a subscription; every statement in a lock verified under its client's key.
+// a subscription (and may name locks where it had one: pruneClientLocks);
+// lockRefs[name] is the number of clients whose clientLocks names it, and a
+// lock with no refs, no subscriber and no hw is not kept (releaseClientLock);
+// every statement in a lock verified under its client's key.
 type Core struct {
 	cfg         Config
 	q           int
 	locks       map[string]*activeset.Lock
 	clientLocks map[wire.ClientID]map[string]struct{}
-	mute        *detector.Muteness
-	cache       *verifyCache
+	lockRefs    map[string]int
+	// recentResets: the clients of the last certificates applied, oldest
+	// first, whose certificates resync still sends after their registers
+	// were collected (a peer that missed one on an overflowing queue).
+	// INVARIANT: len(recentResets) ≤ recentResetsKept.
+	recentResets []wire.ClientID
+	// collectOnStart: records of collected values found on disk by Restore
+	// (written before collection existed, or cut short by a crash), deleted
+	// with the first Tick's effects.
+	collectOnStart []Record
+	// votesResentAt: when resendOwnVotes last sent this server's pending votes.
+	votesResentAt time.Time
+	mute          *detector.Muteness
+	cache         *verifyCache
 	// restored holds work that needs a clock after Restore (leases, deadlines).
 	restored []*activeset.Entry
 	// banned holds the evidence against every client judged Byzantine (§6).
@@ -178,6 +193,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, q: q,
 		locks:       make(map[string]*activeset.Lock),
 		clientLocks: make(map[wire.ClientID]map[string]struct{}),
+		lockRefs:    make(map[string]int),
 		mute:        mute,
 		cache:       newVerifyCache(cfg.VerifyCacheSize),
 		banned:      make(map[wire.ClientID]*wire.Evidence),
@@ -230,7 +246,25 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	if len(k.announce) > 0 && now.Sub(k.announceSince) >= k.cfg.AnnounceDelay {
 		k.flushAnnounce(&e)
 	}
+	k.resendOwnVotes(now, &e)
 	return e
+}
+
+// resendOwnVotes sends this server's votes that no certificate has
+// settled to every other server again, once per DefaultTTL: a peer that
+// already reset the session answers with the certificate (answerLateVote).
+// A certificate this server missed (lost on an overflowing queue, say, while
+// the peers that formed it restarted) would otherwise come back only at a
+// reconnect: the peers collected the client's values (change 22), so no
+// resync of theirs carries it. Found by the campaign (seed 1271).
+func (k *Core) resendOwnVotes(now time.Time, e *Effects) {
+	if now.Sub(k.votesResentAt) < k.cfg.DefaultTTL {
+		return
+	}
+	k.votesResentAt = now
+	for _, v := range k.mute.OwnPendingVotes() {
+		k.toServers(&wire.Message{Suspect: &v}, e)
+	}
 }
 
 func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Effects) {
@@ -282,10 +316,12 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			if en := lock.Highest(m.Read.Client); en != nil {
 				s := en.Signed
 				rr.Statement = &s
-				if en.Void {
-					rr.Reset = k.mute.Certificate(m.Read.Client)
-				}
 			}
+		}
+		if rr.Statement == nil {
+			// A reset collects the values it voids: the certificate is
+			// the answer for them (change 22).
+			rr.Reset = k.mute.Certificate(m.Read.Client)
 		}
 		reply(&wire.Message{ReadReply: rr})
 	case m.Status != nil:
@@ -355,6 +391,7 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 	lock.Unsubscribe(c) // a client's next message for a lock ends its listen (§3)
 	k.Stats.Accesses[phaseName(st.Phase)]++
 	res := k.accept(now, lock, st, m.Statement, m.J, e)
+	k.releaseIfUnused(c, lock)
 	if res.outcome == activeset.Stale {
 		// The client has moved past this statement (it reached this server
 		// later than a newer one, pulled from a peer, or it was resent): it
@@ -388,6 +425,7 @@ func (k *Core) onListen(c wire.ClientID, l *wire.Listen, reply func(*wire.Messag
 	own := lock.Highest(c)
 	if own == nil || own.St.Session != l.Session || own.St.Attempt != l.Attempt ||
 		(own.St.Phase != wire.PhaseTicket && own.St.Phase != wire.PhaseHeld) {
+		k.releaseIfUnused(c, lock)
 		fail(l.Req, wire.ErrCodeResend, errors.New("core: this server does not hold your Ticket for that attempt; resend it"))
 		return
 	}
@@ -416,7 +454,7 @@ func settledFor(mine bakery.Token) func(wire.ClientID, *activeset.Entry) bool {
 		switch {
 		case en == nil:
 			return false
-		case en.Void, en.St.Phase == wire.PhaseExit:
+		case en.St.Phase == wire.PhaseExit:
 			return true
 		case en.St.Phase == wire.PhaseTicket, en.St.Phase == wire.PhaseHeld:
 			return mine.Less(bakery.Token{N: en.St.N, Client: x})
@@ -437,6 +475,7 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 			return
 		}
 		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, e)
+		k.releaseIfUnused(st.Client, lock)
 	case m.Announce != nil && m.Announce.Want:
 		k.handleWant(s, m.Announce, e)
 	case m.Announce != nil:
@@ -475,8 +514,8 @@ func (k *Core) ban(c wire.ClientID, ev *wire.Evidence, e *Effects) {
 			delete(k.justified, regKey{name, c})
 			e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(name, c), Delete: true})
 		}
+		k.releaseClientLock(c, name)
 	}
-	delete(k.clientLocks, c)
 	k.mute.Forget(c)
 	e.Persist = append(e.Persist, Record{Bucket: bucketBan, Key: c[:], Value: mustMarshal(ev)})
 	k.toServers(&wire.Message{Evidence: ev}, e)
@@ -674,9 +713,6 @@ func (k *Core) handleWant(s wire.ServerID, a *wire.Announce, e *Effects) {
 // canForward reports whether registerForwards has something to send for
 // c's register value en on the lock named name.
 func (k *Core) canForward(name string, c wire.ClientID, en *activeset.Entry) bool {
-	if en.Void {
-		return false
-	}
 	switch en.St.Phase {
 	case wire.PhaseTicket, wire.PhaseHeld:
 		_, ok := k.justified[regKey{name, c}]
@@ -789,6 +825,18 @@ func (k *Core) resync(s wire.ServerID, e *Effects) {
 	// void statements, and no later vote of its own brings it (it may have
 	// voted before the certificate formed). Found by the simulator
 	// (test/sim, an overflow toward s0 while c3's certificate went round).
+	// And of the clients reset lately whose registers the certificate
+	// collected here (change 22), which no longer appear in clientLocks.
+	listed := make(map[wire.ClientID]bool, len(clients))
+	for _, c := range clients {
+		listed[c] = true
+	}
+	for _, c := range k.recentResets {
+		if !listed[c] {
+			listed[c] = true
+			clients = append(clients, c)
+		}
+	}
 	for _, c := range clients {
 		if cert := k.mute.Certificate(c); cert != nil {
 			send(&wire.Message{Reset: cert})
@@ -824,6 +872,7 @@ func (k *Core) answerLateVote(s wire.ServerID, v *wire.SignedSuspect, e *Effects
 // active sets, notifies listeners, persists and forwards the certificate.
 func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
 	ttls := k.mute.SessionTTLs(cert.Client)
+	votes := k.mute.OwnVoteSessions(cert.Client)
 	fresh, err := k.mute.ApplyCertificate(cert)
 	if err != nil || !fresh {
 		return
@@ -834,14 +883,56 @@ func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
 		}
 	}
 	k.Stats.Resets++
-	for _, name := range sortedKeys(k.clientLocks[cert.Client]) {
-		lock := k.locks[name]
-		if lock.VoidUpTo(cert.Client, cert.Session) {
-			k.push(lock, cert.Client, e)
+	// The certificate goes to disk before the deletions it allows, in the
+	// same batch: a crash never leaves a collected value without it.
+	e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: cert.Client[:], Value: mustMarshal(cert)})
+	for _, sess := range votes {
+		if sess <= cert.Session {
+			e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(cert.Client, sess), Delete: true})
 		}
 	}
-	e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: cert.Client[:], Value: mustMarshal(cert)})
+	k.collect(cert.Client, cert.Session, e)
+	k.noteReset(cert.Client)
 	k.toServers(&wire.Message{Reset: cert}, e)
+}
+
+// collect drops c's register values of sessions ≤ upTo, which a reset
+// certificate ended (docs/protocol.md change 22): from now on every
+// statement of those sessions is refused before any register is looked at
+// (accept, handleAnnounce), so the values can never count again; listeners
+// and readers are shown the certificate instead. A member that leaves the
+// active set this way is pushed to the listeners, as a reset always was.
+// The lock's hw is kept (fencing, §7).
+func (k *Core) collect(c wire.ClientID, upTo uint64, e *Effects) {
+	for _, name := range sortedKeys(k.clientLocks[c]) {
+		lock := k.locks[name]
+		forgotten, wasMember := lock.ForgetUpTo(c, upTo)
+		if forgotten {
+			e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(name, c), Delete: true})
+			if _, ok := k.justified[regKey{name, c}]; ok {
+				delete(k.justified, regKey{name, c})
+				e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(name, c), Delete: true})
+			}
+			if wasMember {
+				k.sendPushes(lock.ChangedByReset(c, k.mute.Certificate), e)
+			}
+		}
+		if k.unused(lock, c) {
+			k.releaseClientLock(c, name)
+		}
+	}
+}
+
+// recentResetsKept bounds recentResets.
+const recentResetsKept = 1024
+
+// noteReset remembers that c was just reset, so resync still sends its
+// certificate for a while after collect dropped its registers.
+func (k *Core) noteReset(c wire.ClientID) {
+	if len(k.recentResets) == recentResetsKept {
+		k.recentResets = append(k.recentResets[:0], k.recentResets[1:]...)
+	}
+	k.recentResets = append(k.recentResets, c)
 }
 
 // view builds this server's signed View of lock for the attempt of st (§3.1).
@@ -881,7 +972,10 @@ func (k *Core) lockFor(c wire.ClientID, name string) (*activeset.Lock, error) {
 		return nil, err
 	}
 	if _, ok := k.clientLocks[c][name]; !ok && len(k.clientLocks[c]) >= k.cfg.MaxLocksPerClient {
-		return nil, fmt.Errorf("core: %s already uses %d locks here, the limit", c, k.cfg.MaxLocksPerClient)
+		k.pruneClientLocks(c)
+		if len(k.clientLocks[c]) >= k.cfg.MaxLocksPerClient {
+			return nil, fmt.Errorf("core: %s already has %d locks in use at this server, the limit (a lock stops counting once the session that used it ends)", c, k.cfg.MaxLocksPerClient)
+		}
 	}
 	lock := k.locks[name]
 	if lock == nil {
@@ -898,20 +992,80 @@ func (k *Core) noteClientLock(c wire.ClientID, name string) {
 		m = make(map[string]struct{})
 		k.clientLocks[c] = m
 	}
-	m[name] = struct{}{}
+	if _, ok := m[name]; !ok {
+		m[name] = struct{}{}
+		k.lockRefs[name]++
+	}
 }
 
+// unused reports whether c has neither a register value nor a
+// subscription at lock.
+func (k *Core) unused(lock *activeset.Lock, c wire.ClientID) bool {
+	subs, _ := lock.SubscriptionsOf(c)
+	return lock.Highest(c) == nil && subs == 0
+}
+
+// releaseClientLock takes name out of c's locks, and drops the lock itself
+// once no client refers to it, unless it has a hw: a lock that ever
+// had a Ticket keeps its hw for good (fencing tokens stay monotone, §7).
+func (k *Core) releaseClientLock(c wire.ClientID, name string) {
+	m := k.clientLocks[c]
+	if _, ok := m[name]; !ok {
+		return
+	}
+	delete(m, name)
+	if len(m) == 0 {
+		delete(k.clientLocks, c)
+	}
+	k.lockRefs[name]--
+	if k.lockRefs[name] > 0 {
+		return
+	}
+	delete(k.lockRefs, name)
+	// With no refs, no client has a value or a subscription here (the
+	// INVARIANT of Core): only a hw can be left to keep.
+	if lock := k.locks[name]; lock != nil && lock.HW() == nil {
+		delete(k.locks, name)
+	}
+}
+
+// releaseIfUnused releases lock for c if a refused request left c nothing
+// there: a refused statement (a reset session's, say) must not make the
+// server keep a lock or a name for it.
+func (k *Core) releaseIfUnused(c wire.ClientID, lock *activeset.Lock) {
+	if k.unused(lock, c) {
+		k.releaseClientLock(c, lock.Name)
+	}
+}
+
+// pruneClientLocks releases the locks c no longer uses (a subscription
+// that ended, a GetSet it never followed with a statement), so the limit
+// counts what c uses now.
+func (k *Core) pruneClientLocks(c wire.ClientID) {
+	for _, name := range sortedKeys(k.clientLocks[c]) {
+		if k.unused(k.locks[name], c) {
+			k.releaseClientLock(c, name)
+		}
+	}
+}
+
+// dropSubscriptions ends c's subscriptions (its connection closed) and
+// releases the locks where that leaves it nothing.
 func (k *Core) dropSubscriptions(c wire.ClientID) {
-	for name := range k.clientLocks[c] {
-		k.locks[name].Unsubscribe(c)
+	for _, name := range sortedKeys(k.clientLocks[c]) {
+		lock := k.locks[name]
+		lock.Unsubscribe(c)
+		k.releaseIfUnused(c, lock)
 	}
 }
 
 // startRestored starts, at the first moment the core knows the time, the
 // leases and Doorway deadlines of statements restored from disk.
-func (k *Core) startRestored(now time.Time, _ *Effects) {
+func (k *Core) startRestored(now time.Time, e *Effects) {
+	e.Persist = append(e.Persist, k.collectOnStart...)
+	k.collectOnStart = nil
 	for _, en := range k.restored {
-		if en.Void || en.St.Phase == wire.PhaseExit || k.banned[en.St.Client] != nil {
+		if en.St.Phase == wire.PhaseExit || k.banned[en.St.Client] != nil {
 			continue
 		}
 		_ = k.mute.Observe(en.St.Client, en.St.Session, now)

@@ -36,7 +36,7 @@ func TestEquivocationBannedEverywhere(t *testing.T) {
 	c.flush()
 	for s, k := range c.cores {
 		require.True(t, k.Banned(bad.id), "server %d must ban", s)
-		require.False(t, k.locks["L"].IsMember(bad.id), "server %d must drop the member", s)
+		require.False(t, isMember(k, "L", bad.id), "server %d must drop the member", s)
 	}
 	// Everything it sends is refused from now on, and the ban survives a restart.
 	c.fromClient(2, bad.id, &wire.Message{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 1}})
@@ -75,7 +75,7 @@ func TestUnjustifiedTicketBanned(t *testing.T) {
 		c.flush()
 		for s, k := range c.cores {
 			require.True(t, k.Banned(bad.id), "N=%d: server %d must ban", n, s)
-			require.True(t, k.locks["L"].IsMember(other.id), "the honest client is untouched")
+			require.True(t, isMember(k, "L", other.id), "the honest client is untouched")
 		}
 	}
 }
@@ -143,7 +143,7 @@ func TestNoFraming(t *testing.T) {
 	c.flush()
 	for s, k := range c.cores {
 		require.False(t, k.Banned(good.id), "server %d", s)
-		st, _ := k.Register("L", good.id)
+		st := k.Register("L", good.id)
 		require.Equal(t, wire.PhaseTicket, st.Phase)
 	}
 }

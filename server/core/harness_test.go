@@ -191,3 +191,10 @@ func (c *cluster) doorway(cl *client, lock string, sess, att uint64) []wire.Sign
 	require.Len(c.t, j, c.cores[0].q)
 	return j
 }
+
+// isMember reports whether c is in lock's active set at k (a lock k no
+// longer keeps has no members).
+func isMember(k *Core, lock string, c wire.ClientID) bool {
+	l := k.locks[lock]
+	return l != nil && l.IsMember(c)
+}

@@ -14,18 +14,23 @@ import (
 func (k *Core) ResetUpTo(c wire.ClientID) uint64 { return k.mute.ResetUpTo(c) }
 
 // Register returns client c's register value for lock as this server holds
-// it (nil if none), and whether a reset certificate voids it.
-func (k *Core) Register(lock string, c wire.ClientID) (st *wire.Statement, void bool) {
+// it, or nil: none, or one a reset certificate voided and collected.
+func (k *Core) Register(lock string, c wire.ClientID) *wire.Statement {
 	l := k.locks[lock]
 	if l == nil {
-		return nil, false
+		return nil
 	}
 	en := l.Highest(c)
 	if en == nil {
-		return nil, false
+		return nil
 	}
-	return en.St, en.Void
+	return en.St
 }
+
+// LockCount is the number of locks this server keeps (for tests and the
+// simulator's bounded-memory checker): a lock is kept while a client has
+// a value or a subscription there, or once it has a hw.
+func (k *Core) LockCount() int { return len(k.locks) }
 
 // Gauges summarises the core's current state for metrics: locks with a
 // non-empty active set, members over all of them, the largest set, clients

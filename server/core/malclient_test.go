@@ -42,7 +42,7 @@ func TestJustificationWithMixedMemberSetsAccepted(t *testing.T) {
 	c.flush()
 	for s, k := range c.cores {
 		require.False(t, k.Banned(x.id), "server %d", s)
-		st, _ := k.Register("L", x.id)
+		st := k.Register("L", x.id)
 		require.Equal(t, uint64(2), st.N, "server %d", s)
 	}
 }
@@ -110,6 +110,6 @@ func TestReplayingAnotherClientsStatementRefused(t *testing.T) {
 	exit := victim.stmt("L", 1, 1, wire.PhaseExit, 0, nil)
 	c.fromClient(0, bad.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: exit}})
 	require.Equal(t, []wire.ErrorCode{wire.ErrCodeRejected}, errorCodes(c.replies(bad.id)))
-	require.True(t, c.cores[0].locks["L"].IsMember(victim.id), "the victim's Doorway stands")
+	require.True(t, isMember(c.cores[0], "L", victim.id), "the victim's Doorway stands")
 	require.False(t, c.cores[0].Banned(victim.id))
 }

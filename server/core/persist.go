@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -51,9 +52,25 @@ func mustMarshal(v any) []byte {
 }
 
 // Restore loads what earlier runs persisted. Everything is verified again,
-// so a corrupted file is reported instead of believed.
+// so a corrupted file is reported instead of believed. Certificates come
+// first: a value, vote or TTL of a session one of them ended is not
+// restored but deleted with the first Tick (collection, change 22).
 func (k *Core) Restore(r Reader) error {
-	err := r.ForEach(bucketStmt, func(key, v []byte) error {
+	err := r.ForEach(bucketCert, func(_, v []byte) error {
+		var cert wire.ResetCertificate
+		if err := crypto.Unmarshal(v, &cert); err != nil {
+			return err
+		}
+		if _, err := k.mute.ApplyCertificate(&cert); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring reset certificates: %w", err)
+	}
+	var justCollected [][]byte
+	err = r.ForEach(bucketStmt, func(key, v []byte) error {
 		en, err := k.restoreEntry(v)
 		if err != nil {
 			return err
@@ -62,6 +79,11 @@ func (k *Core) Restore(r Reader) error {
 		if string(key) != string(stmtKey(st.Lock, st.Client)) {
 			return fmt.Errorf("statement stored under the wrong key: %s", st)
 		}
+		if st.Session <= k.mute.ResetUpTo(st.Client) {
+			k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketStmt, Key: bytes.Clone(key), Delete: true})
+			justCollected = append(justCollected, bytes.Clone(key))
+			return nil
+		}
 		k.restoredLock(st.Lock).Restore(en)
 		k.noteClientLock(st.Client, st.Lock)
 		k.restored = append(k.restored, en)
@@ -69,6 +91,9 @@ func (k *Core) Restore(r Reader) error {
 	})
 	if err != nil {
 		return fmt.Errorf("core: restoring statements: %w", err)
+	}
+	for _, key := range justCollected {
+		k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketJust, Key: key, Delete: true})
 	}
 	err = r.ForEach(bucketHW, func(key, v []byte) error {
 		en, err := k.restoreEntry(v)
@@ -88,22 +113,6 @@ func (k *Core) Restore(r Reader) error {
 	if err != nil {
 		return fmt.Errorf("core: restoring justifications: %w", err)
 	}
-	err = r.ForEach(bucketCert, func(_, v []byte) error {
-		var cert wire.ResetCertificate
-		if err := crypto.Unmarshal(v, &cert); err != nil {
-			return err
-		}
-		if _, err := k.mute.ApplyCertificate(&cert); err != nil {
-			return err
-		}
-		for name := range k.clientLocks[cert.Client] {
-			k.locks[name].VoidUpTo(cert.Client, cert.Session)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("core: restoring reset certificates: %w", err)
-	}
 	err = r.ForEach(bucketBan, func(key, v []byte) error {
 		var ev wire.Evidence
 		if err := crypto.Unmarshal(v, &ev); err != nil {
@@ -114,19 +123,27 @@ func (k *Core) Restore(r Reader) error {
 			return err
 		}
 		k.banned[c] = &ev
-		for name := range k.clientLocks[c] {
+		for _, name := range sortedKeys(k.clientLocks[c]) {
 			k.locks[name].Forget(c)
+			k.releaseClientLock(c, name)
 		}
-		delete(k.clientLocks, c)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("core: restoring bans: %w", err)
 	}
-	err = r.ForEach(bucketVote, func(_, v []byte) error {
+	err = r.ForEach(bucketVote, func(key, v []byte) error {
 		var vote wire.SignedSuspect
 		if err := crypto.Unmarshal(v, &vote); err != nil {
 			return err
+		}
+		body, err := vote.Verify(k.cfg.Keys)
+		if err != nil {
+			return err
+		}
+		if body.Session <= k.mute.ResetUpTo(body.Client) {
+			k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketVote, Key: bytes.Clone(key), Delete: true})
+			return nil
 		}
 		return k.mute.RestoreVote(vote)
 	})
@@ -135,8 +152,12 @@ func (k *Core) Restore(r Reader) error {
 			if len(key) != 32+8 || len(v) != 4 {
 				return fmt.Errorf("a lease TTL record of %d+%d bytes", len(key), len(v))
 			}
-			c := wire.ClientID(key[:32])
-			k.mute.RestoreTTL(c, binary.BigEndian.Uint64(key[32:]), time.Duration(binary.BigEndian.Uint32(v))*time.Millisecond)
+			c, sess := wire.ClientID(key[:32]), binary.BigEndian.Uint64(key[32:])
+			if sess <= k.mute.ResetUpTo(c) {
+				k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketTTL, Key: bytes.Clone(key), Delete: true})
+				return nil
+			}
+			k.mute.RestoreTTL(c, sess, time.Duration(binary.BigEndian.Uint32(v))*time.Millisecond)
 			return nil
 		})
 	}

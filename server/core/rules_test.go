@@ -33,8 +33,8 @@ func TestSettledRule(t *testing.T) {
 		}
 	}
 	require.True(t, xAhead > 0 && xBehind > 0, "in 256 equal tickets each side should win a tie-break: it is not H(N‖id)")
-	entry := func(ph wire.Phase, n uint64, void bool) *activeset.Entry {
-		return &activeset.Entry{St: &wire.Statement{Lock: "L", Client: x.id, Session: 1, Attempt: 1, Phase: ph, N: n}, Void: void}
+	entry := func(ph wire.Phase, n uint64) *activeset.Entry {
+		return &activeset.Entry{St: &wire.Statement{Lock: "L", Client: x.id, Session: 1, Attempt: 1, Phase: ph, N: n}}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -43,16 +43,14 @@ func TestSettledRule(t *testing.T) {
 		settled bool
 	}{
 		{"no statement here (the absence rule needs q servers)", mine, nil, false},
-		{"choosing", mine, entry(wire.PhaseDoorway, 0, false), false},
-		{"exited", mine, entry(wire.PhaseExit, 0, false), true},
-		{"reset while choosing", mine, entry(wire.PhaseDoorway, 0, true), true},
-		{"reset while holding", mine, entry(wire.PhaseHeld, 2, true), true},
-		{"a lower ticket", mine, entry(wire.PhaseTicket, mine-1, false), false},
-		{"a higher ticket", mine, entry(wire.PhaseTicket, mine+1, false), true},
-		{"holding a lower ticket", mine, entry(wire.PhaseHeld, mine-1, false), false},
-		{"holding a higher ticket", mine, entry(wire.PhaseHeld, mine+1, false), true},
-		{"an equal ticket x wins on the tie-break", xAhead, entry(wire.PhaseTicket, xAhead, false), false},
-		{"an equal ticket x loses on the tie-break", xBehind, entry(wire.PhaseTicket, xBehind, false), true},
+		{"choosing", mine, entry(wire.PhaseDoorway, 0), false},
+		{"exited", mine, entry(wire.PhaseExit, 0), true},
+		{"a lower ticket", mine, entry(wire.PhaseTicket, mine-1), false},
+		{"a higher ticket", mine, entry(wire.PhaseTicket, mine+1), true},
+		{"holding a lower ticket", mine, entry(wire.PhaseHeld, mine-1), false},
+		{"holding a higher ticket", mine, entry(wire.PhaseHeld, mine+1), true},
+		{"an equal ticket x wins on the tie-break", xAhead, entry(wire.PhaseTicket, xAhead), false},
+		{"an equal ticket x loses on the tie-break", xBehind, entry(wire.PhaseTicket, xBehind), true},
 	} {
 		got := settledFor(bakery.Token{N: tc.mine, Client: me.id})(x.id, tc.en)
 		require.Equal(t, tc.settled, got, tc.name)
@@ -72,15 +70,15 @@ func (c *cluster) certify(client wire.ClientID, sess uint64, votes int) *wire.Re
 }
 
 // §5: once a certificate reset a session, a server refuses every statement
-// of it, an Exit too (which needs no lease), and the register stays void.
+// of it, an Exit too (which needs no lease); the certificate collects the
+// session's register value (change 22), and a refused statement brings
+// nothing back.
 func TestResetSessionRefused(t *testing.T) {
 	c := newCluster(t, 4, 1)
 	cl := c.newClient()
 	c.doorway(cl, "L", 1, 1)
 	c.fromServer(0, 1, &wire.Message{Reset: c.certify(cl.id, 1, c.cores[0].q)})
-	st, void := c.cores[0].Register("L", cl.id)
-	require.True(t, void)
-	require.Equal(t, wire.PhaseDoorway, st.Phase)
+	require.Nil(t, c.cores[0].Register("L", cl.id), "the reset session's value is collected")
 	c.replies(cl.id)
 	for _, ss := range []wire.SignedStatement{
 		cl.stmt("L", 1, 1, wire.PhaseExit, 0, nil),
@@ -88,9 +86,11 @@ func TestResetSessionRefused(t *testing.T) {
 	} {
 		c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 7, Statement: ss}})
 		require.Equal(t, []wire.ErrorCode{wire.ErrCodeSuspected}, errorCodes(c.replies(cl.id)))
-		st, void = c.cores[0].Register("L", cl.id)
-		require.True(t, void)
-		require.Equal(t, wire.PhaseDoorway, st.Phase, "the register keeps the void Doorway")
+		require.Nil(t, c.cores[0].Register("L", cl.id))
+		require.Zero(t, c.cores[0].ClientFootprint(cl.id).Locks, "a refused statement leaves no lock behind")
+		c.fromServer(0, 2, &wire.Message{Forward: &wire.Forward{Statement: ss}})
+		require.Nil(t, c.cores[0].Register("L", cl.id), "nor from a peer")
+		require.Zero(t, c.cores[0].ClientFootprint(cl.id).Locks, "nor does a refused Forward")
 	}
 	// The next session is welcome.
 	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 8, Statement: cl.stmt("L", 2, 3, wire.PhaseDoorway, 0, nil)}})
@@ -117,7 +117,7 @@ func TestHeldMustFollowItsTicket(t *testing.T) {
 		c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: tc.held}})
 		require.Equal(t, tc.code, errorCodes(c.replies(cl.id)), tc.name)
 	}
-	st, _ := c.cores[0].Register("L", cl.id)
+	st := c.cores[0].Register("L", cl.id)
 	require.Equal(t, wire.PhaseHeld, st.Phase)
 	require.Equal(t, uint64(1), st.N)
 }
@@ -245,10 +245,12 @@ func TestCertificateSurvivesRestart(t *testing.T) {
 	c.doorway(cl, "L", 1, 1)
 	c.fromServer(0, 1, &wire.Message{Reset: c.certify(cl.id, 1, c.cores[0].q)})
 	require.Len(t, c.disks[0][bucketCert], 1, "the certificate is on disk")
+	require.Empty(t, c.disks[0][bucketStmt], "the value it voids is not")
 	c.restart(0)
-	st, void := c.cores[0].Register("L", cl.id)
-	require.NotNil(t, st)
-	require.True(t, void, "the restarted server holds the reset session's Doorway live")
+	require.Nil(t, c.cores[0].Register("L", cl.id))
 	require.Equal(t, uint64(1), c.cores[0].ResetUpTo(cl.id))
-	require.False(t, c.cores[0].locks["L"].IsMember(cl.id))
+	require.Zero(t, c.cores[0].LockCount(), "a lock with no value, no listener and no hw is not kept")
+	// A Doorway of the reset session replayed to the restarted server is refused.
+	c.fromServer(0, 2, &wire.Message{Forward: &wire.Forward{Statement: cl.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	require.Nil(t, c.cores[0].Register("L", cl.id))
 }

@@ -954,7 +954,11 @@ func (w *World) restartServer(i int) {
 		for _, k := range sortedRegKeys(s.acks) {
 			want := s.acks[k]
 			w.stats.DurabilityChecks++
-			st, _ := c.Register(k.lock, w.cli[k.client].c.ID())
+			id := w.cli[k.client].c.ID()
+			st := c.Register(k.lock, id)
+			if st == nil && want.Session <= c.ResetUpTo(id) {
+				continue // a reset certificate ended the session and collected the value
+			}
 			if st == nil || quorum.TimestampOf(st).Compare(want) < 0 {
 				got := "nothing"
 				if st != nil {
@@ -1032,8 +1036,8 @@ func (w *World) checkSilentReset(c int) {
 			continue
 		}
 		for _, lock := range w.sc.Locks {
-			st, void := s.core.Register(lock, id)
-			if st != nil && !void && st.Phase != wire.PhaseExit {
+			st := s.core.Register(lock, id)
+			if st != nil && st.Phase != wire.PhaseExit {
 				w.h.violate(CheckReset, at, "c%d went silent at %s (last heartbeat %.6fs) but s%d still holds its %s on %s, not reset (ResetUpTo=%d)",
 					c, w.h.crashed[c], w.cli[c].lastHB.Seconds(), i, st, lock, s.core.ResetUpTo(id))
 			}
@@ -1478,8 +1482,8 @@ func (w *World) checkMalGone(m *malClient) {
 			continue
 		}
 		for _, lock := range w.sc.Locks {
-			st, void := s.core.Register(lock, m.id)
-			if st != nil && !void && st.Phase != wire.PhaseExit {
+			st := s.core.Register(lock, m.id)
+			if st != nil && st.Phase != wire.PhaseExit {
 				w.h.violate(CheckCaught, at, "malicious %s (%s) stopped at %.3fs but s%d still holds its %s on %s, neither reset nor banned",
 					m.name(), m.kind, w.quiet.Seconds(), i, st, lock)
 			}
@@ -1523,7 +1527,7 @@ func (w *World) checkColluders() {
 				continue
 			}
 			for _, lock := range w.sc.Locks {
-				if st, void := s.core.Register(lock, colluder); st != nil && !void && (st.Phase == wire.PhaseTicket || st.Phase == wire.PhaseHeld) {
+				if st := s.core.Register(lock, colluder); st != nil && (st.Phase == wire.PhaseTicket || st.Phase == wire.PhaseHeld) {
 					w.h.violate(CheckOneSigner, w.instant(), "correct s%d accepted %s of s%d's colluding client, whose J no q distinct servers signed", i, st, z.id)
 					return
 				}
