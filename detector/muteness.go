@@ -620,6 +620,20 @@ func (m *Muteness) VoteCount(c wire.ClientID, sess uint64) int {
 // reset yet, ordered by client, session and server (a server resends them
 // to a peer after a reconnect: forwards go only once).
 func (m *Muteness) PendingVotes() []wire.SignedSuspect {
+	return m.pendingVotes(func(wire.ServerID) bool { return true })
+}
+
+// OwnPendingVotes returns this server's own votes on sessions that no
+// certificate has reset yet, ordered by client and session: the core sends
+// them again now and then, so a peer that reset the session answers with
+// the certificate this server missed (change 22).
+func (m *Muteness) OwnPendingVotes() []wire.SignedSuspect {
+	return m.pendingVotes(func(s wire.ServerID) bool { return s == m.cfg.Self })
+}
+
+// pendingVotes returns the votes by servers that keep, on sessions no
+// certificate has reset, ordered by client, session and server.
+func (m *Muteness) pendingVotes(keep func(wire.ServerID) bool) []wire.SignedSuspect {
 	var out []wire.SignedSuspect
 	for _, c := range m.sortedClients() {
 		cs := m.clients[c]
@@ -631,37 +645,14 @@ func (m *Muteness) PendingVotes() []wire.SignedSuspect {
 		for _, s := range sessions {
 			ids := make([]int, 0, len(cs.votes[s]))
 			for id := range cs.votes[s] {
-				ids = append(ids, int(id))
+				if keep(id) {
+					ids = append(ids, int(id))
+				}
 			}
 			sort.Ints(ids)
 			for _, id := range ids {
 				out = append(out, cs.votes[s][wire.ServerID(id)])
 			}
-		}
-	}
-	return out
-}
-
-// OwnPendingVotes returns this server's own votes on sessions that no
-// certificate has reset yet, ordered by client and session: the core sends
-// them again now and then, so a peer that reset the session answers with
-// the certificate this server missed (change 22).
-func (m *Muteness) OwnPendingVotes() []wire.SignedSuspect {
-	var out []wire.SignedSuspect
-	for _, c := range m.sortedClients() {
-		cs := m.clients[c]
-		if len(cs.votes) == 0 {
-			continue
-		}
-		sessions := make([]uint64, 0, len(cs.votes))
-		for s, vs := range cs.votes {
-			if _, ok := vs[m.cfg.Self]; ok {
-				sessions = append(sessions, s)
-			}
-		}
-		sort.Slice(sessions, func(i, j int) bool { return sessions[i] < sessions[j] })
-		for _, s := range sessions {
-			out = append(out, cs.votes[s][m.cfg.Self])
 		}
 	}
 	return out
