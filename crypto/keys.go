@@ -187,7 +187,10 @@ const (
 	DomainView      Domain = "bq/v1/view"
 	DomainSuspect   Domain = "bq/v1/suspect"
 	DomainHello     Domain = "bq/v1/hello"
-	DomainTest      Domain = "bq/v1/test"
+	// DomainAdmission and DomainRevocation are the client CA's (change 23).
+	DomainAdmission  Domain = "bq/v1/admission"
+	DomainRevocation Domain = "bq/v1/revocation"
+	DomainTest       Domain = "bq/v1/test"
 )
 
 func (d Domain) message(body []byte) []byte {

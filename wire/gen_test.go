@@ -198,6 +198,13 @@ func examples(tb testing.TB) []example {
 		require.NoError(tb, err)
 		return &wire.Hello{Key: k.Public.Wire, Sig: k.Sign(crypto.DomainHello, b), Cluster: f.keys.Cluster, Version: wire.Version{Major: 1, Minor: 2}}
 	}
+	// The client CA of these examples is dave's key.
+	admission, err := wire.SignAdmission(f.dave, f.keys.Cluster, &wire.AdmissionBody{Serial: 3, Name: "ci", Client: id(f.bob),
+		Locks: []string{"ci/*"}, MaxHoldMillis: 60000, NotBefore: 1_700_000_000_000, NotAfter: 1_800_000_000_000})
+	require.NoError(tb, err)
+	admitted := func(h *wire.Hello) *wire.Hello { h.Admission = &admission; return h }
+	revocation, err := wire.SignRevocation(f.dave, f.keys.Cluster, &wire.RevocationBody{Client: id(f.bob), Name: "ci", At: 1_750_000_000_000})
+	require.NoError(tb, err)
 	// Equivocation: a second Ticket of alice with the same timestamp (3, 2, Ticket) and another N.
 	equivocal := f.stmt(tb, f.alice, wire.PhaseTicket, 3, 2, 8, ticket2JHash(ticket))
 
@@ -206,6 +213,7 @@ func examples(tb testing.TB) []example {
 		{"Hello", &wire.Message{Hello: hello(f.alice)}},
 		{"Hello/ML-DSA-44", &wire.Message{Hello: hello(f.pq)}},
 		{"Hello/Ed25519-Dilithium2", &wire.Message{Hello: hello(f.hybrid)}},
+		{"Hello/admitted", &wire.Message{Hello: admitted(hello(f.bob))}},
 		{"Welcome", &wire.Message{Welcome: &wire.Welcome{Client: id(f.alice)}}},
 		{"SessionOpen", &wire.Message{SessionOpen: &wire.SessionOpen{Session: 3, TTLMillis: 5000}}},
 		{"Heartbeat", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17}}},
@@ -245,6 +253,7 @@ func examples(tb testing.TB) []example {
 			{Lock: testLock, Client: id(f.alice), Session: 3, Attempt: 2, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&ticket)}}}}},
 		{"Announce/want", &wire.Message{Announce: &wire.Announce{Want: true, Items: []wire.StatementRef{
 			{Lock: testLock, Client: id(f.bob), Session: 2, Attempt: 4, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&bobTicket)}}}}},
+		{"Revoke", &wire.Message{Revoke: &wire.Revoke{Req: 17, Revocation: revocation}}},
 	}
 }
 

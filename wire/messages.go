@@ -242,6 +242,9 @@ type Hello struct {
 	Cluster ClusterID `cbor:"3,keyasint"`
 	// Version is the protocol version the client speaks (§1, "Versions").
 	Version Version `cbor:"4,keyasint"`
+	// Admission is the client's admission certificate, for a closed
+	// cluster (change 23); an open one ignores it.
+	Admission *crypto.Signed `cbor:"5,keyasint,omitempty"`
 }
 
 func (h *Hello) String() string { return fmt.Sprintf("Hello(%s)", ClientIDOf(h.Key)) }
@@ -430,6 +433,9 @@ const (
 	ErrCodeNoSession  ErrorCode = 7 // the client has no open session here
 	ErrCodeNotAllowed ErrorCode = 8 // not admitted (closed cluster) or not a valid peer
 	ErrCodeInternal   ErrorCode = 9 // the server failed (e.g. its disk); try again or elsewhere
+	// ErrCodeForbidden: the client's admission certificate does not allow
+	// the lock name (change 23).
+	ErrCodeForbidden ErrorCode = 10
 )
 
 func (c ErrorCode) String() string {
@@ -452,6 +458,8 @@ func (c ErrorCode) String() string {
 		return "not-allowed"
 	case ErrCodeInternal:
 		return "internal"
+	case ErrCodeForbidden:
+		return "forbidden"
 	}
 	return fmt.Sprintf("code(%d)", uint16(c))
 }
@@ -580,6 +588,7 @@ type Message struct {
 	StatusReply  *StatusReply      `cbor:"22,keyasint,omitempty"`
 	SessionClose *SessionClose     `cbor:"23,keyasint,omitempty"`
 	Announce     *Announce         `cbor:"24,keyasint,omitempty"`
+	Revoke       *Revoke           `cbor:"25,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -630,6 +639,7 @@ func (m *Message) body() (fmt.Stringer, int) {
 	set(m.StatusReply, m.StatusReply == nil)
 	set(m.SessionClose, m.SessionClose == nil)
 	set(m.Announce, m.Announce == nil)
+	set(m.Revoke, m.Revoke == nil)
 	return found, n
 }
 
