@@ -89,6 +89,9 @@ type clientState struct {
 	votes     map[uint64]map[wire.ServerID]wire.SignedSuspect // session → votes not yet certified
 	cert      *wire.ResetCertificate                          // the highest-session certificate known
 	resetUpTo uint64                                          // cert.Session, or 0
+	// revoked: the operator revoked the client (change 23). INVARIANT:
+	// every lease of a revoked client is refused, and none is renewed.
+	revoked bool
 }
 
 type doorway struct {
@@ -129,6 +132,9 @@ var (
 	// ErrSessionSuperseded: a newer session of the client is known here, so
 	// this one is not renewed (docs/protocol.md change 18); its lease runs out.
 	ErrSessionSuperseded = errors.New("detector: a newer session of this client is open; this one is no longer renewed")
+	// ErrRevoked: the operator revoked the client (change 23); no session
+	// of it is renewed.
+	ErrRevoked = errors.New("detector: the client was revoked by the cluster's operator")
 	// ErrTooManyDeferred: so many sessions of the client wait for an older
 	// one (a detached holding?) to end that no newer one is opened.
 	ErrTooManyDeferred = errors.New("detector: too many sessions of this client wait for an older one to end")
@@ -304,6 +310,9 @@ func (m *Muteness) known(cs *clientState, sess uint64) bool {
 // known here (docs/protocol.md change 18): only the newest one is renewed,
 // so every older lease runs out within its TTL.
 func (m *Muteness) renewable(cs *clientState, sess uint64) error {
+	if cs.revoked {
+		return ErrRevoked
+	}
 	if sess <= cs.resetUpTo {
 		return ErrSessionReset
 	}
@@ -338,7 +347,7 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 	if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
 		return nil, ErrTooManySessions // the oldest suspected one goes first; else refuse
 	}
-	l := &lease{session: sess, ttl: ttl, until: now.Add(ttl)}
+	l := &lease{session: sess, ttl: ttl, until: now.Add(ttl), refused: cs.revoked}
 	cs.leases = append(cs.leases, l)
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
 	return l, nil
@@ -367,6 +376,18 @@ func (m *Muteness) LeaseOK(c wire.ClientID, sess uint64, now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// Revoke refuses every lease of c from now on (docs/protocol.md change 23):
+// none is renewed, each is voted on when it runs out, as for a client that
+// overran its Doorway, so the client's sessions end by the ordinary
+// certificate while its own lease check reports the loss first.
+func (m *Muteness) Revoke(c wire.ClientID) {
+	cs := m.client(c)
+	cs.revoked = true
+	for _, l := range cs.leases {
+		l.refused = true
+	}
 }
 
 // DoorwayStarted notes that c entered the Doorway of lock in session sess.
@@ -410,7 +431,7 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 				l.suspected = true
 				cs.votedUpTo = max(cs.votedUpTo, l.session)
 				why := wire.SuspectMute
-				if l.refused {
+				if l.refused && !cs.revoked {
 					why = wire.SuspectDoorway
 				}
 				out = append(out, m.sign(c, l.session, why))
