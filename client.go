@@ -30,6 +30,10 @@ type Config struct {
 	IdentityFile   string
 	Identity       *crypto.PrivateKey
 	CreateIdentity bool
+	// Admission is the identity's admission certificate, for a closed
+	// cluster (docs/protocol.md change 23). With IdentityFile it is read
+	// from that file, after the key.
+	Admission *crypto.Signed
 	// SessionFile keeps the identity's session counter (docs/protocol.md §2:
 	// session numbers are never reused). Default: IdentityFile + ".session".
 	// The client holds a lock on it while open, so a second process of this
@@ -125,25 +129,32 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
-	key := cfg.Identity
+	key, admission := cfg.Identity, cfg.Admission
 	if key == nil {
 		if cfg.IdentityFile == "" {
 			return nil, errors.New("bq: no identity: set Config.IdentityFile (or BQ_IDENTITY for bqclient)")
 		}
-		var err error
-		key, err = certs.LoadIdentity(cfg.IdentityFile)
+		id, err := certs.LoadIdentity(cfg.IdentityFile)
 		if errors.Is(err, certs.ErrNoIdentity) && cfg.CreateIdentity {
-			key, err = certs.NewIdentity(cfg.IdentityFile, cluster.Scheme, rand.Reader)
+			id = &certs.Identity{}
+			id.Key, err = certs.NewIdentity(cfg.IdentityFile, cluster.Scheme, rand.Reader)
 		}
 		if err != nil {
 			return nil, err
 		}
+		key = id.Key
+		if admission == nil {
+			admission = id.Admission
+		}
+	}
+	if err := checkAdmission(cluster, key, admission, cfg.IdentityFile); err != nil {
+		return nil, err
 	}
 	newTransport := cfg.newTransport
 	if newTransport == nil {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
-				Key: key, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert, Logger: cfg.Logger,
+				Key: key, Admission: admission, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert, Logger: cfg.Logger,
 			})
 		}
 	}
@@ -315,7 +326,12 @@ func (c *Client) loop(every time.Duration) {
 				c.log.Warn("a server refused the connection", "server", ev.From.String(), "err", ev.Err)
 				c.connRefused[ev.From.Server] = ev.Err.Error()
 				if n := c.cluster.N; n-len(c.connRefused) < c.cluster.Quorum {
-					err := fmt.Errorf("%w: the connection: %s", bakery.ErrRefused, strings.Join(sortedValues(c.connRefused), "; "))
+					kind := bakery.ErrRefused
+					var re *transport.RefusedError
+					if errors.As(ev.Err, &re) && re.Code == wire.ErrCodeNotAllowed {
+						kind = bakery.ErrNotPermitted // not admitted, or revoked (change 23)
+					}
+					err := fmt.Errorf("%w: the connection: %s", kind, strings.Join(sortedValues(c.connRefused), "; "))
 					c.refusedOnce.Do(func() { c.refusedErr = err; close(c.refused) })
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -32,6 +34,11 @@ var (
 	// them that it cannot succeed; the message has their reasons. Retrying
 	// the same request does not help. A faulty server alone cannot cause it.
 	ErrRefused = errors.New("bq: refused by the servers")
+	// ErrNotPermitted: a closed cluster does not let this identity do
+	// what it asked: it is not enrolled, its certificate expired, it was
+	// revoked, or the lock name is outside its patterns (docs/protocol.md
+	// change 23). Such an error is also an ErrRefused.
+	ErrNotPermitted = errors.New("bq: not permitted")
 	// ErrIdentityInUse: another process of this machine has the identity
 	// open. One identity is one client with one session at a time: give
 	// each process its own identity file.
@@ -44,6 +51,8 @@ func mapBakeryErr(err error) error {
 		return ErrBusy
 	case errors.Is(err, bakery.ErrLeaseLost):
 		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrLockLost}, cause: err}
+	case errors.Is(err, bakery.ErrNotPermitted):
+		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrNotPermitted, ErrRefused}, cause: err}
 	case errors.Is(err, bakery.ErrRefused):
 		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrRefused}, cause: err}
 	}
@@ -142,4 +151,40 @@ func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
 		fmt.Fprintf(&b, ", %d more ahead", rest-1)
 	}
 	return b.String(), false
+}
+
+// checkAdmission fails at once, with what to do, when a closed cluster
+// would refuse the identity anyway: no admission certificate, one of
+// another key or CA, or one out of its validity (docs/protocol.md change 23).
+func checkAdmission(c *certs.Cluster, key *crypto.PrivateKey, admission *crypto.Signed, file string) error {
+	if !c.Closed() {
+		return nil
+	}
+	where := "this identity"
+	if file != "" {
+		where = file
+	}
+	refuse := func(format string, args ...any) error {
+		return &Error{msg: "bq: " + fmt.Sprintf(format, args...), kinds: []error{ErrNotPermitted, ErrRefused}}
+	}
+	if admission == nil {
+		pub := "KEY" + certs.PublicKeySuffix
+		if file != "" {
+			pub = file + certs.PublicKeySuffix
+		}
+		return refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
+			c.Name, where, wire.ClientID(key.Public.ID).Hex()[:16], pub, where)
+	}
+	b, err := wire.VerifyAdmission(c.ClientCA, c.ID(), *admission)
+	if err != nil {
+		return refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
+	}
+	if b.Client != wire.ClientID(key.Public.ID) {
+		return refuse("the admission certificate in %s (%q) is for another key, client id %s, not this one (%s)",
+			where, b.Name, b.Client.Hex(), wire.ClientID(key.Public.ID).Hex())
+	}
+	if err := b.ValidAt(time.Now()); err != nil {
+		return refuse("%v: ask the cluster's operator for a new one", err)
+	}
+	return nil
 }

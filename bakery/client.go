@@ -395,13 +395,14 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 			// Doorway that arrived after the server had the Ticket) must not
 			// keep the server's answer to the current one from counting.
 			err := fmt.Errorf("bakery: %s refused: %s: %s", s, er.Code, er.Detail)
+			permission := er.Code == wire.ErrCodeForbidden || er.Code == wire.ErrCodeNotAllowed
 			switch {
 			case a.phase == phaseGetTicket && er.Req == a.reqDoorway:
 				a.views.Reject(s, err)
-				c.refusedAccess(a, "the Doorway", a.views.Rejected(), a.views.Hopeless(c.cfg.N), e)
+				c.refusedAccess(a, "the Doorway", a.views.Rejected(), a.views.Hopeless(c.cfg.N), permission, e)
 			case a.phase == phaseSetTicket && er.Req == a.reqTicket:
 				a.members.Reject(s, err)
-				c.refusedAccess(a, "the Ticket", a.members.Rejected(), a.members.Hopeless(c.cfg.N), e)
+				c.refusedAccess(a, "the Ticket", a.members.Rejected(), a.members.Hopeless(c.cfg.N), permission, e)
 			case a.phase == phaseExiting && er.Req == a.reqExit:
 				a.exitAcks.Reject(s, err)
 			case a.phase == phaseListen && er.Req == a.reqListen && !a.heard[s]:

@@ -74,6 +74,11 @@ var (
 	// that fewer than q are left to report; the attempt fails at once. It
 	// is an ErrRefused.
 	ErrListenRefused = fmt.Errorf("%w: listen refused", ErrRefused)
+	// ErrNotPermitted: the refusal that made the request hopeless was the
+	// cluster's permissions (a lock name outside the identity's
+	// certificate, a revoked identity: docs/protocol.md change 23). It is
+	// an ErrRefused.
+	ErrNotPermitted = fmt.Errorf("%w: not permitted", ErrRefused)
 )
 
 // Send is one message to one server.

@@ -143,12 +143,18 @@ func (c *Client) listenRefusedBy(a *attempt, s wire.ServerID, err error, e *Effe
 // refusedAccess fails a's GET-TICKET or SET-TICKET once so many servers
 // refused it that fewer than q can answer (§6: a refusal is a clear error,
 // never an outage the client waits out).
-func (c *Client) refusedAccess(a *attempt, what string, rejected string, hopeless bool, e *Effects) {
+// permission says that the refusal that made it hopeless was the cluster's
+// permissions (ErrNotPermitted).
+func (c *Client) refusedAccess(a *attempt, what string, rejected string, hopeless, permission bool, e *Effects) {
 	if !hopeless {
 		return
 	}
+	kind := ErrRefused
+	if permission {
+		kind = ErrNotPermitted
+	}
 	c.exit(a, Failed, fmt.Errorf("%w: %s of lock %q: fewer than %d of %d servers can accept it: %s",
-		ErrRefused, what, a.lock, c.q, c.cfg.N, rejected), e)
+		kind, what, a.lock, c.q, c.cfg.N, rejected), e)
 }
 
 // relisten renews a LISTEN that has heard from q servers but passed no

@@ -38,7 +38,14 @@ type Cluster struct {
 	Scheme       string
 	CA           *x509.Certificate
 	Servers      []Server // index == id
+	// ClientCA is the key of the client CA of a closed cluster, which signs
+	// admission certificates and revocations (docs/protocol.md change 23);
+	// nil for an open cluster, which admits any client key.
+	ClientCA *crypto.Parsed
 }
+
+// Closed reports whether the cluster admits only enrolled clients.
+func (c *Cluster) Closed() bool { return c.ClientCA != nil }
 
 // Server is one entry of the cluster file.
 type Server struct {
@@ -108,13 +115,15 @@ func (c *Cluster) Addresses() map[wire.ServerID]string {
 // clusterFile is the YAML form of a cluster file. Pointers tell a missing
 // field from a zero one.
 type clusterFile struct {
-	Name    string        `yaml:"name"`
-	N       *int          `yaml:"n"`
-	F       *int          `yaml:"f"`
-	Quorum  *int          `yaml:"quorum"`
-	Scheme  string        `yaml:"scheme"`
-	CA      string        `yaml:"ca"`
-	Servers []serverEntry `yaml:"servers"`
+	Name   string `yaml:"name"`
+	N      *int   `yaml:"n"`
+	F      *int   `yaml:"f"`
+	Quorum *int   `yaml:"quorum"`
+	Scheme string `yaml:"scheme"`
+	CA     string `yaml:"ca"`
+	// ClientCA makes the cluster closed (change 23).
+	ClientCA string        `yaml:"client_ca"`
+	Servers  []serverEntry `yaml:"servers"`
 }
 
 type serverEntry struct {
@@ -155,6 +164,10 @@ func (c *Cluster) marshal() ([]byte, error) {
 	fmt.Fprintf(&b, "quorum: %d\n", c.Quorum)
 	fmt.Fprintf(&b, "scheme: %s\n", scalar(c.Scheme))
 	fmt.Fprintf(&b, "ca: %s", block("  ", certPEM(c.CA.Raw)))
+	if c.ClientCA != nil {
+		b.WriteString("# Closed: a client is served only with an admission certificate of this client CA (bqserver client add).\n")
+		fmt.Fprintf(&b, "client_ca: %s\n", scalar(c.ClientCA.Wire.String()))
+	}
 	b.WriteString("servers:\n")
 	for i := range c.Servers {
 		s := &c.Servers[i]
@@ -302,6 +315,15 @@ func parseCluster(data []byte, path string, now time.Time) (*Cluster, error) {
 		}
 	}
 
+	// The client CA (change 23): its presence closes the cluster.
+	if cf.ClientCA != "" {
+		if k, err := crypto.ParsePublicKeyString(cf.ClientCA); err != nil {
+			p.add("client_ca: %v", err)
+		} else {
+			c.ClientCA = k
+		}
+	}
+
 	// Servers.
 	if len(cf.Servers) == 0 {
 		p.add("servers: no server entries")
@@ -351,6 +373,9 @@ func parseCluster(data []byte, path string, now time.Time) (*Cluster, error) {
 		}
 
 		// Signing key.
+		if e.SigningKey != "" && cf.ClientCA != "" && e.SigningKey == cf.ClientCA {
+			p.add("%s: signing_key is the client CA's key; the client CA needs a key of its own", where)
+		}
 		if e.SigningKey == "" {
 			p.add("%s: signing_key missing", where)
 		} else if k, err := crypto.ParsePublicKeyString(e.SigningKey); err != nil {

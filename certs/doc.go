@@ -12,6 +12,11 @@
 //	    signing.key           PEM "BQ SIGNING KEY", header "Scheme", body the seed, 0600
 //	DIR/ca/ca.key             cluster CA private key, 0600; only needed to add
 //	                          servers, so keep it offline
+//	DIR/ca/client-ca.key      a closed cluster's client CA key, 0600: the
+//	                          operator's secret; its public key is the cluster
+//	                          file's client_ca (docs/protocol.md change 23)
+//	DIR/clients/NAME.cert     the operator's record of enrolled clients
+//	DIR/clients/NAME.revoked  and of revoked ones (ClientCA)
 //
 // What callers do, in order:
 //   - an operator runs Init once; it never overwrites an existing cluster;

@@ -20,7 +20,8 @@ func TestIdentityRoundTrip(t *testing.T) {
 		require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 		got, err := LoadIdentity(path)
 		require.NoError(t, err)
-		require.Equal(t, k.Public.ID, got.Public.ID)
+		require.Equal(t, k.Public.ID, got.Key.Public.ID)
+		require.Nil(t, got.Admission)
 		_, err = NewIdentity(path, sch, rand.Reader)
 		require.ErrorContains(t, err, "refusing to overwrite")
 	}

@@ -28,6 +28,9 @@ const (
 const (
 	CADirName = "ca"
 	CAKeyFile = "ca.key" // PKCS#8 PEM; only needed to add servers: keep it offline
+	// ClientCAKeyFile is the client CA's signing key (PEM "BQ SIGNING KEY"),
+	// of a closed cluster: it enrolls and revokes clients (change 23).
+	ClientCAKeyFile = "client-ca.key"
 )
 
 // ErrBadOptions marks Init errors caused by its options (as opposed to the
@@ -49,6 +52,10 @@ type InitOptions struct {
 	PortBase int
 	Scheme   string
 	Name     string
+	// Closed makes a client CA: the cluster then serves only clients that
+	// show an admission certificate of it (docs/protocol.md change 23).
+	// `bqserver init` sets it unless --open.
+	Closed bool
 }
 
 // hostList splits Host at commas.
@@ -211,6 +218,15 @@ func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
 		}
 		privs[i] = private{tlsKey: keyPEM, tlsCert: []byte(certPEM(der)), signingKey: encodeSigningKey(sk)}
 	}
+	var clientCAKey []byte
+	if opts.Closed {
+		k, err := crypto.GenerateKey(opts.Scheme, rand)
+		if err != nil {
+			return nil, fmt.Errorf("certs: generating the client CA key: %w", err)
+		}
+		c.ClientCA = k.Public
+		clientCAKey = encodeSigningKey(k)
+	}
 	caKeyPEM, err := encodePKCS8(ca.Key)
 	if err != nil {
 		return nil, err
@@ -234,6 +250,9 @@ func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
 	caDir := filepath.Join(opts.Dir, CADirName)
 	w.mkdir(caDir)
 	w.file(filepath.Join(caDir, CAKeyFile), caKeyPEM, 0o600)
+	if clientCAKey != nil {
+		w.file(filepath.Join(caDir, ClientCAKeyFile), clientCAKey, 0o600)
+	}
 	for i, p := range privs {
 		sdir := ServerDir(opts.Dir, i)
 		w.mkdir(sdir)

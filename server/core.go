@@ -19,6 +19,7 @@ type Core interface {
 func NewProtocolCore(m *certs.ServerMaterial, tune func(*core.Config)) (Core, error) {
 	c := m.Cluster
 	cfg := core.DefaultConfig(m.ID, c.N, c.F, c.Keyring(), m.SigningKey)
+	cfg.ClientCA = c.ClientCA
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/server/core"
 	"github.com/bq-lock/bq/server/metrics"
 	"github.com/bq-lock/bq/server/store"
@@ -62,6 +63,7 @@ type Server struct {
 
 	store     *store.Store
 	transport transport.Transport
+	admission *admission // nil for an open cluster
 	core      Core
 	metrics   *metrics.Registry
 	http      *http.Server
@@ -151,6 +153,15 @@ func Start(cfg Config) (*Server, error) {
 
 	c := m.Cluster
 	self := c.Servers[m.ID]
+	var admit func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
+	if c.Closed() {
+		var revoked []wire.ClientID
+		if r, ok := s.core.(revoker); ok {
+			revoked = r.Revoked()
+		}
+		s.admission = newAdmission(c, revoked)
+		admit = s.admission.admit
+	}
 	s.transport, err = transport.ListenServer(transport.ServerConfig{
 		ID:             m.ID,
 		Cluster:        c.ID(),
@@ -159,6 +170,7 @@ func Start(cfg Config) (*Server, error) {
 		Cert:           m.TLS,
 		CAPool:         c.CAPool(),
 		IdentifyServer: c.ServerByCert,
+		AdmitClient:    admit,
 		Limits:         cfg.Limits,
 		Logger:         log,
 	})
@@ -166,7 +178,7 @@ func Start(cfg Config) (*Server, error) {
 		return fail(err)
 	}
 	log.Info("server started", "addr", self.Address, "cluster", c.ID().String(), "n", c.N, "f", c.F, "quorum", c.Quorum,
-		"incarnation", s.Incarnation, "dir", m.Dir)
+		"closed", c.Closed(), "incarnation", s.Incarnation, "dir", m.Dir)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
@@ -250,6 +262,7 @@ func (s *Server) loop(ctx context.Context) {
 				}
 			}
 		}
+		s.revoke(eff.Revoked)
 		s.orderMu.Lock()
 		recs, now, late := s.order.Batch(eff, tick)
 		s.orderMu.Unlock()
@@ -355,13 +368,27 @@ func (s *Server) persist(ctx context.Context, recs []core.Record) bool {
 	}
 }
 
+// revoke stops admitting the clients the core just revoked and closes their
+// connections (docs/protocol.md change 23).
+func (s *Server) revoke(clients []wire.ClientID) {
+	for _, c := range clients {
+		s.log.Warn("client revoked by the operator: refusing its connections and its leases", "client", c.String())
+		if s.admission != nil {
+			s.admission.revoke(c)
+		}
+		if d, ok := s.transport.(clientDisconnecter); ok {
+			d.DisconnectClient(c, "revoked by the cluster's operator")
+		}
+	}
+}
+
 // coreInput translates a transport event for the core; bad input stays in the runtime.
 func coreInput(in transport.Inbound) (core.Input, bool) {
 	switch in.Kind {
 	case transport.EventMessage:
 		return core.Input{Kind: core.InputMessage, From: in.From, Msg: in.Msg}, true
 	case transport.EventConnected:
-		return core.Input{Kind: core.InputConnected, From: in.From}, true
+		return core.Input{Kind: core.InputConnected, From: in.From, Admission: in.Admission}, true
 	case transport.EventDisconnected:
 		return core.Input{Kind: core.InputDisconnected, From: in.From}, true
 	}

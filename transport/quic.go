@@ -34,8 +34,11 @@ type ServerConfig struct {
 	// match with the cluster file. It must be safe for concurrent use.
 	IdentifyServer func(*x509.Certificate) (wire.ServerID, bool)
 	// AdmitClient decides whether a client key may connect (a closed
-	// cluster); nil admits every key. It must be safe for concurrent use.
-	AdmitClient func(wire.ClientID) error
+	// cluster, docs/protocol.md change 23), given the admission
+	// certificate its Hello carried (nil if none), and returns what the
+	// certificate grants (delivered with EventConnected); nil admits every
+	// key. It must be safe for concurrent use.
+	AdmitClient func(c wire.ClientID, admission *crypto.Signed) (*wire.AdmissionBody, error)
 	// Version is the protocol version this server speaks (zero: wire.Current):
 	// its major is the QUIC ALPN, so peers of another major cannot connect.
 	Version wire.Version
@@ -46,6 +49,7 @@ type ServerConfig struct {
 // ClientConfig configures DialClient.
 type ClientConfig struct {
 	Key            *crypto.PrivateKey       // the client's signing key; its ClientID is the client's identity
+	Admission      *crypto.Signed           // its admission certificate, for a closed cluster (nil: none)
 	Cluster        wire.ClusterID           // the cluster the Hello is signed for; servers of another are refused
 	Servers        map[wire.ServerID]string // every server's address
 	CAPool         *x509.CertPool           // the cluster CA
@@ -146,6 +150,7 @@ func DialClient(cfg ClientConfig) (Transport, error) {
 	}
 	n := newNode(lim, cfg.Logger, udp)
 	n.key = cfg.Key
+	n.admission = cfg.Admission
 	n.cluster = cfg.Cluster
 	n.clientID = wire.ClientID(cfg.Key.Public.ID)
 	n.caPool = cfg.CAPool
@@ -261,16 +266,17 @@ type node struct {
 	log *slog.Logger
 	lim Limits
 
-	server   bool
-	cluster  wire.ClusterID
-	version  wire.Version    // what this node speaks: its major is the ALPN
-	self     wire.ServerID   // servers
-	cert     tls.Certificate // servers
-	admit    func(wire.ClientID) error
-	key      *crypto.PrivateKey // clients
-	clientID wire.ClientID      // clients
-	caPool   *x509.CertPool
-	identify func(*x509.Certificate) (wire.ServerID, bool)
+	server    bool
+	cluster   wire.ClusterID
+	version   wire.Version    // what this node speaks: its major is the ALPN
+	self      wire.ServerID   // servers
+	cert      tls.Certificate // servers
+	admit     func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
+	key       *crypto.PrivateKey // clients
+	admission *crypto.Signed     // clients
+	clientID  wire.ClientID      // clients
+	caPool    *x509.CertPool
+	identify  func(*x509.Certificate) (wire.ServerID, bool)
 
 	udp *net.UDPConn
 	tr  *quic.Transport

@@ -188,8 +188,9 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 		n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, err.Error())
 		return
 	}
+	var grant *wire.AdmissionBody
 	if n.admit != nil {
-		if err := n.admit(id); err != nil {
+		if grant, err = n.admit(id, m.Hello.Admission); err != nil {
 			n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, fmt.Sprintf("client %s is not admitted: %v", id, err))
 			return
 		}
@@ -206,7 +207,7 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 		n.spawn(func() { _ = old.conn.CloseWithError(codeReplaced, "replaced by a newer connection of the same client") })
 	}
 	n.log.Debug("transport: client connected", "peer", peer, "addr", conn.RemoteAddr())
-	if !n.deliver(Inbound{Kind: EventConnected, From: peer}) {
+	if !n.deliver(Inbound{Kind: EventConnected, From: peer, Admission: grant}) {
 		n.unbind(cc)
 		return
 	}
@@ -435,6 +436,7 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 		return err
 	}
 	h.Version = n.version
+	h.Admission = n.admission
 	if err := writeMsg(s, &wire.Message{Hello: h}); err != nil {
 		return describeRefusal(err)
 	}
@@ -444,7 +446,7 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 	}
 	switch {
 	case m.Error != nil:
-		return fmt.Errorf("%w: %s: %s", errHelloRefused, m.Error.Code, m.Error.Detail)
+		return &RefusedError{Code: m.Error.Code, Detail: m.Error.Detail}
 	case m.Welcome == nil:
 		return fmt.Errorf("expected a welcome, got %s", m)
 	case m.Welcome.Client != n.clientID:
@@ -455,6 +457,21 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 
 // errHelloRefused: the server answered our Hello with an Error.
 var errHelloRefused = errors.New("server refused us")
+
+// RefusedError is the Err of an EventRefused whose server answered the
+// Hello with an Error: Code says why (wire.ErrCodeNotAllowed for a client
+// a closed cluster does not admit).
+type RefusedError struct {
+	Code   wire.ErrorCode
+	Detail string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", errHelloRefused, e.Code, e.Detail)
+}
+
+// Is makes a RefusedError an errHelloRefused.
+func (e *RefusedError) Is(target error) bool { return target == errHelloRefused }
 
 // refused reports to a client's user a refusal that retrying cannot mend
 // (EventRefused), and returns it.
@@ -582,4 +599,16 @@ func readMsg(r io.Reader) (*wire.Message, error) {
 func exportHello(conn *quic.Conn) ([]byte, error) {
 	cs := conn.ConnectionState().TLS
 	return cs.ExportKeyingMaterial(helloExporterLabel, nil, exporterSize)
+}
+
+// DisconnectClient closes every connection of client c with reason (a
+// revoked client, docs/protocol.md change 23). Servers only; the usual
+// EventDisconnected follows.
+func (n *node) DisconnectClient(c wire.ClientID, reason string) {
+	n.mu.Lock()
+	cs := slices.Clone(n.clients[c])
+	n.mu.Unlock()
+	for _, cc := range cs {
+		n.spawn(func() { _ = cc.conn.CloseWithError(codeRefused, reason) })
+	}
 }

@@ -228,7 +228,9 @@ func TestQUICHelloBinding(t *testing.T) {
 func TestQUICAdmitClient(t *testing.T) {
 	qc := newQUICCluster(t, 1, Limits{})
 	cfg := qc.cfg(0)
-	cfg.AdmitClient = func(c wire.ClientID) error { return fmt.Errorf("%s has no admission certificate", c) }
+	cfg.AdmitClient = func(c wire.ClientID, _ *crypto.Signed) (*wire.AdmissionBody, error) {
+		return nil, fmt.Errorf("%s has no admission certificate", c)
+	}
 	w0 := watch("s0", qc.listen(t, cfg))
 	key := newKey(t)
 	qc.dial(t, key)

@@ -96,6 +96,9 @@ type Inbound struct {
 	Msg  *wire.Message // EventMessage only
 	Err  error         // EventBadInput only
 	Size int           // encoded size of Msg
+	// Admission is what a closed cluster's client certificate grants
+	// (EventConnected of a client, when AdmitClient returned one).
+	Admission *wire.AdmissionBody
 }
 
 func (in Inbound) String() string {

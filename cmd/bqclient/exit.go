@@ -20,6 +20,9 @@ const (
 	exitLost        = 4 // the lock was lost while held: the lease guarantee failed
 	exitUnavailable = 5 // fewer than a quorum of servers answered
 	exitRefused     = 6 // the servers refused the request (a TTL out of their bounds, a limit, a ban)
+	// exitNotPermitted: a closed cluster does not let this identity do it:
+	// not enrolled, expired, revoked, or a lock name outside its patterns.
+	exitNotPermitted = 7
 )
 
 const exitCodesHelp = `
@@ -31,6 +34,8 @@ Exit codes:
   4  lock lost: the lease guarantee failed while holding (CMD got SIGTERM)
   5  cluster unavailable: fewer than a quorum of servers answered
   6  refused by the servers (a TTL out of their bounds, a limit, a ban)
+  7  not permitted: the cluster is closed and this identity is not enrolled, its
+     certificate expired, it was revoked, or the lock name is outside its patterns
   128+N  ended by signal N while waiting
   lock NAME -- CMD exits with CMD's own code once it ran.
 `
@@ -50,6 +55,8 @@ func fail(err error) error {
 	}
 	code := exitError
 	switch {
+	case errors.Is(err, bq.ErrNotPermitted):
+		code = exitNotPermitted
 	case errors.Is(err, bq.ErrRefused):
 		code = exitRefused
 	case errors.Is(err, bq.ErrUnavailable):

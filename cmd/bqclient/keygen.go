@@ -18,7 +18,9 @@ func keygenCmd(g *globals, std stdio) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "keygen [--out FILE] [--scheme S]",
 		Short: "Make a client identity (a signing key)",
-		Long: `Make a client identity: a signing key, written with mode 0600. Its hash is the client's id.
+		Long: `Make a client identity: a signing key, written with mode 0600, and its public key beside it
+(FILE.pub). The key's hash is the client's id. For a closed cluster, hand FILE.pub to its operator
+('bqserver client add NAME --pub FILE.pub') and append the certificate you get back to FILE.
 It never overwrites an existing file.`,
 		Example: `  bqclient keygen --out worker-7.key`,
 		Args:    cli.NoArgs,
@@ -30,7 +32,7 @@ It never overwrites an existing file.`,
 			if err != nil {
 				return fail(err)
 			}
-			fmt.Fprintf(std.out, "wrote %s (%s); client id %s\n", out, k.Scheme(), wire.ClientID(k.Public.ID).Hex())
+			fmt.Fprintf(std.out, "wrote %s (%s) and its public key %s%s; client id %s\n", out, k.Scheme(), out, certs.PublicKeySuffix, wire.ClientID(k.Public.ID).Hex())
 			return nil
 		},
 	}

@@ -18,11 +18,16 @@ import (
 
 func initCmd(stdout, stderr io.Writer) *cobra.Command {
 	var opts certs.InitOptions
+	var open bool
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S] [--name NAME]",
+		Use:   "init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S] [--name NAME] [--open]",
 		Short: "Make a new cluster: a CA, each server's keys and certificate, the cluster file",
 		Long: `Make a new cluster in DIR: a cluster CA, the public cluster file DIR/cluster.yaml, and each server's
-private keys in DIR/server-<i>/. Server i listens on H:P+i. It never overwrites an existing cluster.`,
+private keys in DIR/server-<i>/. Server i listens on H:P+i. It never overwrites an existing cluster.
+
+The cluster is closed: it serves only clients enrolled with 'bqserver client add', which needs the
+client CA key DIR/ca/client-ca.key (the operator's secret). --open makes a cluster that serves any
+client key instead: only for a network where every client is trusted.`,
 		Example: `  bqserver init --dir /etc/bq --servers 4
   bqserver init --dir ./staging --servers 7 --f 2 --host 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7`,
 		Args: cli.NoArgs,
@@ -47,6 +52,7 @@ private keys in DIR/server-<i>/. Server i listens on H:P+i. It never overwrites 
 			if set("port-base") && opts.PortBase == 0 {
 				return cli.Usagef("--port-base 0 is not a port (1..65535)")
 			}
+			opts.Closed = !open
 			c, err := certs.Init(opts, time.Now(), rand.Reader)
 			if err != nil {
 				if errors.Is(err, certs.ErrBadOptions) {
@@ -70,6 +76,7 @@ private keys in DIR/server-<i>/. Server i listens on H:P+i. It never overwrites 
 	f.IntVar(&opts.PortBase, "port-base", certs.DefaultPortBase, "port of server 0; server i uses port-base+i")
 	f.StringVar(&opts.Scheme, "scheme", crypto.DefaultScheme, "signature scheme: "+strings.Join(crypto.Schemes(), ", "))
 	f.StringVar(&opts.Name, "name", certs.DefaultName, "cluster name")
+	f.BoolVar(&open, "open", false, "serve any client key, with no enrolment (only for a network where every client is trusted)")
 	return cmd
 }
 
@@ -88,6 +95,10 @@ func printInit(w io.Writer, dir string, c *certs.Cluster) {
 	}
 	rows = append(rows, row{filepath.Join(dir, certs.CADirName, certs.CAKeyFile),
 		"cluster CA private key: only needed to add servers; keep it offline"})
+	if c.Closed() {
+		rows = append(rows, row{filepath.Join(dir, certs.CADirName, certs.ClientCAKeyFile),
+			"client CA private key: enrolls and revokes clients; the operator's secret"})
+	}
 	width := 0
 	for _, r := range rows {
 		width = max(width, len(r.path))
@@ -98,6 +109,11 @@ func printInit(w io.Writer, dir string, c *certs.Cluster) {
 	fmt.Fprintf(w, "\nStart each server on its machine (it needs %s and its own server-<id>/ directory):\n", certs.ClusterFileName)
 	for _, s := range c.Servers {
 		fmt.Fprintf(w, "  bqserver run --dir %s --id %d\n", shellQuote(dir), s.ID)
+	}
+	if c.Closed() {
+		fmt.Fprintf(w, "\nThe cluster is closed: it serves only enrolled clients. Enroll one with\n  bqserver client add NAME --dir %s --out NAME.identity [--locks 'PATTERN']\n", shellQuote(dir))
+	} else {
+		fmt.Fprintf(w, "\nThe cluster is OPEN: it serves any client key. Use it only where every client is trusted.\n")
 	}
 	fmt.Fprintf(w, "\nEvery operation needs answers from a quorum of %d servers; the cluster stays safe and live with up to %d faulty %s.\n",
 		c.Quorum, c.F, servers)

@@ -4,6 +4,7 @@
 //	bqserver init --dir DIR --servers N [--f F] [--host H] [--port-base P] [--scheme S]
 //	bqserver run  --dir DIR --id I
 //	bqserver dev  [--dir DIR] [--servers 4] [--processes]
+//	bqserver client add|list|revoke ...   (a closed cluster's clients)
 //
 // Run `bqserver COMMAND --help` for a command's flags.
 package main
@@ -36,7 +37,7 @@ server, 'dev' a whole local cluster for trying bq out.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
-	root.AddCommand(initCmd(stdout, stderr), runCmd(stderr), devCmd(stdout, stderr), &cobra.Command{
+	root.AddCommand(initCmd(stdout, stderr), runCmd(stderr), devCmd(stdout, stderr), clientCmd(stdout, stderr), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of bqserver, its commit, Go and the protocol",
 		Args:  cli.NoArgs,

@@ -48,6 +48,9 @@ type Config struct {
 	MaxDeferredSessions int
 	MaxLocksPerClient   int
 	MaxListenMembers    int
+	// ClientCA is the client CA of a closed cluster (change 23), which signs
+	// revocations; nil for an open one.
+	ClientCA *crypto.Parsed
 	// VerifyCacheSize bounds the cache of verified statements.
 	VerifyCacheSize int
 	// AnnounceDelay is how long a newly accepted statement waits before it
@@ -160,7 +163,15 @@ type Core struct {
 	// out at once); Tick sends it once announceSince is AnnounceDelay old.
 	announce      []wire.StatementRef
 	announceSince time.Time
-	Stats         Stats
+	// grants: what the certificate of each connected client of a closed
+	// cluster allows (change 23).
+	// INVARIANT: only clients with a live connection, none revoked.
+	grants map[wire.ClientID]*wire.AdmissionBody
+	// revoked: the client CA's revocations held here, each persisted
+	// (bucketRevoked) before it is acted on. Kept for good (§9).
+	// INVARIANT: every revoked client's leases are refused (mute.Revoke).
+	revoked map[wire.ClientID]crypto.Signed
+	Stats   Stats
 }
 
 type regKey struct {
@@ -198,6 +209,8 @@ func New(cfg Config) (*Core, error) {
 		cache:       newVerifyCache(cfg.VerifyCacheSize),
 		banned:      make(map[wire.ClientID]*wire.Evidence),
 		justified:   make(map[regKey]justifiedTicket),
+		grants:      make(map[wire.ClientID]*wire.AdmissionBody),
+		revoked:     make(map[wire.ClientID]crypto.Signed),
 		Stats:       Stats{Accesses: make(map[string]uint64)},
 	}, nil
 }
@@ -212,11 +225,14 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 	case InputDisconnected:
 		if in.From.IsClient {
 			k.dropSubscriptions(in.From.Client)
+			delete(k.grants, in.From.Client)
 		}
 		return e
 	case InputConnected:
 		if !in.From.IsClient {
 			k.resync(in.From.Server, &e)
+		} else if in.Admission != nil {
+			k.grants[in.From.Client] = in.Admission
 		}
 		return e
 	}
@@ -259,6 +275,18 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	if k.banned[c] != nil {
 		fail(requestID(m), wire.ErrCodeBanned, fmt.Errorf("core: %s was judged Byzantine (%s); this server ignores it", c, k.banned[c].Kind))
 		return
+	}
+	if _, revoked := k.revoked[c]; revoked && m.SessionOpen == nil && m.Heartbeat == nil {
+		// Sessions get their "no" from the detector (its leases are
+		// refused); everything else is refused here.
+		fail(requestID(m), wire.ErrCodeNotAllowed, fmt.Errorf("core: client %s was revoked by the cluster's operator", c))
+		return
+	}
+	if name, ok := lockOf(m); ok {
+		if err := k.permitted(c, name); err != nil {
+			fail(requestID(m), wire.ErrCodeForbidden, err)
+			return
+		}
 	}
 	switch {
 	case m.SessionOpen != nil:
@@ -310,6 +338,12 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	case m.Status != nil:
 		k.Stats.Accesses["status"]++
 		reply(&wire.Message{StatusReply: k.status(m.Status)})
+	case m.Revoke != nil:
+		if err := k.onRevoke(m.Revoke.Revocation, e); err != nil {
+			fail(m.Revoke.Req, wire.ErrCodeRejected, err)
+			return
+		}
+		reply(&wire.Message{Ack: &wire.Ack{Req: m.Revoke.Req}})
 	default:
 		fail(0, wire.ErrCodeMalformed, fmt.Errorf("core: a client may not send %s", m))
 	}
@@ -364,6 +398,12 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 	}
 	if st.Client != c {
 		fail(m.Req, wire.ErrCodeRejected, errors.New("core: a client may submit only its own statements"))
+		return
+	}
+	if err := k.permitted(c, st.Lock); err != nil && st.Phase != wire.PhaseExit {
+		// An Exit only removes: a client may always leave, so an attempt
+		// refused for its name can end cleanly (change 23).
+		fail(m.Req, wire.ErrCodeForbidden, err)
 		return
 	}
 	lock, err := k.lockFor(c, st.Lock)
@@ -474,6 +514,8 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		if err == nil {
 			k.ban(c, m.Evidence, e)
 		}
+	case m.Revoke != nil:
+		_ = k.onRevoke(m.Revoke.Revocation, e) // a faulty server's garbage changes nothing
 	}
 }
 
@@ -776,6 +818,7 @@ func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added b
 // evidence forwarded while the peer was away is never seen there, and a silent client that only one correct server
 // heard of, or an Exit that one correct server missed, blocks the lock.
 func (k *Core) resync(s wire.ServerID, e *Effects) {
+	k.sendRevocations(s, e)
 	send := func(m *wire.Message) { e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m}) }
 	clients := make([]wire.ClientID, 0, len(k.clientLocks))
 	for c := range k.clientLocks {

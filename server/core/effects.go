@@ -57,12 +57,16 @@ func (o Outgoing) Reports() bool {
 type Effects struct {
 	Persist []Record
 	Send    []Outgoing
+	// Revoked: clients revoked in this step (change 23); the runtime stops
+	// admitting them and closes their connections, once Persist is durable.
+	Revoked []wire.ClientID
 }
 
 // Append adds o's effects after e's.
 func (e *Effects) Append(o Effects) {
 	e.Persist = append(e.Persist, o.Persist...)
 	e.Send = append(e.Send, o.Send...)
+	e.Revoked = append(e.Revoked, o.Revoked...)
 }
 
 // Reader reads what earlier runs persisted, one bucket at a time.
@@ -75,6 +79,9 @@ type Input struct {
 	Kind InputKind
 	From wire.Peer
 	Msg  *wire.Message // InputMessage only
+	// Admission is what a connecting client's certificate grants
+	// (InputConnected of a client of a closed cluster, change 23).
+	Admission *wire.AdmissionBody
 }
 
 // InputKind says what an Input is.

@@ -24,6 +24,8 @@ type cluster struct {
 	toClients []Outgoing
 	// inflight holds server-to-server messages not yet delivered.
 	inflight []serverMsg
+	// clientCA, if set before the cores are made, closes the cluster (change 23).
+	clientCA *crypto.PrivateKey
 }
 
 type serverMsg struct {
@@ -48,7 +50,11 @@ func newCluster(t *testing.T, n, f int) *cluster {
 }
 
 func (c *cluster) newCore(i, n, f int) *Core {
-	k, err := New(DefaultConfig(wire.ServerID(i), n, f, c.keys, c.signers[i]))
+	cfg := DefaultConfig(wire.ServerID(i), n, f, c.keys, c.signers[i])
+	if c.clientCA != nil {
+		cfg.ClientCA = c.clientCA.Public
+	}
+	k, err := New(cfg)
 	require.NoError(c.t, err)
 	return k
 }

@@ -132,6 +132,10 @@ func (k *Core) Restore(r Reader) error {
 	if err != nil {
 		return fmt.Errorf("core: restoring bans: %w", err)
 	}
+	err = r.ForEach(bucketRevoked, func(_, v []byte) error { return k.restoreRevocation(v) })
+	if err != nil {
+		return fmt.Errorf("core: restoring revocations: %w", err)
+	}
 	err = r.ForEach(bucketVote, func(key, v []byte) error {
 		var vote wire.SignedSuspect
 		if err := crypto.Unmarshal(v, &vote); err != nil {

@@ -36,7 +36,7 @@ func startBQ(bin, work, profileDir string) (*bqCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(bin, "init", "--dir", dir, "--servers", fmt.Sprint(bqServers), "--port-base", fmt.Sprint(base)).CombinedOutput()
+	out, err := exec.Command(bin, "init", "--dir", dir, "--servers", fmt.Sprint(bqServers), "--port-base", fmt.Sprint(base), "--open").CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("bqserver init: %v\n%s", err, out)
 	}

@@ -50,7 +50,7 @@ func freePortBase(t *testing.T, n int) int {
 func initCluster(t *testing.T, n int) string {
 	dir := filepath.Join(t.TempDir(), "cluster")
 	out, err := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", fmt.Sprint(n),
-		"--port-base", fmt.Sprint(freePortBase(t, n))).CombinedOutput()
+		"--port-base", fmt.Sprint(freePortBase(t, n)), "--open").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	return dir
 }

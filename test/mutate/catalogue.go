@@ -128,6 +128,24 @@ var Catalogue = []Mutant{
 	{"core-accepts-reset-session", "§5: a server refuses statements of a reset session", "server/core/core.go",
 		"if st.Session <= k.mute.ResetUpTo(c) {", "if st.Session < k.mute.ResetUpTo(c) {"},
 
+	// Admission, permissions and revocation (change 23).
+	{"revoked-lease-renewed", "change 23: no lease of a revoked client is renewed", "detector/muteness.go",
+		"if cs.revoked {\n\t\treturn ErrRevoked", "if false && cs.revoked {\n\t\treturn ErrRevoked"},
+	{"revoked-new-lease-live", "change 23: a session of a revoked client first seen afterwards is refused from the start", "detector/muteness.go",
+		"until: now.Add(ttl), refused: cs.revoked}", "until: now.Add(ttl), refused: false}"},
+	{"revoked-old-lease-live", "change 23: a revocation refuses the client's existing leases", "detector/muteness.go",
+		"cs.revoked = true\n\tfor _, l := range cs.leases {\n\t\tl.refused = true", "cs.revoked = true\n\tfor _, l := range cs.leases {\n\t\tl.refused = l.refused"},
+	{"permission-ignored", "change 23: a lock name outside the certificate's patterns is refused", "server/core/admission.go",
+		"if g.Allows(lock) {", "if true || g.Allows(lock) {"},
+	{"revocation-not-persisted", "change 23: a revocation is durable before it is acknowledged", "server/core/admission.go",
+		"Value: mustMarshal(signed)})", "Value: mustMarshal(signed), Delete: true})"},
+	{"revocation-not-passed-on", "change 23: a server passes a new revocation on to every other server", "server/core/admission.go",
+		"k.toServers(&wire.Message{Revoke: &wire.Revoke{Revocation: signed}}, e)", "_ = signed"},
+	{"revocation-not-resynced", "change 23: a server hands its revocations to a peer that reconnects", "server/core/core.go",
+		"k.sendRevocations(s, e)", "_ = s"},
+	{"revocation-any-signer", "change 23: only the client CA can revoke", "wire/admission.go",
+		"if err := crypto.Open(ca, crypto.DomainRevocation, s, &r); err != nil {", "if err := crypto.UnmarshalCanonical(s.Body, &r); err != nil {"},
+
 	// Tie-breaks and the LISTEN decision.
 	{"tie-equal-n-passable", "§3.3, change 8: equal N is broken by (H(N‖id), id), never both passable", "bakery/listen.go",
 		"return Token{N: a.n, Client: c.id}.Less(Token{N: st.N, Client: x})", "return a.n <= st.N"},

@@ -1,0 +1,320 @@
+package certs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Enrolment of the clients of a closed cluster (docs/protocol.md change 23):
+// the operator's record of them is DIR/clients/, one NAME.cert (the
+// admission certificate, PEM) per client and one NAME.revoked (the signed
+// revocation, PEM) per client thrown out. Servers do not read it: they check
+// certificates against the cluster file's client_ca, and learn revocations
+// from the Revoke message.
+
+// ClientsDirName is the operator's record of enrolled clients, inside a cluster directory.
+const ClientsDirName = "clients"
+
+// DefaultAdmissionValidity is how long a certificate of Enroll is valid
+// unless told otherwise.
+const DefaultAdmissionValidity = 365 * 24 * time.Hour
+
+// PEM block types of admission certificates and revocations.
+const (
+	admissionPEMType  = "BQ ADMISSION CERTIFICATE"
+	revocationPEMType = "BQ REVOCATION"
+)
+
+// EnrollOptions describe one client to enroll.
+type EnrollOptions struct {
+	Name string
+	// Key is the client's public key; its hash is the ClientID certified.
+	Key *crypto.Parsed
+	// Locks are the lock-name patterns the client may use; none: every name.
+	Locks []string
+	// MaxHold is the longest it may hold a lock; 0: the cluster's default.
+	MaxHold time.Duration
+	// Validity is how long the certificate is valid (0: DefaultAdmissionValidity).
+	Validity time.Duration
+	// Record writes DIR/clients/NAME.cert and refuses a name already
+	// enrolled; without it (a short-lived certificate for the operator's
+	// own command) nothing is written.
+	Record bool
+}
+
+// ClientCA is a closed cluster's client CA: its key and its cluster.
+type ClientCA struct {
+	Cluster *Cluster
+	Key     *crypto.PrivateKey
+	dir     string
+}
+
+// LoadClientCA reads the cluster file and the client CA key of the cluster in dir.
+func LoadClientCA(dir string) (*ClientCA, error) {
+	c, err := LoadCluster(filepath.Join(dir, ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	if !c.Closed() {
+		return nil, fmt.Errorf("certs: the cluster in %s is open (its cluster file has no client_ca): it admits any key, so there is nothing to enroll or revoke", dir)
+	}
+	path := filepath.Join(dir, CADirName, ClientCAKeyFile)
+	data, err := readPrivate(path, true)
+	if err != nil {
+		return nil, err
+	}
+	k, err := parseSigningKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: %v", path, err)
+	}
+	if k.Public.ID != c.ClientCA.ID {
+		return nil, fmt.Errorf("certs: %s is not the key of the cluster file's client_ca", path)
+	}
+	return &ClientCA{Cluster: c, Key: k, dir: dir}, nil
+}
+
+// CheckClientName reports whether name can name an enrolled client: 1..64
+// letters, digits, '-', '_', '.' or '@', not starting with '.'.
+func CheckClientName(name string) error {
+	if name == "" || len(name) > wire.MaxClientName || strings.HasPrefix(name, ".") ||
+		strings.IndexFunc(name, func(r rune) bool {
+			return !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_.@", r))
+		}) >= 0 {
+		return fmt.Errorf("client name %q: use 1..%d letters, digits, '-', '_', '.' or '@' (not starting with '.')", name, wire.MaxClientName)
+	}
+	return nil
+}
+
+// Enroll certifies a client key.
+func (ca *ClientCA) Enroll(opts EnrollOptions, now time.Time, rand io.Reader) (crypto.Signed, *wire.AdmissionBody, error) {
+	if err := CheckClientName(opts.Name); err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	if opts.Key == nil {
+		return crypto.Signed{}, nil, errors.New("certs: no client key to certify")
+	}
+	for _, p := range opts.Locks {
+		if err := wire.CheckLockPattern(p); err != nil {
+			return crypto.Signed{}, nil, err
+		}
+	}
+	if opts.MaxHold < 0 || opts.Validity < 0 {
+		return crypto.Signed{}, nil, errors.New("certs: max hold and validity cannot be negative")
+	}
+	if opts.Validity == 0 {
+		opts.Validity = DefaultAdmissionValidity
+	}
+	var serial [8]byte
+	if _, err := io.ReadFull(rand, serial[:]); err != nil {
+		return crypto.Signed{}, nil, fmt.Errorf("certs: %w", err)
+	}
+	body := &wire.AdmissionBody{
+		Serial: binary.BigEndian.Uint64(serial[:]) >> 1, Name: opts.Name, Client: wire.ClientID(opts.Key.ID),
+		Locks: opts.Locks, MaxHoldMillis: uint64(opts.MaxHold / time.Millisecond),
+		NotBefore: now.Add(-5 * time.Minute).UnixMilli(), // clock skew between this machine and the servers
+		NotAfter:  now.Add(opts.Validity).UnixMilli(),
+	}
+	s, err := wire.SignAdmission(ca.Key, ca.Cluster.ID(), body)
+	if err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	if opts.Record {
+		dir := filepath.Join(ca.dir, ClientsDirName)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return crypto.Signed{}, nil, fmt.Errorf("certs: %w", err)
+		}
+		if err := writeNew(filepath.Join(dir, opts.Name+".cert"), EncodeAdmission(s), 0o644); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return crypto.Signed{}, nil, fmt.Errorf("certs: a client named %q is already enrolled (%s); choose another name, or revoke it first and remove the file", opts.Name, filepath.Join(dir, opts.Name+".cert"))
+			}
+			return crypto.Signed{}, nil, err
+		}
+	}
+	return s, body, nil
+}
+
+// Revoke signs the revocation of the client enrolled as name and records it
+// (DIR/clients/NAME.revoked). Revoking again returns the recorded one.
+func (ca *ClientCA) Revoke(name string, now time.Time) (crypto.Signed, *wire.RevocationBody, error) {
+	if err := CheckClientName(name); err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	dir := filepath.Join(ca.dir, ClientsDirName)
+	revPath := filepath.Join(dir, name+".revoked")
+	if data, err := readLimited(revPath, maxKeyFileSize); err == nil {
+		s, err := decodePEMSigned(data, revocationPEMType)
+		if err != nil {
+			return crypto.Signed{}, nil, fmt.Errorf("certs: %s: %v", revPath, err)
+		}
+		r, err := wire.VerifyRevocation(ca.Cluster.ClientCA, ca.Cluster.ID(), s)
+		if err != nil {
+			return crypto.Signed{}, nil, fmt.Errorf("certs: %s: %v", revPath, err)
+		}
+		return s, r, nil
+	}
+	adm, err := ca.enrolled(name)
+	if err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	body := &wire.RevocationBody{Client: adm.Client, Name: name, At: now.UnixMilli()}
+	s, err := wire.SignRevocation(ca.Key, ca.Cluster.ID(), body)
+	if err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	if err := writeNew(revPath, pem.EncodeToMemory(&pem.Block{Type: revocationPEMType, Bytes: mustMarshalSigned(s)}), 0o644); err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	return s, body, nil
+}
+
+func (ca *ClientCA) enrolled(name string) (*wire.AdmissionBody, error) {
+	path := filepath.Join(ca.dir, ClientsDirName, name+".cert")
+	data, err := readLimited(path, maxKeyFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("certs: no client named %q is enrolled in %s (see \"bqserver client list\")", name, ca.dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	s, err := ParseAdmission(data)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: %v", path, err)
+	}
+	b, err := wire.VerifyAdmission(ca.Cluster.ClientCA, ca.Cluster.ID(), s)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: %v", path, err)
+	}
+	return b, nil
+}
+
+// Enrollment is one client of the operator's record.
+type Enrollment struct {
+	Name      string
+	Admission *wire.AdmissionBody
+	Revoked   *wire.RevocationBody // nil unless revoked
+}
+
+// Enrollments lists the clients enrolled in the cluster, by name.
+func (ca *ClientCA) Enrollments() ([]Enrollment, error) {
+	dir := filepath.Join(ca.dir, ClientsDirName)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	var out []Enrollment
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".cert")
+		if !ok || CheckClientName(name) != nil {
+			continue
+		}
+		b, err := ca.enrolled(name)
+		if err != nil {
+			return nil, err
+		}
+		en := Enrollment{Name: name, Admission: b}
+		if _, r, err := ca.revoked(name); err == nil {
+			en.Revoked = r
+		}
+		out = append(out, en)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (ca *ClientCA) revoked(name string) (crypto.Signed, *wire.RevocationBody, error) {
+	data, err := readLimited(filepath.Join(ca.dir, ClientsDirName, name+".revoked"), maxKeyFileSize)
+	if err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	s, err := decodePEMSigned(data, revocationPEMType)
+	if err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	r, err := wire.VerifyRevocation(ca.Cluster.ClientCA, ca.Cluster.ID(), s)
+	return s, r, err
+}
+
+// Revocations returns every recorded revocation, signed.
+func (ca *ClientCA) Revocations() ([]crypto.Signed, error) {
+	ens, err := ca.Enrollments()
+	if err != nil {
+		return nil, err
+	}
+	var out []crypto.Signed
+	for _, en := range ens {
+		if en.Revoked != nil {
+			s, _, err := ca.revoked(en.Name)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// EncodeAdmission renders an admission certificate as PEM.
+func EncodeAdmission(s crypto.Signed) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: admissionPEMType, Bytes: mustMarshalSigned(s)})
+}
+
+// ParseAdmission reads one PEM admission certificate.
+func ParseAdmission(data []byte) (crypto.Signed, error) {
+	return decodePEMSigned(data, admissionPEMType)
+}
+
+func mustMarshalSigned(s crypto.Signed) []byte {
+	b, err := crypto.Marshal(s)
+	if err != nil {
+		panic(err) // two byte strings always encode
+	}
+	return b
+}
+
+func decodePEMSigned(data []byte, typ string) (crypto.Signed, error) {
+	b, rest := pem.Decode(data)
+	if b == nil || b.Type != typ {
+		return crypto.Signed{}, fmt.Errorf("want one PEM %q block", typ)
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return crypto.Signed{}, fmt.Errorf("unexpected data after the PEM %q block", typ)
+	}
+	var s crypto.Signed
+	if err := crypto.UnmarshalCanonical(b.Bytes, &s); err != nil {
+		return crypto.Signed{}, fmt.Errorf("PEM %q block: %v", typ, err)
+	}
+	return s, nil
+}
+
+// writeNew writes a new file (never overwriting) and syncs it.
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("certs: writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/cmd/internal/cli"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/transport"
+	"github.com/bq-lock/bq/wire"
+)
+
+// The operator's commands for the clients of a closed cluster
+// (docs/protocol.md change 23). They need the cluster directory with the
+// client CA key (DIR/ca/client-ca.key); none needs a restart of a server.
+
+func clientCmd(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "client",
+		Short: "Enroll, list and revoke the clients of a closed cluster",
+		Long: `A closed cluster (made by 'bqserver init' without --open) serves a client only with an admission
+certificate of its client CA, kept in DIR/ca/client-ca.key: the operator's secret. These commands
+need that directory; the servers need no restart.`,
+	}
+	cmd.AddCommand(clientAddCmd(stdout, stderr), clientListCmd(stdout), clientRevokeCmd(stdout, stderr))
+	return cmd
+}
+
+func clientAddCmd(stdout, stderr io.Writer) *cobra.Command {
+	var dir, out, pub string
+	var locks []string
+	var validFor time.Duration
+	cmd := &cobra.Command{
+		Use:   "add NAME --dir DIR (--out FILE | --pub FILE) [--locks PATTERN]... [--valid-for DUR]",
+		Short: "Enroll a client: certify its key for this cluster",
+		Long: `Enroll a client named NAME. With --out, make a new key and write a ready identity file (key and
+certificate, mode 0600) for 'bqclient --identity FILE'. With --pub, certify a key the client made
+with 'bqclient keygen' (its KEY.pub file), so the private key never leaves the client's machine:
+the certificate goes to standard output, and the client appends it to its identity file.
+
+--locks limits the lock names the client may use (repeat it for several patterns): '*' matches any
+run of characters but '/', '**' any run at all, '?' one character but '/'. Without --locks the
+client may use every name.`,
+		Example: `  bqserver client add ci --dir /etc/bq --out ci.identity --locks 'ci/**'
+  bqclient keygen --out worker.key        # on the worker: writes worker.key and worker.key.pub
+  bqserver client add worker --dir /etc/bq --pub worker.key.pub >> worker.key`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if dir == "" {
+				return cli.Usagef("--dir is required")
+			}
+			if (out == "") == (pub == "") {
+				return cli.Usagef("give exactly one of --out FILE (a new identity) and --pub FILE (a key made with 'bqclient keygen')")
+			}
+			if err := certs.CheckClientName(name); err != nil {
+				return cli.Usagef("%v", err)
+			}
+			for _, p := range locks {
+				if err := wire.CheckLockPattern(p); err != nil {
+					return cli.Usagef("--locks: %v", err)
+				}
+			}
+			ca, err := certs.LoadClientCA(dir)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			var key *crypto.PrivateKey
+			var public *crypto.Parsed
+			if out != "" {
+				if _, err := os.Lstat(out); err == nil {
+					return &cli.Exit{Code: 1, Msg: fmt.Sprintf("%s already exists; refusing to overwrite an identity", out)}
+				}
+				if key, err = crypto.GenerateKey(ca.Cluster.Scheme, rand.Reader); err != nil {
+					return &cli.Exit{Code: 1, Msg: err.Error()}
+				}
+				public = key.Public
+			} else if public, err = certs.LoadPublicKey(pub); err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			signed, body, err := ca.Enroll(certs.EnrollOptions{Name: name, Key: public, Locks: locks, Validity: validFor, Record: true}, time.Now(), rand.Reader)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			if out != "" {
+				if err := certs.WriteIdentity(out, &certs.Identity{Key: key, Admission: &signed}); err != nil {
+					return &cli.Exit{Code: 1, Msg: err.Error()}
+				}
+				fmt.Fprintf(stdout, "enrolled %q (client id %s): may use %s; valid until %s\nwrote %s: use it with bqclient --identity %s\n",
+					name, body.Client.Hex()[:16], body.Patterns(), until(body), out, shellQuote(out))
+				return nil
+			}
+			_, _ = stdout.Write(certs.EncodeAdmission(signed))
+			fmt.Fprintf(stderr, "enrolled %q (client id %s): may use %s; valid until %s\nthe certificate went to standard output: append it to the client's identity file\n",
+				name, body.Client.Hex()[:16], body.Patterns(), until(body))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "cluster directory made by 'bqserver init', with its client CA key (required)")
+	f.StringVar(&out, "out", "", "make a new key and write the identity file here")
+	f.StringVar(&pub, "pub", "", "certify the public key in this file (KEY.pub from 'bqclient keygen')")
+	f.StringArrayVar(&locks, "locks", nil, "a lock-name pattern the client may use (repeatable; default: every name)")
+	f.DurationVar(&validFor, "valid-for", certs.DefaultAdmissionValidity, "how long the certificate is valid")
+	return cmd
+}
+
+func until(b *wire.AdmissionBody) string {
+	return time.UnixMilli(b.NotAfter).UTC().Format(time.RFC3339)
+}
+
+func clientListCmd(stdout io.Writer) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "list --dir DIR",
+		Short: "List the enrolled clients, their lock patterns and whether they were revoked",
+		Args:  cli.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			if dir == "" {
+				return cli.Usagef("--dir is required")
+			}
+			ca, err := certs.LoadClientCA(dir)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			ens, err := ca.Enrollments()
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tCLIENT ID\tLOCKS\tVALID UNTIL\tSTATE")
+			now := time.Now()
+			for _, en := range ens {
+				state := "enrolled"
+				switch {
+				case en.Revoked != nil:
+					state = "revoked " + time.UnixMilli(en.Revoked.At).UTC().Format(time.RFC3339)
+				case en.Admission.ValidAt(now) != nil:
+					state = "expired"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", en.Name, en.Admission.Client.Hex()[:16], en.Admission.Patterns(), until(en.Admission), state)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory made by 'bqserver init' (required)")
+	return cmd
+}
+
+func clientRevokeCmd(stdout, stderr io.Writer) *cobra.Command {
+	var dir string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "revoke NAME --dir DIR [--timeout DUR]",
+		Short: "Revoke a client: no server serves it again, and it loses what it holds",
+		Long: `Revoke the client enrolled as NAME: sign its revocation with the client CA, record it in
+DIR/clients/NAME.revoked, and hand it to every running server, which keeps it for good and passes
+it on. From then on no correct server admits the client; its sessions are no longer renewed and end
+by the ordinary reset certificate within one lease TTL, so a 'bqclient lock' of it loses its lock
+(exit 4). Run it again to resend the same revocation (say, after servers were down).
+It succeeds once a quorum of servers acknowledged; exit 5 otherwise.`,
+		Example: `  bqserver client revoke ci --dir /etc/bq`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				return cli.Usagef("--dir is required")
+			}
+			ca, err := certs.LoadClientCA(dir)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			signed, body, err := ca.Revoke(args[0], time.Now())
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			fmt.Fprintf(stdout, "revoked %q (client id %s), recorded in %s\n", body.Name, body.Client.Hex()[:16], dir)
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			acked, err := sendRevocation(ctx, ca, signed)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			c := ca.Cluster
+			ids := make([]string, 0, len(acked))
+			for _, id := range acked {
+				ids = append(ids, id.String())
+			}
+			fmt.Fprintf(stdout, "acknowledged by %d of %d servers (%s)\n", len(acked), c.N, strings.Join(ids, " "))
+			if len(acked) < c.Quorum {
+				return &cli.Exit{Code: 5, Msg: fmt.Sprintf("only %d of %d servers acknowledged within %v (a quorum is %d): the revocation is recorded; run this again when the servers are up",
+					len(acked), c.N, timeout, c.Quorum)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory made by 'bqserver init', with its client CA key (required)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for the servers' acknowledgements")
+	return cmd
+}
+
+// operatorPattern is the only lock name the operator's short-lived identity
+// may use: it locks nothing, it only hands over revocations.
+const operatorPattern = ".bq-operator"
+
+// sendRevocation hands a revocation to every server of the cluster over an
+// identity it enrolls for ten minutes, and returns the servers that
+// acknowledged it before ctx ended (they persisted it first).
+func sendRevocation(ctx context.Context, ca *certs.ClientCA, signed crypto.Signed) ([]wire.ServerID, error) {
+	c := ca.Cluster
+	key, err := crypto.GenerateKey(c.Scheme, rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	adm, _, err := ca.Enroll(certs.EnrollOptions{Name: "operator", Key: key.Public, Locks: []string{operatorPattern}, Validity: 10 * time.Minute}, time.Now(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := transport.DialClient(transport.ClientConfig{
+		Key: key, Admission: &adm, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	for _, s := range c.Servers {
+		_ = tr.Send(wire.ServerPeer(s.ID), &wire.Message{Revoke: &wire.Revoke{Req: uint64(s.ID) + 1, Revocation: signed}})
+	}
+	acked := map[wire.ServerID]bool{}
+	for len(acked) < c.N {
+		select {
+		case <-ctx.Done():
+			return sortedIDs(acked), nil
+		case in, ok := <-tr.Inbound():
+			if !ok {
+				return sortedIDs(acked), nil
+			}
+			if in.Kind == transport.EventMessage && in.Msg.Ack != nil && in.Msg.Ack.Req == uint64(in.From.Server)+1 {
+				acked[in.From.Server] = true
+			}
+		}
+	}
+	return sortedIDs(acked), nil
+}
+
+func sortedIDs(m map[wire.ServerID]bool) []wire.ServerID {
+	out := make([]wire.ServerID, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,113 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Admission, lock-name permissions and revocation (docs/protocol.md change
+// 23). The runtime admits a connection (it checks the certificate and the
+// clock); the core keeps what each connected client's certificate grants,
+// refuses lock names outside it, and holds the revocations: it persists
+// them, passes them on, and refuses the leases of a revoked client so that
+// its sessions end by the ordinary certificate.
+
+// bucketRevoked: client → the client CA's signed revocation of it.
+const bucketRevoked = "revoked"
+
+// permitted reports whether c may use lock: an error for Forbidden when the
+// certificate c connected with has no pattern that matches the name.
+func (k *Core) permitted(c wire.ClientID, lock string) error {
+	g := k.grants[c]
+	if g.Allows(lock) {
+		return nil
+	}
+	return fmt.Errorf("core: %q may not use lock %q: its certificate allows %s", g.Name, lock, g.Patterns())
+}
+
+// lockOf is the lock name a client request is about, if any.
+func lockOf(m *wire.Message) (string, bool) {
+	switch { // a Submit's lock is in its signed statement: onSubmit checks it
+	case m.Listen != nil:
+		return m.Listen.Lock, true
+	case m.GetSet != nil:
+		return m.GetSet.Lock, true
+	case m.Read != nil:
+		return m.Read.Lock, true
+	case m.Status != nil && m.Status.Lock != "":
+		return m.Status.Lock, true
+	}
+	return "", false
+}
+
+// onRevoke handles a revocation from the operator's command or a server:
+// once verified and new, it is persisted, passed on to every server, and
+// the client's leases are refused from now on. It returns an error for a
+// revocation that does not verify.
+func (k *Core) onRevoke(signed crypto.Signed, e *Effects) error {
+	if k.cfg.ClientCA == nil {
+		return fmt.Errorf("core: this cluster is open (no client CA): there is nothing to revoke")
+	}
+	r, err := wire.VerifyRevocation(k.cfg.ClientCA, k.cfg.Keys.Cluster, signed)
+	if err != nil {
+		return err
+	}
+	if _, ok := k.revoked[r.Client]; ok {
+		return nil
+	}
+	k.revoke(r.Client, signed)
+	e.Persist = append(e.Persist, Record{Bucket: bucketRevoked, Key: bytesOf(r.Client), Value: mustMarshal(signed)})
+	e.Revoked = append(e.Revoked, r.Client)
+	k.toServers(&wire.Message{Revoke: &wire.Revoke{Revocation: signed}}, e)
+	return nil
+}
+
+// revoke records c's revocation in memory.
+func (k *Core) revoke(c wire.ClientID, signed crypto.Signed) {
+	k.revoked[c] = signed
+	k.mute.Revoke(c)
+	k.dropSubscriptions(c)
+	delete(k.grants, c)
+}
+
+// restoreRevocation puts back a persisted revocation.
+func (k *Core) restoreRevocation(v []byte) error {
+	var signed crypto.Signed
+	if err := crypto.UnmarshalCanonical(v, &signed); err != nil {
+		return err
+	}
+	if k.cfg.ClientCA == nil {
+		return nil // the cluster was opened since: a revocation means nothing
+	}
+	r, err := wire.VerifyRevocation(k.cfg.ClientCA, k.cfg.Keys.Cluster, signed)
+	if err != nil {
+		return err
+	}
+	k.revoke(r.Client, signed)
+	return nil
+}
+
+// sendRevocations hands every revocation held here to a server that
+// (re)connected, so one that missed a revocation learns it.
+func (k *Core) sendRevocations(s wire.ServerID, e *Effects) {
+	for _, c := range sortedClients(k.revoked) {
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Revoke: &wire.Revoke{Revocation: k.revoked[c]}}})
+	}
+}
+
+// Revoked lists the clients revoked here, for the runtime's admission check.
+func (k *Core) Revoked() []wire.ClientID { return sortedClients(k.revoked) }
+
+func bytesOf(c wire.ClientID) []byte { return append([]byte(nil), c[:]...) }
+
+func sortedClients[V any](m map[wire.ClientID]V) []wire.ClientID {
+	out := make([]wire.ClientID, 0, len(m))
+	for c := range m {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
