@@ -22,6 +22,11 @@ const bucketRevoked = "revoked"
 // certificate c connected with has no pattern that matches the name.
 func (k *Core) permitted(c wire.ClientID, lock string) error {
 	g := k.grants[c]
+	if g == nil && k.cfg.ClientCA != nil {
+		// The runtime admits no client of a closed cluster without a
+		// certificate; should one get here all the same, it may use nothing.
+		return fmt.Errorf("core: client %s showed no admission certificate on this connection", c)
+	}
 	if g.Allows(lock) {
 		return nil
 	}

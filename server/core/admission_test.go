@@ -74,9 +74,12 @@ func TestPermissionsRefuseNamesOutsideTheCertificate(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.NotNil(t, rs[0].ViewReply, "%s", rs[0])
 
-	// After the connection ends, a new one with a wider certificate is served.
+	// After the connection ends, nothing is served without a certificate,
+	// and a new connection with a wider certificate is served.
 	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputDisconnected, From: wire.ClientPeer(cl.id)}))
 	require.Empty(t, c.cores[0].grants)
+	c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: 8, Lock: "ci/1"}})
+	require.Equal(t, []wire.ErrorCode{wire.ErrCodeForbidden}, errorCodes(c.replies(cl.id)))
 	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(cl.id), Admission: &wire.AdmissionBody{Name: "ci", Client: cl.id}}))
 	c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: 8, Lock: "prod/db"}})
 	rs = c.replies(cl.id)
