@@ -74,10 +74,29 @@ func TestPermissionsRefuseNamesOutsideTheCertificate(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.NotNil(t, rs[0].ViewReply, "%s", rs[0])
 
+	// The list of all locks shows only the names the certificate allows.
+	other := c.newClient()
+	c.connect(other, &wire.AdmissionBody{Name: "ops", Client: other.id})
+	c.fromClient(0, other.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	c.fromClient(0, other.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: other.stmt("prod/db", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	c.replies(other.id)
+	names := func(id wire.ClientID) []string {
+		c.fromClient(0, id, &wire.Message{Status: &wire.Status{Req: 10}})
+		rs := c.replies(id)
+		require.Len(t, rs, 1)
+		var out []string
+		for _, l := range rs[0].StatusReply.Locks {
+			out = append(out, l.Name)
+		}
+		return out
+	}
+	require.Equal(t, []string{"ci/1"}, names(cl.id))
+	require.Equal(t, []string{"ci/1", "prod/db"}, names(other.id))
+
 	// After the connection ends, nothing is served without a certificate,
 	// and a new connection with a wider certificate is served.
 	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputDisconnected, From: wire.ClientPeer(cl.id)}))
-	require.Empty(t, c.cores[0].grants)
+	require.NotContains(t, c.cores[0].grants, cl.id)
 	c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: 8, Lock: "ci/1"}})
 	require.Equal(t, []wire.ErrorCode{wire.ErrCodeForbidden}, errorCodes(c.replies(cl.id)))
 	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(cl.id), Admission: &wire.AdmissionBody{Name: "ci", Client: cl.id}}))

@@ -337,7 +337,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		reply(&wire.Message{ReadReply: rr})
 	case m.Status != nil:
 		k.Stats.Accesses["status"]++
-		reply(&wire.Message{StatusReply: k.status(m.Status)})
+		reply(&wire.Message{StatusReply: k.status(c, m.Status)})
 	case m.Revoke != nil:
 		if err := k.onRevoke(m.Revoke.Revocation, e); err != nil {
 			fail(m.Revoke.Req, wire.ErrCodeRejected, err)
@@ -362,7 +362,7 @@ func errorMsg(req uint64, code wire.ErrorCode, err error) *wire.Message {
 const maxStatusLocks = 4096
 
 // status is this server's account of one lock or of all locks.
-func (k *Core) status(req *wire.Status) *wire.StatusReply {
+func (k *Core) status(c wire.ClientID, req *wire.Status) *wire.StatusReply {
 	r := &wire.StatusReply{Req: req.Req, Server: k.cfg.Self, Lock: req.Lock, Suspects: k.mute.Suspects()}
 	for c := range k.banned {
 		r.Banned = append(r.Banned, c)
@@ -376,7 +376,8 @@ func (k *Core) status(req *wire.Status) *wire.StatusReply {
 	}
 	names := make([]string, 0, len(k.locks))
 	for name, lock := range k.locks {
-		if lock.MemberCount() > 0 {
+		// A client sees only the names its certificate allows (change 23).
+		if lock.MemberCount() > 0 && k.permitted(c, name) == nil {
 			names = append(names, name)
 		}
 	}
