@@ -303,11 +303,12 @@ func decodePEMSigned(data []byte, typ string) (crypto.Signed, error) {
 	return s, nil
 }
 
-// writeNew writes a new file (never overwriting) and syncs it.
+// writeNew writes a new file (never overwriting: an existing one is an
+// fs.ErrExist) and syncs it; on failure it leaves nothing behind.
 func writeNew(path string, data []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return err
+		return fmt.Errorf("certs: creating %s: %w", path, err)
 	}
 	_, werr := f.Write(data)
 	serr := f.Sync()

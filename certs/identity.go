@@ -89,21 +89,11 @@ func WriteIdentity(path string, id *Identity) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("certs: making the directory for %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := writeNew(path, data, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("certs: %s already exists; refusing to overwrite an identity", path)
 	}
-	if err != nil {
-		return fmt.Errorf("certs: creating %s: %w", path, err)
-	}
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(path)
-		return fmt.Errorf("certs: writing %s: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 // LoadIdentity reads a client identity file. It refuses a file that group or

@@ -179,6 +179,14 @@ func CheckLockPattern(p string) error {
 // is memoized, so its cost is at most len(pattern)·len(name) steps whatever
 // the name (names come from clients).
 func LockPatternMatch(pattern, name string) bool {
+	// The common patterns need no matcher: a plain name, and a plain
+	// prefix followed by "**".
+	switch i := strings.IndexAny(pattern, "*?"); {
+	case i < 0:
+		return pattern == name
+	case i == len(pattern)-2 && strings.HasSuffix(pattern, "**"):
+		return strings.HasPrefix(name, pattern[:i])
+	}
 	m := matcher{p: pattern, s: name, memo: make([]int8, (len(pattern)+1)*(len(name)+1))}
 	return m.at(0, 0)
 }

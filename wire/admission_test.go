@@ -107,3 +107,21 @@ func TestAdmissionBodyBounds(t *testing.T) {
 		require.ErrorIs(t, err, wire.ErrInvalid, "%+v", b)
 	}
 }
+
+// BenchmarkLockPatternMatch: the permission check runs on every request
+// of a closed cluster, once per pattern.
+func BenchmarkLockPatternMatch(b *testing.B) {
+	for _, c := range []struct{ name, pattern, lock string }{
+		{"literal", "prod/db", "prod/db"},
+		{"prefix", "ci/**", "ci/jobs/build-1234/deploy"},
+		{"star", "ci/*/deploy", "ci/build-1234/deploy"},
+		{"long-name", "ci/**", strings.Repeat("x", wire.MaxLockName)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				wire.LockPatternMatch(c.pattern, c.lock)
+			}
+		})
+	}
+}
