@@ -155,6 +155,22 @@ func (l *Lock) HighestNumbered() *Entry {
 	return best
 }
 
+// LeastNumbered is the member whose Ticket or Held has the least ticket
+// (N, ClientID), or nil when no member has one: the member this server's
+// view lets enter first (docs/protocol.md change 24, max-hold).
+func (l *Lock) LeastNumbered() *Entry {
+	var best *Entry
+	for _, e := range l.highest {
+		if !e.Active() || e.St.N == 0 {
+			continue
+		}
+		if best == nil || e.St.N < best.St.N || (e.St.N == best.St.N && e.St.Client.Less(best.St.Client)) {
+			best = e
+		}
+	}
+	return best
+}
+
 // MemberCount is the size of the active set.
 func (l *Lock) MemberCount() int {
 	n := 0

@@ -62,9 +62,11 @@ type lease struct {
 	ttl       time.Duration
 	until     time.Time
 	suspected bool
-	// refused: the client overran the Doorway deadline; the lease is no
-	// longer renewed (the session is refused) and is voted on when it runs out.
-	refused bool
+	// refused: the client overran the Doorway deadline or its max-hold, or
+	// was revoked; the lease is no longer renewed (the session is refused)
+	// and is voted on when it runs out, with the reason refusedWhy.
+	refused    bool
+	refusedWhy wire.SuspectReason
 }
 
 type clientState struct {
@@ -86,6 +88,7 @@ type clientState struct {
 	// INVARIANT: every key is above resetUpTo; at most MaxSessions keys.
 	ttls      map[uint64]time.Duration
 	doorways  map[string]doorway                              // lock → Doorway in progress
+	holds     map[string]hold                                 // lock → hold clock (change 24)
 	votes     map[uint64]map[wire.ServerID]wire.SignedSuspect // session → votes not yet certified
 	cert      *wire.ResetCertificate                          // the highest-session certificate known
 	resetUpTo uint64                                          // cert.Session, or 0
@@ -116,7 +119,7 @@ func NewMuteness(cfg MutenessConfig) (*Muteness, error) {
 func (m *Muteness) client(c wire.ClientID) *clientState {
 	cs := m.clients[c]
 	if cs == nil {
-		cs = &clientState{doorways: make(map[string]doorway), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect),
+		cs = &clientState{doorways: make(map[string]doorway), holds: make(map[string]hold), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect),
 			ttls: make(map[uint64]time.Duration)}
 		m.clients[c] = cs
 	}
@@ -431,8 +434,8 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 				l.suspected = true
 				cs.votedUpTo = max(cs.votedUpTo, l.session)
 				why := wire.SuspectMute
-				if l.refused && !cs.revoked {
-					why = wire.SuspectDoorway
+				if l.refused && l.refusedWhy != 0 {
+					why = l.refusedWhy
 				}
 				out = append(out, m.sign(c, l.session, why))
 			}
@@ -460,19 +463,26 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 				continue
 			}
 			delete(cs.doorways, lock)
-			if l, err := m.lease(cs, d.session, m.cfg.DefaultTTL, now); err == nil {
-				// Refuse the session now, but vote only when the lease runs
-				// out, exactly as for a mute client. A vote cast at once
-				// could join a certificate while the client's lease
-				// guarantee (§5) still counts this server's recent acks —
-				// and a client stuck in one lock's Doorway may hold another
-				// lock in the same session (found by the simulator, test/sim).
-				l.refused = true
-				l.until = now.Add(l.ttl)
-			}
+			m.refuseLease(cs, d.session, wire.SuspectDoorway, now)
 		}
+		m.tickHolds(cs, now)
 	}
 	return out
+}
+
+// refuseLease refuses session sess of cs from now on: it is not renewed and
+// is voted on when its lease runs out.
+func (m *Muteness) refuseLease(cs *clientState, sess uint64, why wire.SuspectReason, now time.Time) {
+	if l, err := m.lease(cs, sess, m.cfg.DefaultTTL, now); err == nil {
+		// Refuse the session now, but vote only when the lease runs out,
+		// exactly as for a mute client. A vote cast at once could join a
+		// certificate while the client's lease guarantee (§5) still counts
+		// this server's recent acks — and a client stuck in one lock's
+		// Doorway may hold another lock in the same session (found by the
+		// simulator, test/sim).
+		l.refused, l.refusedWhy = true, why
+		l.until = now.Add(l.ttl)
+	}
 }
 
 func (m *Muteness) sign(c wire.ClientID, sess uint64, why wire.SuspectReason) wire.SignedSuspect {
@@ -607,6 +617,11 @@ func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
 	for lock, d := range cs.doorways {
 		if d.session <= cert.Session {
 			delete(cs.doorways, lock)
+		}
+	}
+	for lock, h := range cs.holds {
+		if h.session <= cert.Session {
+			delete(cs.holds, lock)
 		}
 	}
 	return true, nil

@@ -217,7 +217,7 @@ func examples(tb testing.TB) []example {
 		{"Welcome", &wire.Message{Welcome: &wire.Welcome{Client: id(f.alice)}}},
 		{"SessionOpen", &wire.Message{SessionOpen: &wire.SessionOpen{Session: 3, TTLMillis: 5000}}},
 		{"Heartbeat", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17}}},
-		{"SessionAck", &wire.Message{SessionAck: &wire.SessionAck{Session: 3, Seq: 17, LeaseOK: true}}},
+		{"SessionAck", &wire.Message{SessionAck: &wire.SessionAck{Session: 3, Seq: 17, LeaseOK: true, MaxHoldMillis: 60000}}},
 		{"Submit", &wire.Message{Submit: &wire.Submit{Req: 5, Statement: ticket, J: j}}},
 		{"Submit/doorway", &wire.Message{Submit: &wire.Submit{Req: 4, Statement: f.stmt(tb, f.alice, wire.PhaseDoorway, 3, 2, 0, nil)}}},
 		{"Submit/held", &wire.Message{Submit: &wire.Submit{Req: 6, Statement: f.stmt(tb, f.alice, wire.PhaseHeld, 3, 2, 7, nil)}}},

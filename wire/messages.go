@@ -307,6 +307,9 @@ type SessionAck struct {
 	Session uint64 `cbor:"1,keyasint"`
 	Seq     uint64 `cbor:"2,keyasint"`
 	LeaseOK bool   `cbor:"3,keyasint"`
+	// MaxHoldMillis, in the answer to a SessionOpen, is the max-hold this
+	// server applies to the client (change 24); zero is none.
+	MaxHoldMillis uint64 `cbor:"4,keyasint,omitempty"`
 }
 
 func (a *SessionAck) String() string {

@@ -120,6 +120,9 @@ func (k *Core) collect(c wire.ClientID, upTo uint64, e *Effects) {
 	for _, name := range sortedKeys(k.clientLocks[c]) {
 		lock := k.locks[name]
 		forgotten, wasMember := lock.ForgetUpTo(c, upTo)
+		if wasMember {
+			k.holdsDirty[name] = struct{}{}
+		}
 		if forgotten {
 			e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(name, c), Delete: true})
 			if _, ok := k.justified[regKey{name, c}]; ok {

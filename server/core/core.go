@@ -48,6 +48,9 @@ type Config struct {
 	MaxDeferredSessions int
 	MaxLocksPerClient   int
 	MaxListenMembers    int
+	// MaxHold is the max-hold of a client whose certificate names none
+	// (change 24); zero is no bound.
+	MaxHold time.Duration
 	// ClientCA is the client CA of a closed cluster (change 23), which signs
 	// revocations; nil for an open one.
 	ClientCA *crypto.Parsed
@@ -171,7 +174,13 @@ type Core struct {
 	// (bucketRevoked) before it is acted on. Kept for good (§9).
 	// INVARIANT: every revoked client's leases are refused (mute.Revoke).
 	revoked map[wire.ClientID]crypto.Signed
-	Stats   Stats
+	// leastTickets: per lock, the attempt whose Ticket this server's view
+	// shows least, with no Held yet (max-hold, change 24).
+	// INVARIANT: settleHolds has looked at every lock not in holdsDirty
+	// since its last change.
+	leastTickets map[string]leastTicket
+	holdsDirty   map[string]struct{}
+	Stats        Stats
 }
 
 type regKey struct {
@@ -202,16 +211,18 @@ func New(cfg Config) (*Core, error) {
 	}
 	return &Core{
 		cfg: cfg, q: q,
-		locks:       make(map[string]*activeset.Lock),
-		clientLocks: make(map[wire.ClientID]map[string]struct{}),
-		lockRefs:    make(map[string]int),
-		mute:        mute,
-		cache:       newVerifyCache(cfg.VerifyCacheSize),
-		banned:      make(map[wire.ClientID]*wire.Evidence),
-		justified:   make(map[regKey]justifiedTicket),
-		grants:      make(map[wire.ClientID]*wire.AdmissionBody),
-		revoked:     make(map[wire.ClientID]crypto.Signed),
-		Stats:       Stats{Accesses: make(map[string]uint64)},
+		locks:        make(map[string]*activeset.Lock),
+		clientLocks:  make(map[wire.ClientID]map[string]struct{}),
+		lockRefs:     make(map[string]int),
+		mute:         mute,
+		cache:        newVerifyCache(cfg.VerifyCacheSize),
+		banned:       make(map[wire.ClientID]*wire.Evidence),
+		justified:    make(map[regKey]justifiedTicket),
+		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
+		revoked:      make(map[wire.ClientID]crypto.Signed),
+		leastTickets: make(map[string]leastTicket),
+		holdsDirty:   make(map[string]struct{}),
+		Stats:        Stats{Accesses: make(map[string]uint64)},
 	}, nil
 }
 
@@ -233,6 +244,7 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 			k.resync(in.From.Server, &e)
 		} else if in.Admission != nil {
 			k.grants[in.From.Client] = in.Admission
+			k.mute.SetHoldLimit(in.From.Client, k.maxHoldOf(in.From.Client))
 		}
 		return e
 	}
@@ -242,12 +254,15 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 	} else {
 		k.fromServer(now, in.From.Server, m, &e)
 	}
+	k.settleHolds(now)
 	return e
 }
 
 // Tick lets time pass: expired leases and overdue Doorways become votes.
 func (k *Core) Tick(now time.Time) (e Effects) {
 	k.startRestored(now, &e)
+	k.settleHolds(now)
+	k.tickHolds(now)
 	for _, v := range k.mute.Tick(now) {
 		k.Stats.VotesCast++
 		body, err := v.Verify(k.cfg.Keys)
@@ -300,7 +315,8 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			// a restart must not run this session's lease with the default.
 			e.Persist = append(e.Persist, ttlRecord(c, m.SessionOpen.Session, ttl))
 		}
-		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.SessionOpen.Session, Seq: 0, LeaseOK: err == nil}})
+		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.SessionOpen.Session, Seq: 0, LeaseOK: err == nil,
+			MaxHoldMillis: uint64(k.maxHoldOf(c) / time.Millisecond)}})
 	case m.SessionClose != nil:
 		k.mute.Close(c, m.SessionClose.Session, now)
 		reply(&wire.Message{Ack: &wire.Ack{Req: m.SessionClose.Req}})
@@ -534,6 +550,7 @@ func (k *Core) ban(c wire.ClientID, ev *wire.Evidence, e *Effects) {
 		lock.Unsubscribe(c)
 		if lock.Forget(c) {
 			k.push(lock, c, e)
+			k.holdsDirty[name] = struct{}{}
 		}
 		e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(name, c), Delete: true})
 		if _, ok := k.justified[regKey{name, c}]; ok {
@@ -643,6 +660,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	} else {
 		k.mute.DoorwayEnded(c, lock.Name)
 	}
+	k.noteHold(now, st)
 	switch rk := (regKey{lock.Name, c}); st.Phase {
 	case wire.PhaseTicket:
 		// J goes to disk with its Ticket, so a restarted server can still hand
@@ -967,6 +985,8 @@ func (k *Core) startRestored(now time.Time, e *Effects) {
 		if en.St.Phase == wire.PhaseDoorway {
 			k.mute.DoorwayStarted(en.St.Client, en.St.Lock, en.St.Session, now)
 		}
+		// A reloaded holding's clock starts afresh (change 24).
+		k.noteHold(now, en.St)
 	}
 	k.restored = nil
 }

@@ -26,6 +26,8 @@ type cluster struct {
 	inflight []serverMsg
 	// clientCA, if set before the cores are made, closes the cluster (change 23).
 	clientCA *crypto.PrivateKey
+	// maxHold, if set before the cores are made, is their default max-hold (change 24).
+	maxHold time.Duration
 }
 
 type serverMsg struct {
@@ -54,6 +56,7 @@ func (c *cluster) newCore(i, n, f int) *Core {
 	if c.clientCA != nil {
 		cfg.ClientCA = c.clientCA.Public
 	}
+	cfg.MaxHold = c.maxHold
 	k, err := New(cfg)
 	require.NoError(c.t, err)
 	return k

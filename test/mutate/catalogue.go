@@ -98,7 +98,7 @@ var Catalogue = []Mutant{
 	{"doorway-deadline-late", "§5 Doorway deadline: a client in its Doorway for the deadline is refused", "detector/muteness.go",
 		"if now.Sub(d.since) < m.cfg.DoorwayDeadline {", "if now.Sub(d.since) <= m.cfg.DoorwayDeadline {"},
 	{"doorway-vote-at-once", "§5, change 4: the Doorway deadline refuses at once but votes only when the lease runs out", "detector/muteness.go",
-		"l.refused = true\n\t\t\t\tl.until = now.Add(l.ttl)", "l.refused = true\n\t\t\t\tl.until = now"},
+		"l.refused, l.refusedWhy = true, why\n\t\tl.until = now.Add(l.ttl)", "l.refused, l.refusedWhy = true, why\n\t\tl.until = now"},
 	{"refused-session-renewed", "§5, change 4: a session refused for its Doorway is no longer renewed", "detector/muteness.go",
 		"if l.suspected || l.refused {", "if l.suspected {"},
 	{"core-no-doorway-deadline", "§5 Doorway deadline: a server times every Doorway it accepts", "server/core/core.go",
@@ -145,6 +145,18 @@ var Catalogue = []Mutant{
 		"k.sendRevocations(s, e)", "_ = s"},
 	{"revocation-any-signer", "change 23: only the client CA can revoke", "wire/admission.go",
 		"if err := crypto.Open(ca, crypto.DomainRevocation, s, &r); err != nil {", "if err := crypto.UnmarshalCanonical(s.Body, &r); err != nil {"},
+
+	// Max-hold (change 24).
+	{"maxhold-twice", "change 24: past its max-hold a holder's lease is refused", "detector/maxhold.go",
+		"if now.Sub(h.since) < h.limit {", "if now.Sub(h.since) < 2*h.limit {"},
+	{"maxhold-held-not-timed", "change 24: a Held starts the hold clock", "server/core/maxhold.go",
+		"k.mute.HoldStarted(st.Client, st.Lock, st.Session, now, k.maxHoldOf(st.Client))", "_ = now"},
+	{"maxhold-no-least-start", "change 24: a Ticket least for HeldDeadline with no Held starts the hold clock", "server/core/maxhold.go",
+		"if !t.started && now.Sub(t.since) >= k.cfg.DoorwayDeadline {", "if false && !t.started && now.Sub(t.since) >= k.cfg.DoorwayDeadline {"},
+	{"maxhold-certificate-ignored", "change 24: a certificate's max-hold wins over the default", "server/core/maxhold.go",
+		"if g := k.grants[c]; g != nil && g.MaxHoldMillis > 0 {", "if g := k.grants[c]; false && g != nil && g.MaxHoldMillis > 0 {"},
+	{"maxhold-exit-keeps-clock", "change 24: an Exit stops the hold clock", "server/core/maxhold.go",
+		"} else {\n\t\tk.mute.HoldEnded(st.Client, st.Lock)", "} else if false {\n\t\tk.mute.HoldEnded(st.Client, st.Lock)"},
 
 	// Tie-breaks and the LISTEN decision.
 	{"tie-equal-n-passable", "§3.3, change 8: equal N is broken by (H(N‖id), id), never both passable", "bakery/listen.go",
