@@ -381,8 +381,12 @@ func (c *Client) lost(ev bakery.Event) {
 	if s == nil || s.holding == nil {
 		return
 	}
-	c.log.Warn("lock lost: the lease guarantee failed", "lock", ev.Lock, "token", ev.Token.String())
-	s.holding.lose()
+	err := mapBakeryErr(ev.Err)
+	if err == nil {
+		err = ErrLockLost
+	}
+	c.log.Warn("lock lost", "lock", ev.Lock, "token", ev.Token.String(), "why", err)
+	s.holding.lose(err)
 	s.holding.turn.end() // the holding is over; the name is free again
 	s.holding = nil
 }

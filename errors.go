@@ -17,8 +17,15 @@ import (
 var (
 	// ErrBusy: TryLock found someone ahead.
 	ErrBusy = errors.New("bq: lock is busy")
-	// ErrLockLost: the holding ended because the lease guarantee failed.
+	// ErrLockLost: the holding ended because the lease guarantee failed,
+	// or at its max-hold (ErrMaxHold).
 	ErrLockLost = errors.New("bq: lock lost (lease guarantee failed)")
+	// ErrMaxHold: the holding ended because it was held for the max-hold
+	// the servers apply to this identity (its certificate's, or the
+	// cluster's default; docs/protocol.md change 24). The client gives the
+	// lock up a margin before the servers would. Such an error is also an
+	// ErrLockLost.
+	ErrMaxHold = errors.New("bq: lock held for its maximum hold time")
 	// ErrTimeout: the context's deadline passed before the operation
 	// completed. The message says what it waited for.
 	ErrTimeout = errors.New("bq: timed out")
@@ -49,6 +56,8 @@ func mapBakeryErr(err error) error {
 	switch {
 	case errors.Is(err, bakery.ErrBusy):
 		return ErrBusy
+	case errors.Is(err, bakery.ErrMaxHold):
+		return &Error{msg: "bq: lock lost: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrLockLost, ErrMaxHold}, cause: err}
 	case errors.Is(err, bakery.ErrLeaseLost):
 		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrLockLost}, cause: err}
 	case errors.Is(err, bakery.ErrNotPermitted):

@@ -35,6 +35,9 @@ type Holding struct {
 	turn    *turn // the turn at the name this holding ends
 	lost    chan struct{}
 	once    sync.Once
+	// lostErr says why the holding was lost; written once, before lost
+	// is closed.
+	lostErr error
 }
 
 // turn is one goroutine's turn at a lock name: it takes the slot's sem when
@@ -50,11 +53,28 @@ func (t *turn) end() { t.once.Do(func() { <-t.sem }) }
 // Token is the holding's fencing token.
 func (h *Holding) Token() Token { return h.token }
 
-// Lost is closed the moment the lease guarantee fails: stop using the
-// resource at once. It stays open until then (also after Unlock).
+// Lost is closed the moment the lease guarantee fails, or the holding
+// reaches its max-hold: stop using the resource at once. It stays open
+// until then (also after Unlock). Err says which.
 func (h *Holding) Lost() <-chan struct{} { return h.lost }
 
-func (h *Holding) lose() { h.once.Do(func() { close(h.lost) }) }
+// Err is nil while the holding lasts and, once Lost is closed, why it was
+// lost: an ErrLockLost, and an ErrMaxHold too when it reached its max-hold.
+func (h *Holding) Err() error {
+	select {
+	case <-h.lost:
+		return h.lostErr
+	default:
+		return nil
+	}
+}
+
+func (h *Holding) lose(err error) {
+	h.once.Do(func() {
+		h.lostErr = err
+		close(h.lost)
+	})
+}
 
 // Name is the lock's name.
 func (h *Holding) Name() string { return h.m.name }

@@ -95,6 +95,7 @@ type attempt struct {
 	progress time.Time
 
 	held     wire.SignedStatement
+	entered  time.Time // when the client entered (its Held went out)
 	reqHeld  uint64
 	heldAcks *quorum.Access[struct{}]
 
@@ -151,6 +152,10 @@ type Client struct {
 	// bounds, too many sessions, a ban), with their reasons.
 	// INVARIANT: emptied whenever a new session opens.
 	sessionRefusals map[wire.ServerID]string
+	// maxHolds: the max-hold each server reported it applies to this
+	// client in the current session (SessionAck, change 24); 0 is none.
+	// INVARIANT: emptied whenever a new session opens.
+	maxHolds map[wire.ServerID]time.Duration
 
 	attempts map[string]*attempt
 	byReq    map[uint64]*attempt
@@ -301,6 +306,7 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 	switch {
 	case m.SessionAck != nil:
 		c.lease.Ack(s, m.SessionAck.Session, m.SessionAck.Seq, m.SessionAck.LeaseOK)
+		c.noteMaxHold(s, m.SessionAck)
 		c.checkLease(now, &e)
 	case m.Suspect != nil:
 		if body, err := m.Suspect.Verify(c.cfg.Keys); err == nil && body.Client == c.id && body.Session == c.sess {

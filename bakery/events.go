@@ -64,6 +64,10 @@ var (
 	ErrBusy      = errors.New("bakery: the lock is held or wanted by someone ahead")
 	ErrLeaseLost = errors.New("bakery: the session's lease guarantee failed")
 	ErrAbandoned = errors.New("bakery: the attempt was abandoned")
+	// ErrMaxHold: the lock was held for the max-hold the servers apply
+	// (docs/protocol.md change 24); the client gave it up, with a margin,
+	// before they would refuse its lease.
+	ErrMaxHold = errors.New("bakery: held for the max-hold the servers apply")
 	// ErrRefused: so many servers refused a request for what it asks (a
 	// limit, a lease TTL out of bounds, a ban) that fewer than q are left to
 	// answer it; the attempt (or the session) fails at once instead of

@@ -111,6 +111,7 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 		return // enter only with the lease guarantee (§3.3, §5)
 	}
 	a.phase = phaseHeld
+	a.entered = now
 	a.held = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseHeld, N: a.n})
 	a.reqHeld = c.req()
 	c.byReq[a.reqHeld] = a

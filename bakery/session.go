@@ -82,6 +82,7 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 	}
 	c.sess = sess
 	c.sessionRefusals = nil
+	c.maxHolds = nil
 	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)
 	c.leaseHeld = false
 	c.opened = now
@@ -104,6 +105,7 @@ func (c *Client) Tick(now time.Time) (e Effects) {
 		c.toAll(&e, &wire.Message{Heartbeat: &wire.Heartbeat{Session: c.sess, Seq: c.hbSeq}})
 	}
 	c.checkLease(now, &e)
+	c.checkMaxHold(now, &e)
 	return e
 }
 

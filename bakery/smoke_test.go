@@ -81,7 +81,10 @@ func (n *net) run() {
 }
 
 // newNet makes n = 4 servers and k started clients.
-func newNet(t *testing.T, k int) *net {
+func newNet(t *testing.T, k int) *net { return newNetWith(t, k, nil) }
+
+// newNetWith is newNet with each server's configuration changed by cfg.
+func newNetWith(t *testing.T, k int, cfg func(*core.Config)) *net {
 	const nsrv, f = 4, 1
 	var pubs []*crypto.Parsed
 	var signers []*crypto.PrivateKey
@@ -94,7 +97,11 @@ func newNet(t *testing.T, k int) *net {
 	keys := wire.NewKeyring(f, pubs)
 	n := &net{t: t, now: time.Unix(1000, 0)}
 	for i := range nsrv {
-		c, err := core.New(core.DefaultConfig(wire.ServerID(i), nsrv, f, keys, signers[i]))
+		conf := core.DefaultConfig(wire.ServerID(i), nsrv, f, keys, signers[i])
+		if cfg != nil {
+			cfg(&conf)
+		}
+		c, err := core.New(conf)
 		require.NoError(t, err)
 		n.servers = append(n.servers, c)
 	}

@@ -17,7 +17,7 @@ const (
 	exitError       = 1 // anything not below: a bad file, a full disk, a bug
 	exitUsage       = 2 // a mistake on the command line
 	exitBusy        = 3 // the lock is held (--try), or the timeout passed while someone held it
-	exitLost        = 4 // the lock was lost while held: the lease guarantee failed
+	exitLost        = 4 // the lock was lost while held: the lease guarantee failed, or its max-hold came
 	exitUnavailable = 5 // fewer than a quorum of servers answered
 	exitRefused     = 6 // the servers refused the request (a TTL out of their bounds, a limit, a ban)
 	// exitNotPermitted: a closed cluster does not let this identity do it:
@@ -31,7 +31,7 @@ Exit codes:
   1  error
   2  usage: a mistake on the command line
   3  busy: the lock is held (--try), or --timeout passed while someone held it
-  4  lock lost: the lease guarantee failed while holding (CMD got SIGTERM)
+  4  lock lost while holding: the lease guarantee failed or the max-hold came (CMD got SIGTERM)
   5  cluster unavailable: fewer than a quorum of servers answered
   6  refused by the servers (a TTL out of their bounds, a limit, a ban)
   7  not permitted: the cluster is closed and this identity is not enrolled, its

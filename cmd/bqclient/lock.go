@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -192,13 +193,25 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	case <-eof:
 	case <-h.Lost():
 		quit()
-		return &failure{Code: exitLost, Msg: fmt.Sprintf("lock %s lost: the lease guarantee failed", name)}
+		return &failure{Code: exitLost, Msg: fmt.Sprintf("lock %s lost: %s", name, lostReason(h))}
 	}
 	if err := release(c, h); err != nil {
 		return err
 	}
 	fmt.Fprintf(std.out, "released %s\n", name)
 	return nil
+}
+
+// lostReason says why h was lost, in a few words.
+func lostReason(h *bq.Holding) string {
+	err := h.Err()
+	switch {
+	case errors.Is(err, bq.ErrMaxHold):
+		return strings.TrimPrefix(err.Error(), "bq: lock lost: ")
+	case err != nil:
+		return strings.TrimPrefix(err.Error(), "bq: ")
+	}
+	return "the lease guarantee failed"
 }
 
 // leave ends c's session and disconnects within quitBudget.
@@ -246,7 +259,7 @@ func runUnderLock(h *bq.Holding, name string, argv []string, ttl time.Duration, 
 		case <-ch.done:
 			return ch.exitCode(), nil
 		case <-h.Lost():
-			fmt.Fprintf(stderr, "bqclient lock: lock %s lost while %s ran: stopping it (SIGTERM)\n", name, argv[0])
+			fmt.Fprintf(stderr, "bqclient lock: lock %s lost while %s ran (%s): stopping it (SIGTERM)\n", name, argv[0], lostReason(h))
 			ch.signal(syscall.SIGTERM)
 			<-ch.done
 			return exitLost, nil

@@ -158,6 +158,11 @@ var Catalogue = []Mutant{
 	{"maxhold-exit-keeps-clock", "change 24: an Exit stops the hold clock", "server/core/maxhold.go",
 		"} else {\n\t\tk.mute.HoldEnded(st.Client, st.Lock)", "} else if false {\n\t\tk.mute.HoldEnded(st.Client, st.Lock)"},
 
+	{"maxhold-client-smallest", "change 24: a client counts with the (f+1)-th smallest max-hold reported", "bakery/maxhold.go",
+		"return vals[c.cfg.F]", "return vals[0]"},
+	{"maxhold-client-no-margin", "change 24: a client gives a holding up a margin before its max-hold", "bakery/maxhold.go",
+		"return c.cfg.Margin + mh/20", "return 0"},
+
 	// Tie-breaks and the LISTEN decision.
 	{"tie-equal-n-passable", "§3.3, change 8: equal N is broken by (H(N‖id), id), never both passable", "bakery/listen.go",
 		"return Token{N: a.n, Client: c.id}.Less(Token{N: st.N, Client: x})", "return a.n <= st.N"},

@@ -1,0 +1,70 @@
+package bakery
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+// Max-hold at the client (docs/protocol.md change 24). Each server reports
+// the max-hold it applies to this client in its SessionAck; the client
+// takes the (f+1)-th smallest of the current session's reports — at most f
+// are a faulty server's, so it is a correct server's or lies between two —
+// and gives a holding up at entered + max-hold − margin: it reports Lost
+// and sends its Exit, which reaches the servers before their clocks run
+// out, so the session (and any other lock held in it) is never refused.
+// The servers' refusal, and the lease check behind it, stay the safety net.
+
+// noteMaxHold records the max-hold s reported for the current session.
+func (c *Client) noteMaxHold(s wire.ServerID, a *wire.SessionAck) {
+	if a.Session != c.sess || a.Seq != 0 {
+		return
+	}
+	if c.maxHolds == nil {
+		c.maxHolds = make(map[wire.ServerID]time.Duration)
+	}
+	c.maxHolds[s] = time.Duration(a.MaxHoldMillis) * time.Millisecond
+}
+
+// MaxHold is the max-hold this client counts with in the current session:
+// the (f+1)-th smallest report, a report of zero (none) counting as
+// infinite; zero when fewer than f+1 servers reported a bound.
+func (c *Client) MaxHold() time.Duration {
+	vals := make([]time.Duration, 0, len(c.maxHolds))
+	for _, d := range c.maxHolds {
+		if d > 0 {
+			vals = append(vals, d)
+		}
+	}
+	if len(vals) <= c.cfg.F {
+		return 0
+	}
+	slices.Sort(vals)
+	return vals[c.cfg.F]
+}
+
+// maxHoldMargin is how long before the max-hold a holding is given up:
+// the lease margin (clock drift) and a twentieth of the max-hold, so the
+// Exit reaches the servers before their clocks run out.
+func (c *Client) maxHoldMargin(mh time.Duration) time.Duration {
+	return c.cfg.Margin + mh/20
+}
+
+// checkMaxHold gives up every holding at its max-hold, less the margin.
+func (c *Client) checkMaxHold(now time.Time, e *Effects) {
+	mh := c.MaxHold()
+	if mh <= 0 {
+		return
+	}
+	for _, lock := range c.sortedLocks() {
+		a := c.attempts[lock]
+		if a.phase != phaseHeld || now.Before(a.entered.Add(mh-c.maxHoldMargin(mh))) {
+			continue
+		}
+		e.Events = append(e.Events, Event{Kind: Lost, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id},
+			Err: fmt.Errorf("%w (%v)", ErrMaxHold, mh)})
+		c.exit(a, 0, nil, e)
+	}
+}

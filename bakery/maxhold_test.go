@@ -1,0 +1,59 @@
+package bakery_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/server/core"
+)
+
+// tick lets d pass in steps of 100 ms: servers and clients tick, and
+// every message is delivered.
+func (n *net) tick(d time.Duration) {
+	for end := n.now.Add(d); n.now.Before(end); {
+		n.now = n.now.Add(100 * time.Millisecond)
+		for si, s := range n.servers {
+			n.serverOut(si, s.Tick(n.now))
+		}
+		for ci, c := range n.clients {
+			n.clientOut(ci, c.Tick(n.now))
+		}
+		n.run()
+	}
+}
+
+// A holder gives its lock up at its max-hold, less the margin, before
+// the servers would refuse its lease: it reports Lost with ErrMaxHold,
+// the next client enters, and the holder's session lives on
+// (docs/protocol.md change 24).
+func TestHolderGivesUpAtItsMaxHold(t *testing.T) {
+	const mh = 4 * time.Second
+	n := newNetWith(t, 2, func(c *core.Config) { c.MaxHold = mh })
+	require.Equal(t, mh, n.clients[0].MaxHold(), "learned from the servers' SessionAcks")
+	n.lock(0)
+	entered := n.now
+	n.lock(1)
+	require.Equal(t, []int{0}, n.acquired())
+
+	// The margin: the lease margin (TTL/10 = 500 ms) and mh/20 (200 ms).
+	n.tick(mh - 800*time.Millisecond)
+	require.Equal(t, []int{0}, n.acquired(), "held until the margin")
+	n.tick(300 * time.Millisecond)
+	var lost *bakery.Event
+	for i := range n.events {
+		if n.events[i].Kind == bakery.Lost {
+			lost = &n.events[i]
+		}
+	}
+	require.NotNil(t, lost, "%v", n.events)
+	require.True(t, errors.Is(lost.Err, bakery.ErrMaxHold), "%v", lost.Err)
+	require.Less(t, n.now.Sub(entered), mh)
+	require.Equal(t, []int{0, 1}, n.acquired(), "the next client entered")
+
+	n.tick(10 * time.Second) // well past the servers' clocks and a TTL
+	require.True(t, n.clients[0].LeaseHolds(n.now), "the holder left in time: its session was never refused")
+}
