@@ -47,6 +47,9 @@ type Config struct {
 	Limits transport.Limits
 	// MetricsAddr, if set, serves Prometheus metrics at http://MetricsAddr/metrics.
 	MetricsAddr string
+	// Settings are the operator's (LoadSettings); nil is every default.
+	// They tune the real core (when NewCore is nil) and Limits.
+	Settings *Settings
 }
 
 const (
@@ -142,7 +145,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	newCore := cfg.NewCore
 	if newCore == nil {
-		newCore = func(m *certs.ServerMaterial) (Core, error) { return NewProtocolCore(m, nil) }
+		newCore = func(m *certs.ServerMaterial) (Core, error) { return NewProtocolCore(m, cfg.Settings.ApplyCore) }
 	}
 	if s.core, err = newCore(m); err != nil {
 		return fail(fmt.Errorf("server: building core: %w", err))
@@ -153,6 +156,8 @@ func Start(cfg Config) (*Server, error) {
 
 	c := m.Cluster
 	self := c.Servers[m.ID]
+	limits := cfg.Limits
+	cfg.Settings.ApplyLimits(&limits)
 	var admit func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
 	if c.Closed() {
 		var revoked []wire.ClientID
@@ -171,7 +176,7 @@ func Start(cfg Config) (*Server, error) {
 		CAPool:         c.CAPool(),
 		IdentifyServer: c.ServerByCert,
 		AdmitClient:    admit,
-		Limits:         cfg.Limits,
+		Limits:         limits,
 		Logger:         log,
 	})
 	if err != nil {
@@ -179,6 +184,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	log.Info("server started", "addr", self.Address, "cluster", c.ID().String(), "n", c.N, "f", c.F, "quorum", c.Quorum,
 		"closed", c.Closed(), "incarnation", s.Incarnation, "dir", m.Dir)
+	if given := cfg.Settings.Given(); len(given) > 0 {
+		log.Info("settings", given...)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
