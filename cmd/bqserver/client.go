@@ -40,9 +40,9 @@ need that directory; the servers need no restart.`,
 func clientAddCmd(stdout, stderr io.Writer) *cobra.Command {
 	var dir, out, pub string
 	var locks []string
-	var validFor time.Duration
+	var validFor, maxHold time.Duration
 	cmd := &cobra.Command{
-		Use:   "add NAME --dir DIR (--out FILE | --pub FILE) [--locks PATTERN]... [--valid-for DUR]",
+		Use:   "add NAME --dir DIR (--out FILE | --pub FILE) [--locks PATTERN]... [--max-hold DUR] [--valid-for DUR]",
 		Short: "Enroll a client: certify its key for this cluster",
 		Long: `Enroll a client named NAME. With --out, make a new key and write a ready identity file (key and
 certificate, mode 0600) for 'bqclient --identity FILE'. With --pub, certify a key the client made
@@ -51,7 +51,11 @@ the certificate goes to standard output, and the client appends it to its identi
 
 --locks limits the lock names the client may use (repeat it for several patterns): '*' matches any
 run of characters but '/', '**' any run at all, '?' one character but '/'. Without --locks the
-client may use every name.`,
+client may use every name.
+
+--max-hold bounds how long the client may hold a lock: past it the servers refuse its lease and
+its session is reset by certificate; the SDK gives the lock up a little before (bqclient exits 4).
+Without it the servers' max_hold setting applies (none by default).`,
 		Example: `  bqserver client add ci --dir /etc/bq --out ci.identity --locks 'ci/**'
   bqclient keygen --out worker.key        # on the worker: writes worker.key and worker.key.pub
   bqserver client add worker --dir /etc/bq --pub worker.key.pub >> worker.key`,
@@ -63,6 +67,9 @@ client may use every name.`,
 			}
 			if (out == "") == (pub == "") {
 				return cli.Usagef("give exactly one of --out FILE (a new identity) and --pub FILE (a key made with 'bqclient keygen')")
+			}
+			if maxHold < 0 {
+				return cli.Usagef("--max-hold must be ≥ 0")
 			}
 			if err := certs.CheckClientName(name); err != nil {
 				return cli.Usagef("%v", err)
@@ -89,7 +96,7 @@ client may use every name.`,
 			} else if public, err = certs.LoadPublicKey(pub); err != nil {
 				return &cli.Exit{Code: 1, Msg: err.Error()}
 			}
-			signed, body, err := ca.Enroll(certs.EnrollOptions{Name: name, Key: public, Locks: locks, Validity: validFor, Record: true}, time.Now(), rand.Reader)
+			signed, body, err := ca.Enroll(certs.EnrollOptions{Name: name, Key: public, Locks: locks, MaxHold: maxHold, Validity: validFor, Record: true}, time.Now(), rand.Reader)
 			if err != nil {
 				return &cli.Exit{Code: 1, Msg: err.Error()}
 			}
@@ -97,13 +104,13 @@ client may use every name.`,
 				if err := certs.WriteIdentity(out, &certs.Identity{Key: key, Admission: &signed}); err != nil {
 					return &cli.Exit{Code: 1, Msg: err.Error()}
 				}
-				fmt.Fprintf(stdout, "enrolled %q (client id %s): may use %s; valid until %s\nwrote %s: use it with bqclient --identity %s\n",
-					name, body.Client.Hex()[:16], body.Patterns(), until(body), out, shellQuote(out))
+				fmt.Fprintf(stdout, "enrolled %q (client id %s): may use %s%s; valid until %s\nwrote %s: use it with bqclient --identity %s\n",
+					name, body.Client.Hex()[:16], body.Patterns(), holdNote(body), until(body), out, shellQuote(out))
 				return nil
 			}
 			_, _ = stdout.Write(certs.EncodeAdmission(signed))
-			fmt.Fprintf(stderr, "enrolled %q (client id %s): may use %s; valid until %s\nthe certificate went to standard output: append it to the client's identity file\n",
-				name, body.Client.Hex()[:16], body.Patterns(), until(body))
+			fmt.Fprintf(stderr, "enrolled %q (client id %s): may use %s%s; valid until %s\nthe certificate went to standard output: append it to the client's identity file\n",
+				name, body.Client.Hex()[:16], body.Patterns(), holdNote(body), until(body))
 			return nil
 		},
 	}
@@ -112,8 +119,17 @@ client may use every name.`,
 	f.StringVar(&out, "out", "", "make a new key and write the identity file here")
 	f.StringVar(&pub, "pub", "", "certify the public key in this file (KEY.pub from 'bqclient keygen')")
 	f.StringArrayVar(&locks, "locks", nil, "a lock-name pattern the client may use (repeatable; default: every name)")
+	f.DurationVar(&maxHold, "max-hold", 0, "the longest the client may hold a lock (default: the servers' max_hold setting)")
 	f.DurationVar(&validFor, "valid-for", certs.DefaultAdmissionValidity, "how long the certificate is valid")
 	return cmd
+}
+
+// holdNote words a certificate's max-hold for the enrolment message.
+func holdNote(b *wire.AdmissionBody) string {
+	if b.MaxHoldMillis == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", holding a lock at most %v", time.Duration(b.MaxHoldMillis)*time.Millisecond)
 }
 
 func until(b *wire.AdmissionBody) string {
@@ -139,7 +155,7 @@ func clientListCmd(stdout io.Writer) *cobra.Command {
 				return &cli.Exit{Code: 1, Msg: err.Error()}
 			}
 			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tCLIENT ID\tLOCKS\tVALID UNTIL\tSTATE")
+			fmt.Fprintln(w, "NAME\tCLIENT ID\tLOCKS\tMAX HOLD\tVALID UNTIL\tSTATE")
 			now := time.Now()
 			for _, en := range ens {
 				state := "enrolled"
@@ -149,7 +165,11 @@ func clientListCmd(stdout io.Writer) *cobra.Command {
 				case en.Admission.ValidAt(now) != nil:
 					state = "expired"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", en.Name, en.Admission.Client.Hex()[:16], en.Admission.Patterns(), until(en.Admission), state)
+				hold := "default"
+				if ms := en.Admission.MaxHoldMillis; ms > 0 {
+					hold = (time.Duration(ms) * time.Millisecond).String()
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", en.Name, en.Admission.Client.Hex()[:16], en.Admission.Patterns(), hold, until(en.Admission), state)
 			}
 			return w.Flush()
 		},

@@ -33,16 +33,7 @@ func TestClosedCluster(t *testing.T) {
 
 	cluster := filepath.Join(dir, "cluster.yaml")
 	work := t.TempDir()
-	run := func(name string, args ...string) (string, int) {
-		out, err := exec.Command(bin(name), args...).CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err, "%s", out)
-		}
-		return string(out), code
-	}
+	run := func(name string, args ...string) (string, int) { return runCLI(t, name, args...) }
 	client := func(identity string, args ...string) (string, int) {
 		return run("bqclient", append([]string{"--cluster", cluster, "--identity", filepath.Join(work, identity)}, args...)...)
 	}
@@ -85,8 +76,8 @@ func TestClosedCluster(t *testing.T) {
 
 	out2, code = run("bqserver", "client", "list", "--dir", dir)
 	require.Equal(t, 0, code, out2)
-	require.Regexp(t, `(?m)^ci\s+\S+\s+ci/\*\*\s+\S+\s+enrolled$`, out2)
-	require.Regexp(t, `(?m)^worker\s+\S+\s+every name\s+\S+\s+enrolled$`, out2)
+	require.Regexp(t, `(?m)^ci\s+\S+\s+ci/\*\*\s+default\s+\S+\s+enrolled$`, out2)
+	require.Regexp(t, `(?m)^worker\s+\S+\s+every name\s+default\s+\S+\s+enrolled$`, out2)
 
 	// Revoked while holding: the holder loses the lock (its command gets
 	// SIGTERM, exit 4), and the identity is refused from then on.
@@ -117,4 +108,70 @@ func TestClosedCluster(t *testing.T) {
 	require.Contains(t, out2, "revoked")
 	out2, code = client("worker.key", "lock", "w", "--", "true")
 	require.Equal(t, 0, code, out2)
+}
+
+// runCLI runs one of the built commands to its end and returns its output
+// and exit code.
+func runCLI(t *testing.T, name string, args ...string) (string, int) {
+	out, err := exec.Command(bin(name), args...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err, "%s", out)
+	}
+	return string(out), code
+}
+
+// Max-hold (docs/protocol.md change 24) and the settings file, with four
+// real server processes: a bad settings file stops a server with one line
+// per problem; the servers' max_hold applies to a client whose certificate
+// names none, a certificate's --max-hold to its client; a holder past it
+// loses the lock (its command gets SIGTERM, bqclient exits 4 and says
+// why), and a client waiting behind it enters.
+func TestMaxHoldAndSettings(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	out, code := runCLI(t, "bqserver", "init", "--dir", dir, "--servers", "4", "--port-base", fmt.Sprint(freePortBase(t, 4)))
+	require.Equal(t, 0, code, out)
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("max_hold: soon\nmax_ttl: 1s\n"), 0o644))
+	out, code = runCLI(t, "bqserver", "run", "--dir", dir, "--id", "0", "--config", bad)
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, `bad.yaml:1: max_hold: "soon" is not a duration`)
+	require.Contains(t, out, "want min_ttl ≤ default_ttl ≤ max_ttl")
+
+	out, code = runCLI(t, "bqserver", "settings")
+	require.Equal(t, 0, code, out)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "server.yaml"), []byte(out+"max_hold: 4s\n"), 0o644))
+	runServers(t, dir, 4)
+
+	cluster := filepath.Join(dir, "cluster.yaml")
+	work := t.TempDir()
+	for _, args := range [][]string{{"short", "--max-hold", "2s"}, {"plain"}, {"waiter"}} {
+		out, code := runCLI(t, "bqserver", append([]string{"client", "add", args[0], "--dir", dir, "--out", filepath.Join(work, args[0])}, args[1:]...)...)
+		require.Equal(t, 0, code, out)
+	}
+	out, code = runCLI(t, "bqserver", "client", "list", "--dir", dir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `(?m)^short\s+\S+\s+every name\s+2s\s`, out)
+
+	for _, tc := range []struct {
+		identity string
+		maxHold  time.Duration
+	}{{"short", 2 * time.Second}, {"plain", 4 * time.Second}} {
+		holder := start(t, tc.identity, nil, bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, tc.identity),
+			"lock", "L", "--ttl", "2s", "--", "sh", "-c", "echo holding; sleep 60 & wait")
+		holder.waitFor(20*time.Second, 1, "holding")
+		entered := time.Now()
+		waiter := start(t, "waiter", nil, bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, "waiter"),
+			"lock", "L", "--", "sh", "-c", "echo waiter-in")
+		require.Equal(t, 4, holder.waitExit(tc.maxHold+20*time.Second), holder.output())
+		held := time.Since(entered)
+		require.Contains(t, holder.output(), fmt.Sprintf("held for the max-hold the servers apply (%v)", tc.maxHold))
+		require.Less(t, held, tc.maxHold+2*time.Second, "given up at the max-hold, less a margin (plus process start-up)")
+		require.Equal(t, 0, waiter.waitExit(20*time.Second), waiter.output())
+		require.Contains(t, waiter.output(), "waiter-in")
+		t.Logf("%s (max-hold %v): held %v", tc.identity, tc.maxHold, held.Round(time.Millisecond))
+	}
 }
