@@ -479,9 +479,13 @@ func (m *Muteness) refuseLease(cs *clientState, sess uint64, why wire.SuspectRea
 		// certificate while the client's lease guarantee (§5) still counts
 		// this server's recent acks — and a client stuck in one lock's
 		// Doorway may hold another lock in the same session (found by the
-		// simulator, test/sim).
+		// simulator, test/sim). The lease keeps the end it has: every ack
+		// this server gave counts toward the client's guarantee for less
+		// than a TTL after the heartbeat it answered, which is at most
+		// until; pushing the end out would only delay the vote past the
+		// reset bound of a silent client (§5: 2×TTL; found by the
+		// simulator with max-hold, seed 223).
 		l.refused, l.refusedWhy = true, why
-		l.until = now.Add(l.ttl)
 	}
 }
 

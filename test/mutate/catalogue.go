@@ -98,7 +98,7 @@ var Catalogue = []Mutant{
 	{"doorway-deadline-late", "§5 Doorway deadline: a client in its Doorway for the deadline is refused", "detector/muteness.go",
 		"if now.Sub(d.since) < m.cfg.DoorwayDeadline {", "if now.Sub(d.since) <= m.cfg.DoorwayDeadline {"},
 	{"doorway-vote-at-once", "§5, change 4: the Doorway deadline refuses at once but votes only when the lease runs out", "detector/muteness.go",
-		"l.refused, l.refusedWhy = true, why\n\t\tl.until = now.Add(l.ttl)", "l.refused, l.refusedWhy = true, why\n\t\tl.until = now"},
+		"l.refused, l.refusedWhy = true, why\n", "l.refused, l.refusedWhy = true, why\n\t\tl.until = now\n"},
 	{"refused-session-renewed", "§5, change 4: a session refused for its Doorway is no longer renewed", "detector/muteness.go",
 		"if l.suspected || l.refused {", "if l.suspected {"},
 	{"core-no-doorway-deadline", "§5 Doorway deadline: a server times every Doorway it accepts", "server/core/core.go",
@@ -149,6 +149,8 @@ var Catalogue = []Mutant{
 	// Max-hold (change 24).
 	{"maxhold-twice", "change 24: past its max-hold a holder's lease is refused", "detector/maxhold.go",
 		"if now.Sub(h.since) < h.limit {", "if now.Sub(h.since) < 2*h.limit {"},
+	{"refusal-extends-lease", "§5, change 24: a refused lease keeps the end its last renewal gave it", "detector/muteness.go",
+		"l.refused, l.refusedWhy = true, why\n", "l.refused, l.refusedWhy = true, why\n\t\tl.until = now.Add(l.ttl)\n"},
 	{"maxhold-held-not-timed", "change 24: a Held starts the hold clock", "server/core/maxhold.go",
 		"k.mute.HoldStarted(st.Client, st.Lock, st.Session, now, k.maxHoldOf(st.Client))", "_ = now"},
 	{"maxhold-no-least-start", "change 24: a Ticket least for HeldDeadline with no Held starts the hold clock", "server/core/maxhold.go",

@@ -160,8 +160,10 @@ type Scenario struct {
 	TTL             time.Duration
 	ServerTTL       time.Duration
 	DoorwayDeadline time.Duration
-	Locks           []string
-	Roles           []Role // one per client
+	// MaxHold is the servers' max-hold (change 24); zero is none.
+	MaxHold time.Duration
+	Locks   []string
+	Roles   []Role // one per client
 	// Malicious: one malicious client per entry, by behaviour (malclient.go).
 	Malicious     []string
 	Byzantine     []ByzServer
@@ -252,6 +254,9 @@ func (sc *Scenario) IsByzantine(s int) bool {
 func (sc *Scenario) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed=%d n=%d f=%d locks=%v roles=%v", sc.Seed, sc.N, sc.F, sc.Locks, sc.Roles)
+	if sc.MaxHold > 0 {
+		fmt.Fprintf(&b, " max-hold=%v", sc.MaxHold.Round(time.Millisecond))
+	}
 	for _, z := range sc.Byzantine {
 		fmt.Fprintf(&b, " byz(s%d:%s)", z.Server, strings.Join(z.Behaviors, "+"))
 	}
@@ -412,6 +417,13 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 		for range 1 + r.IntN(2) {
 			sc.Malicious = append(sc.Malicious, names[r.IntN(len(names))])
 		}
+	}
+	// Max-hold (change 24): a quarter of the runs bound every holding below
+	// the long holds (2 TTLs), so holders are cut in the middle of
+	// hand-overs. From a stream of its own, so every other draw of a seed
+	// stays what it was.
+	if mr := rand.New(rand.NewPCG(seed, 0x3a8d)); mr.IntN(4) == 0 {
+		sc.MaxHold = 500*time.Millisecond + time.Duration(mr.Int64N(int64(2500*time.Millisecond)))
 	}
 	sc.Defaults()
 	return sc, nil

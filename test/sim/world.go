@@ -309,6 +309,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 			cfg.DefaultTTL = sc.ServerTTL
 		}
 		cfg.DoorwayDeadline = sc.DoorwayDeadline
+		cfg.MaxHold = sc.MaxHold
 		cfg.VerifyCacheSize = 4096
 		s.cfg = cfg
 		c, err := core.New(cfg)
