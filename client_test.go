@@ -318,7 +318,7 @@ func TestDialRefusedTTL(t *testing.T) {
 	_, err = Dial(ctx, Config{Cluster: tc.cluster, Identity: key, TTL: time.Hour})
 	require.ErrorIs(t, err, ErrRefused)
 	require.NotErrorIs(t, err, ErrUnavailable)
-	require.ErrorContains(t, err, "TTL out of bounds")
+	require.ErrorContains(t, err, "limit max_ttl (5m0s) reached: a lease TTL of 1h0m0s is above it")
 	require.NotContains(t, err.Error(), "\n")
 	require.NoError(t, ctx.Err(), "refused at once, not after the context (took %v)", time.Since(start))
 }

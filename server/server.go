@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -87,6 +88,7 @@ type Server struct {
 	// it under repairMu.
 	repairMu  sync.Mutex
 	repair    core.Repair
+	limitLog  *limitLog
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -117,7 +119,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{}),
-		pipe: make(chan core.Effects, 64), committed: make(chan struct{})}
+		pipe: make(chan core.Effects, 64), committed: make(chan struct{}), limitLog: newLimitLog(log)}
 	fail := func(err error) (*Server, error) {
 		if s.transport != nil {
 			_ = s.transport.Close()
@@ -333,6 +335,9 @@ func (s *Server) commitLoop(ctx context.Context) {
 }
 
 func (s *Server) send(o core.Outgoing) {
+	if er := o.Msg.Error; er != nil && er.Limit != nil && o.To.IsClient {
+		s.limitLog.note(time.Now(), o.To.Client, er)
+	}
 	err := s.transport.Send(o.To, o.Msg)
 	if err == nil {
 		s.countOut(o.To)
@@ -455,6 +460,7 @@ func (s *Server) publish(now time.Time) {
 	for kind, n := range k.Stats.Accesses {
 		snap.Accesses[kind] = n
 	}
+	snap.Limited = maps.Clone(k.Stats.Limited)
 	snap.Locks, snap.Members, snap.MaxMembers, snap.Suspected, snap.Banned = k.Gauges()
 	s.metrics.Publish(snap)
 }

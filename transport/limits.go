@@ -40,6 +40,12 @@ type Limits struct {
 	AcceptRate float64
 	// AcceptBurst is the size of the AcceptRate bucket (default 100).
 	AcceptBurst int
+	// AcceptRatePerAddress is AcceptRate for one source IP address
+	// (default 100/s, a bucket of AcceptBurstPerAddress, default 200);
+	// negative disables it. At most maxAddressBuckets addresses are
+	// tracked at once; past that the limit falls back to AcceptRate alone.
+	AcceptRatePerAddress  float64
+	AcceptBurstPerAddress int
 
 	// HandshakeTimeout bounds QUIC+TLS and the Challenge/Hello/Welcome
 	// exchange (default 10s).
@@ -55,18 +61,20 @@ type Limits struct {
 // Defaults returns the limits used for zero fields.
 func Defaults() Limits {
 	return Limits{
-		MaxFrame:          crypto.MaxMessageSize,
-		QueueLen:          1024,
-		QueueBytes:        8 << 20,
-		InboundLen:        1024,
-		MaxClientConns:    1024,
-		MaxConnsPerClient: 1,
-		AcceptRate:        200,
-		AcceptBurst:       100,
-		HandshakeTimeout:  10 * time.Second,
-		IdleTimeout:       30 * time.Second,
-		BackoffMin:        100 * time.Millisecond,
-		BackoffMax:        5 * time.Second,
+		MaxFrame:              crypto.MaxMessageSize,
+		QueueLen:              1024,
+		QueueBytes:            8 << 20,
+		InboundLen:            1024,
+		MaxClientConns:        1024,
+		MaxConnsPerClient:     1,
+		AcceptRate:            200,
+		AcceptBurst:           100,
+		AcceptRatePerAddress:  100,
+		AcceptBurstPerAddress: 200,
+		HandshakeTimeout:      10 * time.Second,
+		IdleTimeout:           30 * time.Second,
+		BackoffMin:            100 * time.Millisecond,
+		BackoffMax:            5 * time.Second,
 	}
 }
 
@@ -106,6 +114,10 @@ func (l Limits) withDefaults() (Limits, error) {
 		l.AcceptRate = d.AcceptRate
 	}
 	fillInt("AcceptBurst", &l.AcceptBurst, d.AcceptBurst)
+	if l.AcceptRatePerAddress == 0 {
+		l.AcceptRatePerAddress = d.AcceptRatePerAddress
+	}
+	fillInt("AcceptBurstPerAddress", &l.AcceptBurstPerAddress, d.AcceptBurstPerAddress)
 	fillDur("HandshakeTimeout", &l.HandshakeTimeout, d.HandshakeTimeout)
 	fillDur("IdleTimeout", &l.IdleTimeout, d.IdleTimeout)
 	fillDur("BackoffMin", &l.BackoffMin, d.BackoffMin)

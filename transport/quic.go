@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -298,10 +299,13 @@ type node struct {
 	srvIn   map[wire.ServerID]*quic.Conn // accepted server connections
 	clients map[wire.ClientID][]*clientConn
 	// INVARIANT: clients[c] is non-empty, oldest first, at most MaxConnsPerClient long.
-	accepted     int           // accepted connections not yet closed (ConnContext)
-	clientConns  int           // client connections in handshake or bound
-	accept       *rate.Limiter // new connections started per second (Limits.AcceptRate)
-	lastPeerWarn time.Time     // see peerWarn
+	accepted    int           // accepted connections not yet closed (ConnContext)
+	clientConns int           // client connections in handshake or bound
+	accept      *rate.Limiter // new connections started per second (Limits.AcceptRate)
+	// perAddress: the AcceptRatePerAddress bucket of each source address.
+	// INVARIANT: at most maxAddressBuckets entries (allowAddress).
+	perAddress   map[netip.Addr]*rate.Limiter
+	lastPeerWarn time.Time // see peerWarn
 
 	// tamper, set only by tests, rewrites or drops (nil) frames in Send.
 	tamper atomic.Pointer[func(to Peer, frame []byte) []byte]
@@ -320,19 +324,56 @@ func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &node{
-		log:     log,
-		lim:     lim,
-		udp:     udp,
-		tr:      &quic.Transport{Conn: udp},
-		dialers: make(map[wire.ServerID]*dialer),
-		inbound: make(chan Inbound, lim.InboundLen),
-		ctx:     ctx,
-		cancel:  cancel,
-		conns:   make(map[*quic.Conn]struct{}),
-		srvIn:   make(map[wire.ServerID]*quic.Conn),
-		clients: make(map[wire.ClientID][]*clientConn),
-		accept:  acceptLimiter(lim),
+		log:        log,
+		lim:        lim,
+		udp:        udp,
+		tr:         &quic.Transport{Conn: udp},
+		dialers:    make(map[wire.ServerID]*dialer),
+		inbound:    make(chan Inbound, lim.InboundLen),
+		ctx:        ctx,
+		cancel:     cancel,
+		conns:      make(map[*quic.Conn]struct{}),
+		srvIn:      make(map[wire.ServerID]*quic.Conn),
+		clients:    make(map[wire.ClientID][]*clientConn),
+		accept:     acceptLimiter(lim),
+		perAddress: make(map[netip.Addr]*rate.Limiter),
 	}
+}
+
+// maxAddressBuckets bounds the source addresses whose handshake rate is
+// tracked at once.
+const maxAddressBuckets = 4096
+
+// allowAddress takes a token of addr's bucket (Limits.AcceptRatePerAddress).
+// When maxAddressBuckets addresses are tracked, those with full buckets are
+// dropped; if none is, every bucket is: the global AcceptRate still holds,
+// and an attacker with that many addresses cannot lock new ones out.
+// n.mu must be held.
+func (n *node) allowAddress(addr net.Addr, now time.Time) bool {
+	if n.lim.AcceptRatePerAddress < 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return true
+	}
+	ip := ap.Addr().Unmap()
+	lim := n.perAddress[ip]
+	if lim == nil {
+		if len(n.perAddress) >= maxAddressBuckets {
+			for a, l := range n.perAddress {
+				if l.TokensAt(now) >= float64(l.Burst()) {
+					delete(n.perAddress, a)
+				}
+			}
+			if len(n.perAddress) >= maxAddressBuckets {
+				clear(n.perAddress)
+			}
+		}
+		lim = rate.NewLimiter(rate.Limit(n.lim.AcceptRatePerAddress), n.lim.AcceptBurstPerAddress)
+		n.perAddress[ip] = lim
+	}
+	return lim.AllowN(now, 1)
 }
 
 // acceptLimiter is the token bucket of Limits.AcceptRate and AcceptBurst

@@ -34,6 +34,8 @@ func (n *node) connContext(ctx context.Context, info *quic.ClientInfo) (context.
 		reason = "closing"
 	case n.accepted >= n.lim.MaxClientConns+2*len(n.dialers)+2:
 		reason = fmt.Sprintf("%d connections open", n.accepted)
+	case !n.allowAddress(info.RemoteAddr, now):
+		reason = "accept rate of this address exceeded"
 	case !n.accept.AllowN(now, 1):
 		reason = "accept rate exceeded"
 	}

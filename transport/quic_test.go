@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 	"github.com/quic-go/quic-go"
+	"github.com/stretchr/testify/require"
 )
 
 // rawClient speaks the client side of the protocol by hand, so a test can
@@ -465,4 +467,41 @@ func TestQUICAcceptRate(t *testing.T) {
 		t.Fatal("a third connection within the burst's second was accepted")
 	}
 	qc.sink.wait(t, "refusing new connections", "accept rate exceeded")
+}
+
+// One source address starts at most AcceptRatePerAddress handshakes a
+// second (docs/protocol.md change 25), below the server's AcceptRate: a
+// flood from one address is refused before any TLS work, and it says so.
+func TestQUICAcceptRatePerAddress(t *testing.T) {
+	qc := newQUICCluster(t, 1, Limits{AcceptRate: 1000, AcceptBurst: 1000, AcceptRatePerAddress: 0.001, AcceptBurstPerAddress: 2})
+	qc.listen(t, qc.cfg(0))
+	for range 2 {
+		dialRaw(t, qc.addrs[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{wire.Current.ALPN()}, InsecureSkipVerify: true}
+	conn, err := quic.DialAddr(ctx, qc.addrs[0], tlsConf, &quic.Config{HandshakeIdleTimeout: time.Second})
+	if err == nil {
+		_ = conn.CloseWithError(0, "")
+		t.Fatal("a third connection from one address within the burst's second was accepted")
+	}
+	qc.sink.wait(t, "refusing new connections", "accept rate of this address exceeded")
+}
+
+// The buckets of source addresses are bounded: past maxAddressBuckets,
+// full ones are dropped, and if none is, all are.
+func TestAddressBucketsBounded(t *testing.T) {
+	lim, err := Limits{AcceptRatePerAddress: 1, AcceptBurstPerAddress: 1}.withDefaults()
+	require.NoError(t, err)
+	n := newNode(lim, nil, nil)
+	now := time.Unix(1000, 0)
+	for i := range maxAddressBuckets + 10 {
+		addr := &net.UDPAddr{IP: net.IPv4(10, byte(i>>16), byte(i>>8), byte(i)), Port: 1}
+		require.True(t, n.allowAddress(addr, now), "a new address's first handshake")
+		require.LessOrEqual(t, len(n.perAddress), maxAddressBuckets)
+	}
+	last := maxAddressBuckets + 9
+	require.False(t, n.allowAddress(&net.UDPAddr{IP: net.IPv4(10, byte(last>>16), byte(last>>8), byte(last)), Port: 2}, now),
+		"a tracked address still has its bucket")
 }

@@ -85,6 +85,9 @@ func (m *Message) Validate() error {
 		if len(m.Error.Detail) > MaxDetail {
 			return fmt.Errorf("wire: error detail of %d bytes exceeds %d", len(m.Error.Detail), MaxDetail)
 		}
+		if l := m.Error.Limit; l != nil && len(l.Name) > MaxLimitName {
+			return fmt.Errorf("wire: limit name of %d bytes exceeds %d", len(l.Name), MaxLimitName)
+		}
 	case m.Forward != nil:
 		return checkSignedStatement(m.Forward.Statement)
 	case m.Announce != nil:

@@ -237,6 +237,8 @@ func examples(tb testing.TB) []example {
 		{"Read", &wire.Message{Read: &wire.Read{Req: 11, Lock: testLock, Client: id(f.bob)}}},
 		{"ReadReply", &wire.Message{ReadReply: &wire.ReadReply{Req: 12, Statement: &carolHeld, Reset: &cert}}},
 		{"Error", &wire.Message{Error: &wire.Error{Req: 13, Code: wire.ErrCodeResend, Detail: "resend your latest statement for \"locks/orders\""}}},
+		{"Error/limit", &wire.Message{Error: &wire.Error{Req: 14, Code: wire.ErrCodeLimit, Detail: "limit client_rate (200/s) reached: retry after 5ms",
+			Limit: &wire.Limit{Name: "client_rate", Value: 200, RetryAfterMillis: 5}}}},
 		{"Forward", &wire.Message{Forward: &wire.Forward{Statement: ticket, J: j}}},
 		{"Suspect", &wire.Message{Suspect: ptr(f.vote(tb, 2, id(f.carol), 1, wire.SuspectDoorway))}},
 		{"Reset", &wire.Message{Reset: &cert}},

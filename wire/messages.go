@@ -9,6 +9,7 @@ package wire
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/bq-lock/bq/crypto"
@@ -472,9 +473,43 @@ type Error struct {
 	Req    uint64    `cbor:"1,keyasint"`
 	Code   ErrorCode `cbor:"2,keyasint"`
 	Detail string    `cbor:"3,keyasint,omitempty"`
+	// Limit says, for ErrCodeLimit, which limit refused the request
+	// (docs/protocol.md change 25).
+	Limit *Limit `cbor:"4,keyasint,omitempty"`
 }
 
-func (e *Error) String() string { return fmt.Sprintf("Error(req=%d %s %q)", e.Req, e.Code, e.Detail) }
+func (e *Error) String() string {
+	if e.Limit != nil {
+		return fmt.Sprintf("Error(req=%d %s %s %q)", e.Req, e.Code, e.Limit, e.Detail)
+	}
+	return fmt.Sprintf("Error(req=%d %s %q)", e.Req, e.Code, e.Detail)
+}
+
+// Limit names the limit a request ran into (docs/protocol.md change 25).
+type Limit struct {
+	// Name is the server setting's key, e.g. "max_locks_per_client".
+	Name string `cbor:"1,keyasint"`
+	// Value is the setting's value (for a rate, per second or per minute
+	// as its name says).
+	Value uint64 `cbor:"2,keyasint"`
+	// RetryAfterMillis is, for a rate, how long until a retry may pass; zero
+	// for a live count: the client must use less first.
+	RetryAfterMillis uint64 `cbor:"3,keyasint,omitempty"`
+}
+
+// MaxLimitName caps a Limit's Name.
+const MaxLimitName = 64
+
+func (l *Limit) String() string {
+	name := l.Name
+	if strings.TrimLeft(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" || name == "" {
+		name = strconv.Quote(name) // a faulty server's name renders on one line
+	}
+	if l.RetryAfterMillis > 0 {
+		return fmt.Sprintf("%s=%d retry-after=%dms", name, l.Value, l.RetryAfterMillis)
+	}
+	return fmt.Sprintf("%s=%d", name, l.Value)
+}
 
 // ---------------------------------------------------------------------------
 // Server to server (docs/protocol.md §3.5): forwarded self-verifying objects.

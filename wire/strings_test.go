@@ -74,6 +74,7 @@ func stringLines(tb testing.TB) []string {
 	add("Digest", wire.JustificationHash(j))
 	// Hostile text stays on one line.
 	add("Error/hostile", &wire.Error{Req: 1, Code: wire.ErrCodeMalformed, Detail: "line1\nline2\r\u0085\u2028\x00\xff"})
+	add("Error/hostile-limit", &wire.Error{Req: 2, Code: wire.ErrCodeLimit, Limit: &wire.Limit{Name: "x\ny\u2028", Value: 1}})
 	add("Status/hostile", &wire.Status{Req: 1, Lock: "a\nb"})
 	add("StatusReply/hostile", &wire.StatusReply{Req: 1, Lock: "a\nb\u2028"})
 	return lines

@@ -24,8 +24,13 @@ func (k *Core) lockFor(c wire.ClientID, name string) (*activeset.Lock, error) {
 	if _, ok := k.clientLocks[c][name]; !ok && len(k.clientLocks[c]) >= k.cfg.MaxLocksPerClient {
 		k.pruneClientLocks(c)
 		if len(k.clientLocks[c]) >= k.cfg.MaxLocksPerClient {
-			return nil, fmt.Errorf("core: %s already has %d locks in use at this server, the limit (a lock stops counting once the session that used it ends)", c, k.cfg.MaxLocksPerClient)
+			return nil, &LimitError{Name: "max_locks_per_client", Value: uint64(k.cfg.MaxLocksPerClient),
+				What: fmt.Sprintf("client %s already uses %d locks at this server (a lock stops counting once the session that used it ends)", c, k.cfg.MaxLocksPerClient)}
 		}
+	}
+	if k.lockRefs[name] == 0 && len(k.lockRefs) >= k.cfg.MaxLocks {
+		return nil, &LimitError{Name: "max_locks", Value: uint64(k.cfg.MaxLocks),
+			What: fmt.Sprintf("this server has %d locks in use", len(k.lockRefs))}
 	}
 	lock := k.locks[name]
 	if lock == nil {

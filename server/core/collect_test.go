@@ -68,7 +68,9 @@ func TestLockLimitRefusesClearlyWithinASession(t *testing.T) {
 	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 9, Statement: cl.stmt("L3", 1, 4, wire.PhaseDoorway, 0, nil)}})
 	got := c.replies(cl.id)
 	require.Equal(t, []wire.ErrorCode{wire.ErrCodeLimit}, errorCodes(got))
-	require.Contains(t, got[0].Error.Detail, "3 locks in use at this server, the limit")
+	require.Contains(t, got[0].Error.Detail, "limit max_locks_per_client (3) reached")
+	require.Equal(t, &wire.Limit{Name: "max_locks_per_client", Value: 3}, got[0].Error.Limit)
+	require.Equal(t, uint64(1), k.Stats.Limited["max_locks_per_client"])
 	require.Nil(t, k.Register("L3", cl.id))
 
 	c.fromServer(0, 1, &wire.Message{Reset: c.certify(cl.id, 1, k.q)})

@@ -48,6 +48,13 @@ type Config struct {
 	MaxDeferredSessions int
 	MaxLocksPerClient   int
 	MaxListenMembers    int
+	// Rates of one identity (change 25): requests per second, with a
+	// burst, and new lock names per minute.
+	ClientRate        float64
+	ClientBurst       int
+	NewLocksPerMinute int
+	// MaxLocks bounds the locks in use at this server (change 25).
+	MaxLocks int
 	// MaxHold is the max-hold of a client whose certificate names none
 	// (change 24); zero is no bound.
 	MaxHold time.Duration
@@ -74,6 +81,10 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		MaxDeferredSessions:  16,
 		MaxLocksPerClient:    1024,
 		MaxListenMembers:     4096,
+		ClientRate:           200,
+		ClientBurst:          400,
+		NewLocksPerMinute:    600,
+		MaxLocks:             100_000,
 		VerifyCacheSize:      1 << 16,
 		AnnounceDelay:        20 * time.Millisecond,
 	}
@@ -102,6 +113,9 @@ func (c *Config) Validate() error {
 	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.VerifyCacheSize < 1 {
 		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers and VerifyCacheSize must be ≥ 1"))
 	}
+	if !(c.ClientRate > 0) || c.ClientBurst < 1 || c.NewLocksPerMinute < 1 || c.MaxLocks < 1 {
+		errs = append(errs, errors.New("core: ClientRate, ClientBurst, NewLocksPerMinute and MaxLocks must be ≥ 1"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -120,6 +134,7 @@ type Stats struct {
 	CacheHits    uint64
 	CacheMisses  uint64
 	Equivocation uint64
+	Limited      map[string]uint64 // requests refused by a limit, by its name (change 25)
 }
 
 // Core is one server's protocol state.
@@ -180,6 +195,12 @@ type Core struct {
 	// since its last change.
 	leastTickets map[string]leastTicket
 	holdsDirty   map[string]struct{}
+	// rates: the token buckets of each identity connected here, or that
+	// left with a bucket not yet full again (change 25).
+	// INVARIANT: sweepRates drops an entry once it has no connection and
+	// full buckets.
+	rates        map[wire.ClientID]*clientRates
+	ratesSweptAt time.Time
 	Stats        Stats
 }
 
@@ -222,7 +243,8 @@ func New(cfg Config) (*Core, error) {
 		revoked:      make(map[wire.ClientID]crypto.Signed),
 		leastTickets: make(map[string]leastTicket),
 		holdsDirty:   make(map[string]struct{}),
-		Stats:        Stats{Accesses: make(map[string]uint64)},
+		rates:        make(map[wire.ClientID]*clientRates),
+		Stats:        Stats{Accesses: make(map[string]uint64), Limited: make(map[string]uint64)},
 	}, nil
 }
 
@@ -237,14 +259,18 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 		if in.From.IsClient {
 			k.dropSubscriptions(in.From.Client)
 			delete(k.grants, in.From.Client)
+			k.connectedRates(in.From.Client, false)
 		}
 		return e
 	case InputConnected:
 		if !in.From.IsClient {
 			k.resync(in.From.Server, &e)
-		} else if in.Admission != nil {
-			k.grants[in.From.Client] = in.Admission
-			k.mute.SetHoldLimit(in.From.Client, k.maxHoldOf(in.From.Client))
+		} else {
+			k.connectedRates(in.From.Client, true)
+			if in.Admission != nil {
+				k.grants[in.From.Client] = in.Admission
+				k.mute.SetHoldLimit(in.From.Client, k.maxHoldOf(in.From.Client))
+			}
 		}
 		return e
 	}
@@ -263,6 +289,7 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	k.startRestored(now, &e)
 	k.settleHolds(now)
 	k.tickHolds(now)
+	k.sweepRates(now)
 	for _, v := range k.mute.Tick(now) {
 		k.Stats.VotesCast++
 		body, err := v.Verify(k.cfg.Keys)
@@ -285,6 +312,9 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	reply := func(msg *wire.Message) { e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: msg}) }
 	fail := func(req uint64, code wire.ErrorCode, err error) {
 		k.Stats.Rejected++
+		if l := wireLimit(err); l != nil {
+			k.Stats.Limited[l.Name]++
+		}
 		reply(errorMsg(req, code, err))
 	}
 	if k.banned[c] != nil {
@@ -297,6 +327,10 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		fail(requestID(m), wire.ErrCodeNotAllowed, fmt.Errorf("core: client %s was revoked by the cluster's operator", c))
 		return
 	}
+	if err := k.allowRequest(now, c, m); err != nil {
+		fail(requestID(m), wire.ErrCodeLimit, err)
+		return
+	}
 	if name, ok := lockOf(m); ok {
 		if err := k.permitted(c, name); err != nil {
 			fail(requestID(m), wire.ErrCodeForbidden, err)
@@ -307,8 +341,8 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	case m.SessionOpen != nil:
 		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
 		newTTL, err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
-		if errors.Is(err, detector.ErrBadTTL) || errors.Is(err, detector.ErrTooManySessions) || errors.Is(err, detector.ErrTooManyDeferred) {
-			fail(0, wire.ErrCodeLimit, err)
+		if le := k.sessionLimit(err, ttl); le != nil {
+			fail(0, wire.ErrCodeLimit, le)
 		}
 		if newTTL {
 			// Durable before the ack (it counts toward the client's lease):
@@ -326,10 +360,10 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	case m.Submit != nil:
 		k.onSubmit(now, c, m.Submit, reply, fail, e)
 	case m.Listen != nil:
-		k.onListen(c, m.Listen, reply, fail)
+		k.onListen(now, c, m.Listen, reply, fail)
 	case m.GetSet != nil:
 		k.Stats.Accesses["getset"]++
-		lock, err := k.lockFor(c, m.GetSet.Lock)
+		lock, err := k.lockForClient(now, c, m.GetSet.Lock)
 		if err != nil {
 			fail(m.GetSet.Req, wire.ErrCodeLimit, err)
 			return
@@ -371,7 +405,7 @@ func errorMsg(req uint64, code wire.ErrorCode, err error) *wire.Message {
 	if len(detail) > wire.MaxDetail {
 		detail = detail[:wire.MaxDetail]
 	}
-	return &wire.Message{Error: &wire.Error{Req: req, Code: code, Detail: detail}}
+	return &wire.Message{Error: &wire.Error{Req: req, Code: code, Detail: detail, Limit: wireLimit(err)}}
 }
 
 // maxStatusLocks caps the lock summaries in one StatusReply.
@@ -423,7 +457,7 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 		fail(m.Req, wire.ErrCodeForbidden, err)
 		return
 	}
-	lock, err := k.lockFor(c, st.Lock)
+	lock, err := k.lockForClient(now, c, st.Lock)
 	if err != nil {
 		fail(m.Req, wire.ErrCodeLimit, err)
 		return
@@ -454,9 +488,9 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 	}
 }
 
-func (k *Core) onListen(c wire.ClientID, l *wire.Listen, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error)) {
+func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error)) {
 	k.Stats.Accesses["listen"]++
-	lock, err := k.lockFor(c, l.Lock)
+	lock, err := k.lockForClient(now, c, l.Lock)
 	if err != nil {
 		fail(l.Req, wire.ErrCodeLimit, err)
 		return
@@ -470,7 +504,8 @@ func (k *Core) onListen(c wire.ClientID, l *wire.Listen, reply func(*wire.Messag
 		return
 	}
 	if len(l.Members) > k.cfg.MaxListenMembers {
-		fail(l.Req, wire.ErrCodeLimit, fmt.Errorf("core: a Listen may name at most %d members", k.cfg.MaxListenMembers))
+		fail(l.Req, wire.ErrCodeLimit, &LimitError{Name: "max_listen_members", Value: uint64(k.cfg.MaxListenMembers),
+			What: fmt.Sprintf("a Listen named %d members", len(l.Members))})
 		return
 	}
 	watch := make(map[wire.ClientID]bool, len(l.Members))
@@ -607,8 +642,8 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	if st.Phase != wire.PhaseExit {
 		if err := k.mute.Observe(c, st.Session, now); err != nil {
 			code := wire.ErrCodeSuspected
-			if errors.Is(err, detector.ErrTooManySessions) {
-				code = wire.ErrCodeLimit
+			if le := k.sessionLimit(err, 0); le != nil {
+				code, err = wire.ErrCodeLimit, le
 			}
 			return acceptResult{code: code, err: err}
 		}

@@ -20,7 +20,10 @@ import (
 type Snapshot struct {
 	Incarnation uint64
 	// Accesses by kind: doorway, ticket, held, exit, listen, getset, read, status.
-	Accesses     map[string]uint64
+	Accesses map[string]uint64
+	// Limited: requests refused by a limit, by the limit's settings key
+	// (docs/protocol.md change 25).
+	Limited      map[string]uint64
 	Pushes       uint64
 	Forwards     uint64
 	Suspicions   uint64 // Suspect votes this server cast
@@ -127,6 +130,7 @@ type snapshotCollector struct{ r *Registry }
 var (
 	descIncarnation = prometheus.NewDesc("bq_server_incarnation", "Runs of this server so far (bumped durably at every start).", nil, nil)
 	descAccesses    = prometheus.NewDesc("bq_accesses_total", "Client accesses served, by kind.", []string{"kind"}, nil)
+	descLimited     = prometheus.NewDesc("bq_limit_refusals_total", "Client requests refused by a limit, by the limit's settings key.", []string{"limit"}, nil)
 	counterDescs    = []struct {
 		d   *prometheus.Desc
 		get func(*Snapshot) uint64
@@ -159,6 +163,7 @@ var (
 func (c snapshotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descIncarnation
 	ch <- descAccesses
+	ch <- descLimited
 	for _, m := range counterDescs {
 		ch <- m.d
 	}
@@ -181,10 +186,22 @@ func (c snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range kinds {
 		ch <- prometheus.MustNewConstMetric(descAccesses, prometheus.CounterValue, float64(s.Accesses[k]), k)
 	}
+	for _, name := range sortedKeys(s.Limited) {
+		ch <- prometheus.MustNewConstMetric(descLimited, prometheus.CounterValue, float64(s.Limited[name]), name)
+	}
 	for _, m := range counterDescs {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.get(s)))
 	}
 	for _, m := range gaugeDescs {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.GaugeValue, float64(m.get(s)))
 	}
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

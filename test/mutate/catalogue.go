@@ -19,6 +19,13 @@ type Mutant struct {
 	To   string // its replacement
 }
 
+// ownTests are, for a mutant of a package outside unitPackages (whose
+// tests are too slow to run for every mutant), the -run pattern of that
+// package's tests that run against it, by mutant name.
+var ownTests = map[string]string{
+	"address-rate-ignored": "^TestQUICAcceptRatePerAddress$",
+}
+
 // Catalogue is every mutant, grouped by the kind of rule it weakens.
 var Catalogue = []Mutant{
 	// Quorum sizes: q → q−1 at each place a quorum is counted.
@@ -164,6 +171,18 @@ var Catalogue = []Mutant{
 		"return vals[c.cfg.F]", "return vals[0]"},
 	{"maxhold-client-no-margin", "change 24: a client gives a holding up a margin before its max-hold", "bakery/maxhold.go",
 		"return c.cfg.Margin + mh/20", "return 0"},
+
+	// Limits (change 25).
+	{"client-rate-ignored", "change 25: one identity's requests are a token bucket", "server/core/limits.go",
+		"if m.SessionOpen != nil || m.Heartbeat != nil || m.SessionClose != nil {\n\t\treturn nil", "if true {\n\t\treturn nil"},
+	{"rate-refilled-on-reconnect", "change 25: a reconnect does not refill an identity's buckets", "server/core/limits.go",
+		"} else if r := k.rates[c]; r != nil {\n\t\tr.connected = false", "} else if r := k.rates[c]; r != nil {\n\t\tdelete(k.rates, c)"},
+	{"new-names-unlimited", "change 25: new lock names of one identity are a token bucket", "server/core/limits.go",
+		"if _, ok := k.clientLocks[c][name]; !ok {\n\t\tif err := wire.CheckLockName(name)", "if false {\n\t\tif err := wire.CheckLockName(name)"},
+	{"address-rate-ignored", "change 25: handshakes per source address are a token bucket", "transport/quic_conn.go",
+		"case !n.allowAddress(info.RemoteAddr, now):", "case false && !n.allowAddress(info.RemoteAddr, now):"},
+	{"max-locks-plus-one", "change 25: the locks in use at a server are bounded", "server/core/collect.go",
+		"len(k.lockRefs) >= k.cfg.MaxLocks {", "len(k.lockRefs) > k.cfg.MaxLocks {"},
 
 	// Tie-breaks and the LISTEN decision.
 	{"tie-equal-n-passable", "§3.3, change 8: equal N is broken by (H(N‖id), id), never both passable", "bakery/listen.go",

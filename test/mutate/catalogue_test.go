@@ -15,6 +15,15 @@ func TestCatalogueMatchesCode(t *testing.T) {
 	for _, err := range CheckCatalogue("../..", Catalogue) {
 		t.Error(err)
 	}
+	names := make(map[string]bool)
+	for _, m := range Catalogue {
+		names[m.Name] = true
+	}
+	for name := range ownTests {
+		if !names[name] {
+			t.Errorf("ownTests names %s, which is no mutant of the catalogue", name)
+		}
+	}
 	for _, m := range Catalogue {
 		if !strings.Contains(m.Rule, "§") && !strings.Contains(m.Rule, "change ") {
 			t.Errorf("mutant %s: the rule %q names no section of docs/protocol.md or change of docs/protocol.md", m.Name, m.Rule)

@@ -156,6 +156,9 @@ func (r *runner) try(m *Mutant) (*result, error) {
 		units = append(units, "-run", r.opt.tests)
 	}
 	stages := [][]string{append(units, unitPackages...)}
+	if m != nil && ownTests[m.Name] != "" {
+		stages = append(stages, append(append([]string(nil), base...), "-run", ownTests[m.Name], "./"+filepath.Dir(m.File)))
+	}
 	if r.opt.sim {
 		stages = append(stages, append(append([]string(nil), base...), "-run", simTests, "./test/sim"))
 	}

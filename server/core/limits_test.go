@@ -1,0 +1,104 @@
+package core
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+// limitOf is the Limit of the one reply, which must be a Limit refusal.
+func limitOf(t *testing.T, rs []*wire.Message) *wire.Limit {
+	t.Helper()
+	require.Len(t, rs, 1)
+	require.NotNil(t, rs[0].Error, "%s", rs[0])
+	require.Equal(t, wire.ErrCodeLimit, rs[0].Error.Code)
+	require.NotNil(t, rs[0].Error.Limit)
+	return rs[0].Error.Limit
+}
+
+// One identity's requests are a token bucket (change 25): past its burst
+// a request is refused with the limit, its value and when to retry; the
+// lease's own messages are never refused; a reconnect does not refill the
+// bucket; an identity that left is forgotten once its bucket is full.
+func TestClientRateRefusesWithRetryAfter(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[0]
+	k.cfg.ClientRate, k.cfg.ClientBurst = 10, 5
+	cl := c.newClient()
+	c.connect(cl, nil)
+	at := c.now
+	getSet := func(req uint64) []*wire.Message {
+		c.effects(0, k.Step(at, Input{From: wire.ClientPeer(cl.id), Msg: roundTrip(t, &wire.Message{GetSet: &wire.GetSet{Req: req, Lock: "L"}})}))
+		return c.replies(cl.id)
+	}
+	for i := range 5 {
+		require.Empty(t, errorCodes(getSet(uint64(i+1))), "within the burst")
+	}
+	rs := getSet(6)
+	require.Equal(t, &wire.Limit{Name: "client_rate", Value: 10, RetryAfterMillis: 100}, limitOf(t, rs))
+	require.Contains(t, rs[0].Error.Detail, "limit client_rate (10) reached")
+	require.Contains(t, rs[0].Error.Detail, "retry after 100ms")
+	require.Equal(t, uint64(1), k.Stats.Limited["client_rate"])
+
+	c.effects(0, k.Step(at, Input{From: wire.ClientPeer(cl.id), Msg: roundTrip(t, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})}))
+	c.effects(0, k.Step(at, Input{From: wire.ClientPeer(cl.id), Msg: roundTrip(t, &wire.Message{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 1}})}))
+	for _, m := range c.replies(cl.id) {
+		require.NotNil(t, m.SessionAck, "the lease's messages pass: %s", m)
+	}
+
+	// A reconnect does not refill the bucket.
+	c.effects(0, k.Step(at, Input{Kind: InputDisconnected, From: wire.ClientPeer(cl.id)}))
+	c.effects(0, k.Step(at, Input{Kind: InputConnected, From: wire.ClientPeer(cl.id)}))
+	limitOf(t, getSet(7))
+
+	at = at.Add(100 * time.Millisecond)
+	require.Empty(t, errorCodes(getSet(8)), "a token came back")
+
+	// Gone and full again: forgotten at the next sweep.
+	c.effects(0, k.Step(at, Input{Kind: InputDisconnected, From: wire.ClientPeer(cl.id)}))
+	c.effects(0, k.Tick(at.Add(rateSweepEvery)))
+	require.Empty(t, k.rates)
+}
+
+// New lock names are a bucket per identity; a name it already uses takes
+// nothing from it.
+func TestNewLockNamesPerMinute(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[0]
+	k.cfg.NewLocksPerMinute = 60 // one a second, a burst of 10
+	cl := c.newClient()
+	c.connect(cl, nil)
+	c.fromClient(0, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	for i := range 10 {
+		c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: uint64(i + 1), Lock: fmt.Sprint("L", i)}})
+	}
+	c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: 20, Lock: "L0"}})
+	require.Empty(t, errorCodes(c.replies(cl.id)))
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 21, Statement: cl.stmt("fresh", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	l := limitOf(t, c.replies(cl.id))
+	require.Equal(t, "new_locks_per_minute", l.Name)
+	require.Equal(t, uint64(60), l.Value)
+	require.InDelta(t, 1000, float64(l.RetryAfterMillis), 20)
+	require.Nil(t, k.locks["fresh"])
+}
+
+// The locks in use at a server are bounded (max_locks); a lock already in
+// use is no new one.
+func TestMaxLocks(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[0]
+	k.cfg.MaxLocks = 2
+	a, b := c.newClient(), c.newClient()
+	for _, name := range []string{"L0", "L1"} {
+		c.fromClient(0, a.id, &wire.Message{GetSet: &wire.GetSet{Req: 1, Lock: name}})
+	}
+	require.Empty(t, errorCodes(c.replies(a.id)))
+	c.fromClient(0, b.id, &wire.Message{GetSet: &wire.GetSet{Req: 2, Lock: "L2"}})
+	require.Equal(t, &wire.Limit{Name: "max_locks", Value: 2}, limitOf(t, c.replies(b.id)))
+	c.fromClient(0, b.id, &wire.Message{GetSet: &wire.GetSet{Req: 3, Lock: "L1"}})
+	require.Empty(t, errorCodes(c.replies(b.id)))
+}
