@@ -48,6 +48,9 @@ type Config struct {
 	MaxDeferredSessions int
 	MaxLocksPerClient   int
 	MaxListenMembers    int
+	// MaxLockMembers bounds a lock's active set (change 25); both it and
+	// MaxListenMembers are lowered to what fits in one frame (memberFit).
+	MaxLockMembers int
 	// Rates of one identity (change 25): requests per second, with a
 	// burst, and new lock names per minute.
 	ClientRate        float64
@@ -81,6 +84,7 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		MaxDeferredSessions:  16,
 		MaxLocksPerClient:    1024,
 		MaxListenMembers:     4096,
+		MaxLockMembers:       1024,
 		ClientRate:           200,
 		ClientBurst:          400,
 		NewLocksPerMinute:    600,
@@ -110,8 +114,8 @@ func (c *Config) Validate() error {
 	if c.AnnounceDelay < 0 {
 		errs = append(errs, errors.New("core: AnnounceDelay must be ≥ 0"))
 	}
-	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.VerifyCacheSize < 1 {
-		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers and VerifyCacheSize must be ≥ 1"))
+	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.MaxLockMembers < 1 || c.VerifyCacheSize < 1 {
+		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers, MaxLockMembers and VerifyCacheSize must be ≥ 1"))
 	}
 	if !(c.ClientRate > 0) || c.ClientBurst < 1 || c.NewLocksPerMinute < 1 || c.MaxLocks < 1 {
 		errs = append(errs, errors.New("core: ClientRate, ClientBurst, NewLocksPerMinute and MaxLocks must be ≥ 1"))
@@ -201,7 +205,10 @@ type Core struct {
 	// full buckets.
 	rates        map[wire.ClientID]*clientRates
 	ratesSweptAt time.Time
-	Stats        Stats
+	// memberCap and listenCap are MaxLockMembers and MaxListenMembers
+	// lowered to the entries that fit in one frame (memberFit).
+	memberCap, listenCap int
+	Stats                Stats
 }
 
 type regKey struct {
@@ -230,8 +237,10 @@ func New(cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
+	fit := memberFit(crypto.MaxMessageSize, q, cfg.Keys.Key(cfg.Self).Wire.Scheme)
 	return &Core{
 		cfg: cfg, q: q,
+		memberCap: min(cfg.MaxLockMembers, fit), listenCap: min(cfg.MaxListenMembers, fit),
 		locks:        make(map[string]*activeset.Lock),
 		clientLocks:  make(map[wire.ClientID]map[string]struct{}),
 		lockRefs:     make(map[string]int),
@@ -503,8 +512,8 @@ func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply fu
 		fail(l.Req, wire.ErrCodeResend, errors.New("core: this server does not hold your Ticket for that attempt; resend it"))
 		return
 	}
-	if len(l.Members) > k.cfg.MaxListenMembers {
-		fail(l.Req, wire.ErrCodeLimit, &LimitError{Name: "max_listen_members", Value: uint64(k.cfg.MaxListenMembers),
+	if len(l.Members) > k.listenCap {
+		fail(l.Req, wire.ErrCodeLimit, &LimitError{Name: "max_listen_members", Value: uint64(k.listenCap),
 			What: fmt.Sprintf("a Listen named %d members", len(l.Members))})
 		return
 	}
@@ -647,6 +656,10 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 			}
 			return acceptResult{code: code, err: err}
 		}
+	}
+	if st.Phase != wire.PhaseExit && !lock.IsMember(c) && lock.MemberCount() >= k.memberCap {
+		return acceptResult{code: wire.ErrCodeLimit, err: &LimitError{Name: "max_lock_members", Value: uint64(k.memberCap),
+			What: fmt.Sprintf("lock %q has %d members waiting or holding at this server", lock.Name, k.memberCap)}}
 	}
 	if prev := lock.Highest(c); prev != nil {
 		switch quorum.TimestampOf(st).Compare(quorum.TimestampOf(prev.St)) {

@@ -78,7 +78,7 @@ func (k *Core) ClientFootprint(c wire.ClientID) Footprint {
 // (Subscriptions: per lock; MaxWatched: per Listen).
 func (k *Core) Limits() Footprint {
 	return Footprint{
-		Locks: k.cfg.MaxLocksPerClient, Subscriptions: 2, MaxWatched: k.cfg.MaxListenMembers,
+		Locks: k.cfg.MaxLocksPerClient, Subscriptions: 2, MaxWatched: k.listenCap,
 		Sessions: k.cfg.MaxSessionsPerClient, Deferred: k.cfg.MaxDeferredSessions, PendingVotes: 2 * k.cfg.MaxSessionsPerClient,
 	}
 }

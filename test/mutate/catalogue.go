@@ -181,6 +181,8 @@ var Catalogue = []Mutant{
 		"if _, ok := k.clientLocks[c][name]; !ok {\n\t\tif err := wire.CheckLockName(name)", "if false {\n\t\tif err := wire.CheckLockName(name)"},
 	{"address-rate-ignored", "change 25: handshakes per source address are a token bucket", "transport/quic_conn.go",
 		"case !n.allowAddress(info.RemoteAddr, now):", "case false && !n.allowAddress(info.RemoteAddr, now):"},
+	{"member-cap-plus-one", "change 25: a lock takes no new member past the cap that fits in one frame", "server/core/core.go",
+		"!lock.IsMember(c) && lock.MemberCount() >= k.memberCap {", "!lock.IsMember(c) && lock.MemberCount() > k.memberCap {"},
 	{"max-locks-plus-one", "change 25: the locks in use at a server are bounded", "server/core/collect.go",
 		"len(k.lockRefs) >= k.cfg.MaxLocks {", "len(k.lockRefs) > k.cfg.MaxLocks {"},
 

@@ -162,8 +162,11 @@ type Scenario struct {
 	DoorwayDeadline time.Duration
 	// MaxHold is the servers' max-hold (change 24); zero is none.
 	MaxHold time.Duration
-	Locks   []string
-	Roles   []Role // one per client
+	// MaxLockMembers, if set, is the servers' cap on a lock's active set
+	// (change 25).
+	MaxLockMembers int
+	Locks          []string
+	Roles          []Role // one per client
 	// Malicious: one malicious client per entry, by behaviour (malclient.go).
 	Malicious     []string
 	Byzantine     []ByzServer

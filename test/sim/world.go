@@ -310,6 +310,9 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		}
 		cfg.DoorwayDeadline = sc.DoorwayDeadline
 		cfg.MaxHold = sc.MaxHold
+		if sc.MaxLockMembers > 0 {
+			cfg.MaxLockMembers = sc.MaxLockMembers
+		}
 		cfg.VerifyCacheSize = 4096
 		s.cfg = cfg
 		c, err := core.New(cfg)

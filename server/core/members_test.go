@@ -1,0 +1,82 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// The replies a waiting client needs fit in one frame at the member cap,
+// whatever the schemes (change 25): a MembersReply of memberFit statements
+// of the largest client scheme, and a Listen snapshot of memberFit reset
+// certificates of q votes of the servers' scheme. One more entry would not
+// be guaranteed to fit, which is why the cap is what it is.
+func TestFullRepliesFitInAFrame(t *testing.T) {
+	name := strings.Repeat("x", wire.MaxLockName)
+	var h wire.Digest
+	big := mustKey(crypto.Ed25519Dilithium2)
+	stmt, err := wire.SignStatement(big, wire.ClusterID{}, &wire.Statement{Lock: name, Client: wire.ClientID(big.Public.ID),
+		Session: ^uint64(0), Attempt: ^uint64(0), Phase: wire.PhaseTicket, N: 1<<62 - 1, JHash: &h})
+	require.NoError(t, err)
+	for _, scheme := range crypto.Schemes() {
+		for _, n := range []int{4, 7, 10} {
+			q := n - (n-1)/3
+			fit := memberFit(crypto.MaxMessageSize, q, scheme)
+			t.Logf("%s n=%d: %d members", scheme, n, fit)
+			members := make([]wire.SignedStatement, fit)
+			for i := range members {
+				members[i] = stmt
+			}
+			b, err := wire.Encode(&wire.Message{MembersReply: &wire.MembersReply{Req: ^uint64(0), Lock: name, Members: members}})
+			require.NoError(t, err, "%s n=%d", scheme, n)
+			require.LessOrEqual(t, len(b), crypto.MaxMessageSize)
+
+			vote, err := wire.SignSuspect(mustKey(scheme), wire.ClusterID{}, &wire.SuspectBody{Session: ^uint64(0), Server: ^wire.ServerID(0), Reason: wire.SuspectMute})
+			require.NoError(t, err)
+			cert := wire.ResetCertificate{Session: ^uint64(0)}
+			for range q {
+				cert.Votes = append(cert.Votes, vote)
+			}
+			u := &wire.Update{Req: ^uint64(0), Lock: name, Seq: ^uint64(0)}
+			for i := range fit {
+				u.Absent = append(u.Absent, wire.ClientID{byte(i), byte(i >> 8)})
+				u.Resets = append(u.Resets, cert)
+			}
+			b, err = wire.Encode(&wire.Message{Update: u})
+			require.NoError(t, err, "%s n=%d", scheme, n)
+			require.LessOrEqual(t, len(b), crypto.MaxMessageSize, fmt.Sprintf("%s n=%d", scheme, n))
+		}
+	}
+}
+
+// A lock takes no new member past the cap, with a Limit that names it; its
+// members go on, and an Exit makes room (change 25).
+func TestLockMembersCapped(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[0]
+	k.memberCap = 2
+	a, b, x := c.newClient(), c.newClient(), c.newClient()
+	for _, cl := range []*client{a, b, x} {
+		c.fromClient(0, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+		c.replies(cl.id)
+	}
+	for _, cl := range []*client{a, b} {
+		c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: cl.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)}})
+		require.Empty(t, errorCodes(c.replies(cl.id)))
+	}
+	c.fromClient(0, x.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: x.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	rs := c.replies(x.id)
+	require.Equal(t, &wire.Limit{Name: "max_lock_members", Value: 2}, limitOf(t, rs))
+	require.Contains(t, rs[0].Error.Detail, `lock "L" has 2 members`)
+	require.False(t, isMember(k, "L", x.id))
+
+	c.fromClient(0, a.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: a.stmt("L", 1, 1, wire.PhaseExit, 0, nil)}})
+	c.fromClient(0, x.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: x.stmt("L", 1, 2, wire.PhaseDoorway, 0, nil)}})
+	require.Empty(t, errorCodes(c.replies(x.id)))
+	require.True(t, isMember(k, "L", x.id))
+}
