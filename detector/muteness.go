@@ -31,6 +31,9 @@ type MutenessConfig struct {
 	// MaxDeferred bounds the sessions per client that ran out while an older
 	// one still lives (docs/protocol.md change 18): refused, their votes wait.
 	MaxDeferred int
+	// MaxVoteOnly bounds the clients known here only from other servers'
+	// votes (0: 16384); past it the oldest is forgotten (voteonly.go).
+	MaxVoteOnly int
 }
 
 // Validate reports every problem with the configuration.
@@ -106,6 +109,14 @@ type doorway struct {
 type Muteness struct {
 	cfg     MutenessConfig
 	clients map[wire.ClientID]*clientState
+	// live: the clients Tick looks at — every client touched since the
+	// last Tick, and every one with a lease, deferred session, Doorway or
+	// hold clock. So a Tick costs what is live, not every client ever seen.
+	// INVARIANT: a client with any of those is in live.
+	live map[wire.ClientID]struct{}
+	// voteOnly: clients known here only from other servers' votes, oldest
+	// first (voteonly.go).
+	voteOnly voteOnlyClients
 }
 
 // NewMuteness makes a detector; cfg must be valid.
@@ -113,10 +124,15 @@ func NewMuteness(cfg MutenessConfig) (*Muteness, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Muteness{cfg: cfg, clients: make(map[wire.ClientID]*clientState)}, nil
+	if cfg.MaxVoteOnly == 0 {
+		cfg.MaxVoteOnly = 16384
+	}
+	return &Muteness{cfg: cfg, clients: make(map[wire.ClientID]*clientState), live: make(map[wire.ClientID]struct{}),
+		voteOnly: voteOnlyClients{set: make(map[wire.ClientID]struct{})}}, nil
 }
 
 func (m *Muteness) client(c wire.ClientID) *clientState {
+	m.live[c] = struct{}{}
 	cs := m.clients[c]
 	if cs == nil {
 		cs = &clientState{doorways: make(map[string]doorway), holds: make(map[string]hold), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect),
@@ -410,8 +426,12 @@ func (m *Muteness) DoorwayEnded(c wire.ClientID, lock string) {
 // vote before sending it, and must also Add it.
 func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 	var out []wire.SignedSuspect
-	for _, c := range m.sortedClients() {
+	for _, c := range m.sortedLive() {
 		cs := m.clients[c]
+		if cs == nil {
+			delete(m.live, c)
+			continue
+		}
 		// Sessions end in order (change 18): a session whose lease ran out
 		// while an older one's lives is deferred, not voted on.
 		liveBelow := false
@@ -466,6 +486,9 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 			m.refuseLease(cs, d.session, wire.SuspectDoorway, now)
 		}
 		m.tickHolds(cs, now)
+		if len(cs.leases) == 0 && len(cs.deferred) == 0 && len(cs.doorways) == 0 && len(cs.holds) == 0 {
+			delete(m.live, c) // nothing of it runs out: Tick need not look again
+		}
 	}
 	return out
 }
@@ -532,6 +555,9 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 	body, err := v.Verify(m.cfg.Keys)
 	if err != nil {
 		return false, nil, err
+	}
+	if m.clients[body.Client] == nil {
+		m.voteOnly.add(m, body.Client)
 	}
 	cs := m.client(body.Client)
 	if body.Session <= cs.resetUpTo {
@@ -714,7 +740,20 @@ func (m *Muteness) Suspects() []wire.ClientID {
 }
 
 // Forget drops everything about c (a banned client).
-func (m *Muteness) Forget(c wire.ClientID) { delete(m.clients, c) }
+func (m *Muteness) Forget(c wire.ClientID) {
+	delete(m.clients, c)
+	delete(m.live, c)
+}
+
+// sortedLive lists the clients Tick looks at, in order.
+func (m *Muteness) sortedLive() []wire.ClientID {
+	ids := make([]wire.ClientID, 0, len(m.live))
+	for c := range m.live {
+		ids = append(ids, c)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
+	return ids
+}
 
 func (m *Muteness) sortedClients() []wire.ClientID {
 	ids := make([]wire.ClientID, 0, len(m.clients))

@@ -58,6 +58,9 @@ type Config struct {
 	NewLocksPerMinute int
 	// MaxLocks bounds the locks in use at this server (change 25).
 	MaxLocks int
+	// MaxBans bounds the bans kept for clients this server knows nothing
+	// else of, from other servers' evidence (change 25).
+	MaxBans int
 	// MaxHold is the max-hold of a client whose certificate names none
 	// (change 24); zero is no bound.
 	MaxHold time.Duration
@@ -89,6 +92,7 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		ClientBurst:          400,
 		NewLocksPerMinute:    600,
 		MaxLocks:             100_000,
+		MaxBans:              65_536,
 		VerifyCacheSize:      1 << 16,
 		AnnounceDelay:        20 * time.Millisecond,
 	}
@@ -117,8 +121,8 @@ func (c *Config) Validate() error {
 	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.MaxLockMembers < 1 || c.VerifyCacheSize < 1 {
 		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers, MaxLockMembers and VerifyCacheSize must be ≥ 1"))
 	}
-	if !(c.ClientRate > 0) || c.ClientBurst < 1 || c.NewLocksPerMinute < 1 || c.MaxLocks < 1 {
-		errs = append(errs, errors.New("core: ClientRate, ClientBurst, NewLocksPerMinute and MaxLocks must be ≥ 1"))
+	if !(c.ClientRate > 0) || c.ClientBurst < 1 || c.NewLocksPerMinute < 1 || c.MaxLocks < 1 || c.MaxBans < 1 {
+		errs = append(errs, errors.New("core: ClientRate, ClientBurst, NewLocksPerMinute, MaxLocks and MaxBans must be ≥ 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -572,7 +576,9 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		k.applyCert(m.Reset, e)
 	case m.Evidence != nil:
 		c, err := detector.CheckEvidence(m.Evidence, k.cfg.Keys, k.q, k.verify)
-		if err == nil {
+		if err == nil && (len(k.banned) < k.cfg.MaxBans || k.knows(c)) {
+			// A faulty server can make evidence against identities it makes
+			// up itself: past MaxBans, only clients known here are banned.
 			k.ban(c, m.Evidence, e)
 		}
 	case m.Revoke != nil:

@@ -157,3 +157,9 @@ func (k *Core) sessionLimit(err error, ttl time.Duration) *LimitError {
 	}
 	return nil
 }
+
+// knows reports whether this server holds anything of c besides a ban: a
+// register value, a subscription, a lease, a vote or a certificate.
+func (k *Core) knows(c wire.ClientID) bool {
+	return len(k.clientLocks[c]) > 0 || k.mute.Knows(c)
+}

@@ -102,3 +102,24 @@ func TestMaxLocks(t *testing.T) {
 	c.fromClient(0, b.id, &wire.Message{GetSet: &wire.GetSet{Req: 3, Lock: "L1"}})
 	require.Empty(t, errorCodes(c.replies(b.id)))
 }
+
+// A faulty server can make equivocation evidence against identities it
+// made up itself; past MaxBans a correct server bans only clients it knows
+// otherwise, so such bans cannot grow without bound (change 25).
+func TestBansOfUnknownClientsBounded(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[0]
+	k.cfg.MaxBans = 3
+	equivocation := func(cl *client) *wire.Evidence {
+		a, b := cl.stmt("L", 1, 1, wire.PhaseTicket, 1, nil), cl.stmt("L", 1, 1, wire.PhaseTicket, 2, nil)
+		return &wire.Evidence{Kind: wire.EvidenceEquivocation, A: a, B: &b}
+	}
+	for range 5 {
+		c.fromServer(0, 3, &wire.Message{Evidence: equivocation(c.newClient())})
+	}
+	require.Equal(t, 3, len(k.banned), "made-up identities past the bound are not kept")
+	known := c.newClient()
+	c.fromClient(0, known.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	c.fromServer(0, 3, &wire.Message{Evidence: equivocation(known)})
+	require.True(t, k.Banned(known.id), "a client known here is banned whatever the bound")
+}

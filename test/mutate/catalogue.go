@@ -183,6 +183,12 @@ var Catalogue = []Mutant{
 		"case !n.allowAddress(info.RemoteAddr, now):", "case false && !n.allowAddress(info.RemoteAddr, now):"},
 	{"member-cap-plus-one", "change 25: a lock takes no new member past the cap that fits in one frame", "server/core/core.go",
 		"!lock.IsMember(c) && lock.MemberCount() >= k.memberCap {", "!lock.IsMember(c) && lock.MemberCount() > k.memberCap {"},
+	{"vote-only-unbounded", "change 25: the clients known only from other servers' votes are bounded", "detector/voteonly.go",
+		"for len(v.set) >= m.cfg.MaxVoteOnly && len(v.queue) > 0 {", "for false && len(v.set) >= m.cfg.MaxVoteOnly && len(v.queue) > 0 {"},
+	{"bans-unbounded", "change 25: past MaxBans only clients known here are banned on another server's evidence", "server/core/core.go",
+		"(len(k.banned) < k.cfg.MaxBans || k.knows(c))", "(true || k.knows(c))"},
+	{"live-not-marked", "§5, change 25: every client with a lease is one Tick looks at", "detector/muteness.go",
+		"m.live[c] = struct{}{}\n\tcs := m.clients[c]", "cs := m.clients[c]"},
 	{"max-locks-plus-one", "change 25: the locks in use at a server are bounded", "server/core/collect.go",
 		"len(k.lockRefs) >= k.cfg.MaxLocks {", "len(k.lockRefs) > k.cfg.MaxLocks {"},
 
