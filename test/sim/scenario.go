@@ -79,6 +79,9 @@ const (
 	// servers in Servers fall off a full send queue: dropped at the sender,
 	// whose runtime knows it (core.Repair), while the connection stays up.
 	FaultOverflow
+	// FaultRevoke has the operator revoke Client (< 0: whoever holds a
+	// lock then) in a closed run, for good (admission.go).
+	FaultRevoke
 )
 
 // Fault is one scheduled fault: it starts at At and heals at At+Dur.
@@ -120,6 +123,11 @@ func (f Fault) String() string {
 		return fmt.Sprintf("restart(every server)%s", span)
 	case FaultOverflow:
 		return fmt.Sprintf("overflow(to %v)%s", f.Servers, span)
+	case FaultRevoke:
+		if f.Client < 0 {
+			return fmt.Sprintf("revoke(holder)@%v", f.At)
+		}
+		return fmt.Sprintf("revoke(c%d)@%v", f.Client, f.At)
 	case FaultRollingRestart:
 		return fmt.Sprintf("rolling-restart%s", span)
 	case FaultPauseClient:
@@ -165,8 +173,11 @@ type Scenario struct {
 	// MaxLockMembers, if set, is the servers' cap on a lock's active set
 	// (change 25).
 	MaxLockMembers int
-	Locks          []string
-	Roles          []Role // one per client
+	// Closed: the servers have a client CA and admit the run's clients by
+	// certificate (admission.go); FaultRevoke needs it.
+	Closed bool
+	Locks  []string
+	Roles  []Role // one per client
 	// Malicious: one malicious client per entry, by behaviour (malclient.go).
 	Malicious     []string
 	Byzantine     []ByzServer
@@ -259,6 +270,9 @@ func (sc *Scenario) String() string {
 	fmt.Fprintf(&b, "seed=%d n=%d f=%d locks=%v roles=%v", sc.Seed, sc.N, sc.F, sc.Locks, sc.Roles)
 	if sc.MaxHold > 0 {
 		fmt.Fprintf(&b, " max-hold=%v", sc.MaxHold.Round(time.Millisecond))
+	}
+	if sc.Closed {
+		b.WriteString(" closed")
 	}
 	for _, z := range sc.Byzantine {
 		fmt.Fprintf(&b, " byz(s%d:%s)", z.Server, strings.Join(z.Behaviors, "+"))
@@ -398,6 +412,14 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 				sc.Byzantine[i].Behaviors = append(sc.Byzantine[i].Behaviors, []string{"lying-membership", "stale"}[x-1])
 			}
 		}
+	}
+	// Closed clusters (change 23): an eighth of the runs admit their
+	// clients by certificate, and the operator revokes whoever holds the
+	// lock at a random moment of the fault window. From a stream of its
+	// own, so every other draw of a seed stays what it was.
+	if cr := rand.New(rand.NewPCG(seed, 0xc105ed)); cr.IntN(8) == 0 {
+		sc.Closed = true
+		sc.Faults = append(sc.Faults, Fault{Kind: FaultRevoke, Client: -1, At: time.Duration(cr.Int64N(int64(sc.FaultWindow)))})
 	}
 	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
 

@@ -44,6 +44,8 @@ type RunStats struct {
 	DurabilityChecks int
 	// ByzantineSent counts messages faulty servers sent on their own (Ticker behaviours).
 	ByzantineSent int
+	// Revocations counts the operator's revocations (admission.go).
+	Revocations int
 	// MaxLocksPerClient is the most locks a correct server held for one client.
 	MaxLocksPerClient int
 	// Pauses counts process pauses (servers and clients).
@@ -60,6 +62,8 @@ type Result struct {
 	Wall       time.Duration
 	// Holds are every holding of every lock, in the order they began.
 	Holds []Hold
+	// Revoked: when the operator revoked each revoked client (admission.go).
+	Revoked map[int]Instant
 	// Silenced: when each silenced client went silent, and its last heartbeat.
 	Silenced map[int]Instant
 	LastHB   map[int]time.Duration
@@ -145,6 +149,10 @@ type World struct {
 	lags []lag
 	// overflowUntil[s]: until when sends to server s overflow half the time.
 	overflowUntil map[int]time.Duration
+	// ca is the client CA of a closed run (admission.go), nil for an open
+	// one; revokedAt[c]: when the operator revoked client c.
+	ca        *crypto.PrivateKey
+	revokedAt map[int]Instant
 }
 
 type event struct {
@@ -292,6 +300,13 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	for i := range nodes {
 		w.cut[i], w.epoch[i], w.last[i] = make([]int, nodes), make([]uint64, nodes), make([]time.Duration, nodes)
 	}
+	if sc.Closed {
+		ca, err := clientCA(sc.Seed)
+		if err != nil {
+			return nil, err
+		}
+		w.ca = ca
+	}
 	var serverKeys []*crypto.Parsed
 	for i := range sc.N {
 		k, err := newKey()
@@ -310,6 +325,9 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		}
 		cfg.DoorwayDeadline = sc.DoorwayDeadline
 		cfg.MaxHold = sc.MaxHold
+		if w.ca != nil {
+			cfg.ClientCA = w.ca.Public
+		}
 		if sc.MaxLockMembers > 0 {
 			cfg.MaxLockMembers = sc.MaxLockMembers
 		}
@@ -383,6 +401,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	w.stop = sc.FaultWindow + sc.WorkAfterQuiet
 	w.hardEnd = w.stop + sc.LivenessBound + 5*time.Second
 
+	w.admitAll()
 	w.trace("scenario %s", sc.String())
 	for i, c := range w.cli {
 		w.trace("c%d = %s (%s)", i, c.c.ID(), c.drv.role)
@@ -583,7 +602,7 @@ func (w *World) result(start time.Time) *Result {
 	return &Result{
 		Scenario: w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
 		Stats: w.stats, Wall: time.Since(start),
-		Holds: append([]Hold(nil), w.h.holds...), Silenced: w.h.crashed, LastHB: lastHB,
+		Holds: append([]Hold(nil), w.h.holds...), Silenced: w.h.crashed, LastHB: lastHB, Revoked: w.revokedAt,
 		ResetKnown: w.resetKnown, MalBanned: w.malBanned,
 	}
 }
@@ -780,7 +799,7 @@ func (w *World) linkUp(a, b int) {
 	w.trace("link %s–%s up", w.nodeName(a), w.nodeName(b))
 	for _, p := range [][2]int{{a, b}, {b, a}} {
 		if w.isServer(p[0]) {
-			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1])})
+			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1]), Admission: w.grantFor(p[1])})
 		} else if w.malOf(p[0]) == nil {
 			c, s := p[0]-w.sc.N, wire.ServerID(p[1])
 			w.inOrder(p[0], func() { w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), s)) })
@@ -878,6 +897,9 @@ func (w *World) startFault(f Fault) {
 			w.after(time.Duration(i+1)*down-time.Millisecond, func() { w.restartServer(i) })
 		}
 		return
+	case FaultRevoke:
+		w.revoke(f)
+		return
 	case FaultPauseClient:
 		if f.Client < len(w.cli) && w.cli[f.Client].alive {
 			if f.OnMessage {
@@ -911,6 +933,8 @@ func (w *World) endFault(f Fault) {
 		return
 	case FaultRollingRestart:
 		return // each server came back on its own schedule
+	case FaultRevoke:
+		return // for good
 	case FaultOverflow:
 		return // the queues drained by themselves
 	}
