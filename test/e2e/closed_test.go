@@ -156,6 +156,12 @@ func TestMaxHoldAndSettings(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `(?m)^short\s+\S+\s+every name\s+2s\s`, out)
 
+	// A limit refuses at once, saying which and its value (change 25).
+	out, code = runCLI(t, "bqclient", "--cluster", filepath.Join(dir, "cluster.yaml"), "--identity", filepath.Join(work, "plain"),
+		"lock", "L", "--ttl", "1h", "--", "true")
+	require.Equal(t, 6, code, out)
+	require.Contains(t, out, "limit max_ttl (5m0s) reached: a lease TTL of 1h0m0s is above it")
+
 	for _, tc := range []struct {
 		identity string
 		maxHold  time.Duration
