@@ -18,6 +18,17 @@ type Entry struct {
 	St     *wire.Statement
 }
 
+// Size is about what the entry takes in memory and on disk: its signed
+// body, signature and key, and a fixed overhead (docs/protocol.md change
+// 25: the live state a server bounds).
+func (e *Entry) Size() int {
+	return len(e.Signed.Signed.Body) + len(e.Signed.Signed.Sig) + len(e.Signed.Key.Key) + entryOverhead
+}
+
+// entryOverhead is what an entry costs besides its bytes: the decoded
+// statement, the map slot, the disk record's key.
+const entryOverhead = 160
+
 // Active reports whether the entry makes its client a member.
 func (e *Entry) Active() bool {
 	if e == nil {
@@ -60,6 +71,10 @@ type Lock struct {
 	hw      *Entry
 	seq     uint64
 	subs    map[subKey]*Subscription
+	// bytes is the Size of every register value (highest).
+	// INVARIANT: kept by Apply, Restore, ForgetUpTo and Forget, the only
+	// writers of highest.
+	bytes int
 }
 
 // NewLock makes an empty lock.
@@ -85,6 +100,10 @@ func (l *Lock) Apply(e *Entry) (Outcome, *Entry) {
 	}
 	l.highest[c] = e
 	l.seq++
+	l.bytes += e.Size()
+	if prev != nil {
+		l.bytes -= prev.Size()
+	}
 	if e.St.Phase == wire.PhaseTicket && (l.hw == nil || e.St.N > l.hw.St.N) {
 		l.hw = e
 	}
@@ -93,9 +112,25 @@ func (l *Lock) Apply(e *Entry) (Outcome, *Entry) {
 
 // Restore puts back an entry read from disk (no listeners exist yet).
 func (l *Lock) Restore(e *Entry) {
+	if prev := l.highest[e.St.Client]; prev != nil {
+		l.bytes -= prev.Size()
+	}
 	l.highest[e.St.Client] = e
+	l.bytes += e.Size()
 	l.seq++
 }
+
+// Entries returns every register value, members or not (read only).
+func (l *Lock) Entries() []*Entry {
+	out := make([]*Entry, 0, len(l.highest))
+	for _, e := range l.highest {
+		out = append(out, e)
+	}
+	return out
+}
+
+// Bytes is the Size of every register value of the lock.
+func (l *Lock) Bytes() int { return l.bytes }
 
 // RestoreHW puts back the persisted high-water mark.
 func (l *Lock) RestoreHW(e *Entry) { l.hw = e }
@@ -111,6 +146,7 @@ func (l *Lock) ForgetUpTo(c wire.ClientID, upTo uint64) (forgotten, wasMember bo
 		return false, false
 	}
 	delete(l.highest, c)
+	l.bytes -= e.Size()
 	l.seq++
 	return true, e.Active()
 }
@@ -192,6 +228,7 @@ func (l *Lock) Forget(c wire.ClientID) bool {
 		return false
 	}
 	delete(l.highest, c)
+	l.bytes -= e.Size()
 	l.seq++
 	return e.Active()
 }

@@ -124,14 +124,15 @@ func (k *Core) dropSubscriptions(c wire.ClientID) {
 func (k *Core) collect(c wire.ClientID, upTo uint64, e *Effects) {
 	for _, name := range sortedKeys(k.clientLocks[c]) {
 		lock := k.locks[name]
+		before := lock.Bytes()
 		forgotten, wasMember := lock.ForgetUpTo(c, upTo)
+		k.lockChanged(lock, before)
 		if wasMember {
 			k.holdsDirty[name] = struct{}{}
 		}
 		if forgotten {
 			e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(name, c), Delete: true})
-			if _, ok := k.justified[regKey{name, c}]; ok {
-				delete(k.justified, regKey{name, c})
+			if k.dropJustified(regKey{name, c}) {
 				e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(name, c), Delete: true})
 			}
 			if wasMember {

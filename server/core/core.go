@@ -61,6 +61,9 @@ type Config struct {
 	// MaxBans bounds the bans kept for clients this server knows nothing
 	// else of, from other servers' evidence (change 25).
 	MaxBans int
+	// MaxStateBytes bounds the live state: registers and justifications
+	// (change 25).
+	MaxStateBytes int
 	// MaxHold is the max-hold of a client whose certificate names none
 	// (change 24); zero is no bound.
 	MaxHold time.Duration
@@ -93,6 +96,7 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		NewLocksPerMinute:    600,
 		MaxLocks:             100_000,
 		MaxBans:              65_536,
+		MaxStateBytes:        1 << 30,
 		VerifyCacheSize:      1 << 16,
 		AnnounceDelay:        20 * time.Millisecond,
 	}
@@ -121,8 +125,8 @@ func (c *Config) Validate() error {
 	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.MaxLockMembers < 1 || c.VerifyCacheSize < 1 {
 		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers, MaxLockMembers and VerifyCacheSize must be ≥ 1"))
 	}
-	if !(c.ClientRate > 0) || c.ClientBurst < 1 || c.NewLocksPerMinute < 1 || c.MaxLocks < 1 || c.MaxBans < 1 {
-		errs = append(errs, errors.New("core: ClientRate, ClientBurst, NewLocksPerMinute, MaxLocks and MaxBans must be ≥ 1"))
+	if !(c.ClientRate > 0) || c.ClientBurst < 1 || c.NewLocksPerMinute < 1 || c.MaxLocks < 1 || c.MaxBans < 1 || c.MaxStateBytes < 1 {
+		errs = append(errs, errors.New("core: ClientRate, ClientBurst, NewLocksPerMinute, MaxLocks, MaxBans and MaxStateBytes must be ≥ 1"))
 	}
 	return errors.Join(errs...)
 }
@@ -212,7 +216,11 @@ type Core struct {
 	// memberCap and listenCap are MaxLockMembers and MaxListenMembers
 	// lowered to the entries that fit in one frame (memberFit).
 	memberCap, listenCap int
-	Stats                Stats
+	// stateBytes is the live state: the Size of every register value and
+	// of every J kept (statebytes.go).
+	// INVARIANT: equals recountStateBytes().
+	stateBytes int
+	Stats      Stats
 }
 
 type regKey struct {
@@ -223,6 +231,7 @@ type regKey struct {
 type justifiedTicket struct {
 	ticket wire.SignedStatement
 	j      []wire.SignedView
+	size   int // jSize(j), counted in stateBytes
 }
 
 // New makes a core; cfg must be valid.
@@ -598,13 +607,14 @@ func (k *Core) ban(c wire.ClientID, ev *wire.Evidence, e *Effects) {
 	for _, name := range sortedKeys(k.clientLocks[c]) {
 		lock := k.locks[name]
 		lock.Unsubscribe(c)
+		before := lock.Bytes()
 		if lock.Forget(c) {
 			k.push(lock, c, e)
 			k.holdsDirty[name] = struct{}{}
 		}
+		k.lockChanged(lock, before)
 		e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(name, c), Delete: true})
-		if _, ok := k.justified[regKey{name, c}]; ok {
-			delete(k.justified, regKey{name, c})
+		if k.dropJustified(regKey{name, c}) {
 			e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(name, c), Delete: true})
 		}
 		k.releaseClientLock(c, name)
@@ -698,10 +708,14 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 		}
 	}
 	entry := &activeset.Entry{Signed: ss, St: st}
-	hwBefore := lock.HW()
+	if err := k.roomFor(lock, c, entry.Size(), j); err != nil {
+		return acceptResult{code: wire.ErrCodeLimit, err: err}
+	}
+	hwBefore, bytesBefore := lock.HW(), lock.Bytes()
 	if out, _ := lock.Apply(entry); out != activeset.Accepted {
 		panic(fmt.Sprintf("core: Apply after checks gave %s", out))
 	}
+	k.lockChanged(lock, bytesBefore)
 	k.noteClientLock(c, lock.Name)
 	// A Held is lazy: losing it in a crash leaves its Ticket, with the same N,
 	// and nothing a client counts on (docs/protocol.md change 13).
@@ -719,12 +733,11 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	case wire.PhaseTicket:
 		// J goes to disk with its Ticket, so a restarted server can still hand
 		// the Ticket to a peer that lacks it (resync, pulls).
-		k.justified[rk] = justifiedTicket{ticket: ss, j: j}
+		k.setJustified(rk, justifiedTicket{ticket: ss, j: j})
 		e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(lock.Name, c), Value: mustMarshal(&wire.Forward{Statement: ss, J: j})})
 	case wire.PhaseHeld: // follows its Ticket, whose J stays
 	default:
-		if _, ok := k.justified[rk]; ok {
-			delete(k.justified, rk)
+		if k.dropJustified(rk) {
 			e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(lock.Name, c), Delete: true})
 		}
 	}

@@ -56,6 +56,8 @@ type Footprint struct {
 	Sessions      int // live or suspected sessions
 	Deferred      int // sessions whose votes wait for an older one to end
 	PendingVotes  int // sessions with Suspect votes but no certificate
+	// StateBytes, in Limits only, is the bound on the server's live state.
+	StateBytes int
 }
 
 // ClientFootprint returns what this server holds for client c.
@@ -74,10 +76,14 @@ func (k *Core) ClientFootprint(c wire.ClientID) Footprint {
 	return f
 }
 
+// StateBytes returns the live state this server counts (change 25) and the
+// same counted afresh; they must be equal (read only, for the simulator).
+func (k *Core) StateBytes() (tracked, counted int) { return k.stateBytes, k.recountStateBytes() }
+
 // Limits returns the configured bounds a Footprint must stay within
-// (Subscriptions: per lock; MaxWatched: per Listen).
+// (Subscriptions: per lock; MaxWatched: per Listen; StateBytes: the server's).
 func (k *Core) Limits() Footprint {
-	return Footprint{
+	return Footprint{StateBytes: k.cfg.MaxStateBytes,
 		Locks: k.cfg.MaxLocksPerClient, Subscriptions: 2, MaxWatched: k.listenCap,
 		Sessions: k.cfg.MaxSessionsPerClient, Deferred: k.cfg.MaxDeferredSessions, PendingVotes: 2 * k.cfg.MaxSessionsPerClient,
 	}

@@ -123,3 +123,36 @@ func TestBansOfUnknownClientsBounded(t *testing.T) {
 	c.fromServer(0, 3, &wire.Message{Evidence: equivocation(known)})
 	require.True(t, k.Banned(known.id), "a client known here is banned whatever the bound")
 }
+
+// The live state (registers and justifications) is bounded: past
+// MaxStateBytes a statement that would add a register is refused, one that
+// replaces a client's own value is not; the count follows applies,
+// collections and bans exactly (change 25).
+func TestStateBytesBounded(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[0]
+	a, b, x := c.newClient(), c.newClient(), c.newClient()
+	c.doorway(a, "L", 1, 1)
+	one := k.stateBytes
+	require.Positive(t, one)
+	k.cfg.MaxStateBytes = 2*one + one/2
+	c.doorway(b, "L", 1, 1)
+	for _, cl := range []*client{a, b, x} {
+		c.fromClient(0, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+		c.replies(cl.id)
+	}
+	c.fromClient(0, x.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: x.stmt("M", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	l := limitOf(t, c.replies(x.id))
+	require.Equal(t, "max_state_bytes", l.Name)
+	require.Nil(t, k.Register("M", x.id))
+
+	c.fromClient(0, a.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: a.stmt("L", 1, 1, wire.PhaseExit, 0, nil)}})
+	require.Empty(t, errorCodes(c.replies(a.id)), "a client's own register is always replaced")
+	tracked, counted := k.StateBytes()
+	require.Equal(t, counted, tracked)
+
+	c.fromServer(0, 1, &wire.Message{Reset: c.certify(b.id, 1, k.q)})
+	tracked, counted = k.StateBytes()
+	require.Equal(t, counted, tracked)
+	require.Less(t, tracked, one+one/2, "the reset collected b's register")
+}

@@ -84,7 +84,10 @@ func (k *Core) Restore(r Reader) error {
 			justCollected = append(justCollected, bytes.Clone(key))
 			return nil
 		}
-		k.restoredLock(st.Lock).Restore(en)
+		lock := k.restoredLock(st.Lock)
+		before := lock.Bytes()
+		lock.Restore(en)
+		k.lockChanged(lock, before)
 		k.noteClientLock(st.Client, st.Lock)
 		k.restored = append(k.restored, en)
 		return nil
@@ -124,7 +127,11 @@ func (k *Core) Restore(r Reader) error {
 		}
 		k.banned[c] = &ev
 		for _, name := range sortedKeys(k.clientLocks[c]) {
-			k.locks[name].Forget(c)
+			lock := k.locks[name]
+			before := lock.Bytes()
+			lock.Forget(c)
+			k.lockChanged(lock, before)
+			k.dropJustified(regKey{name, c})
 			k.releaseClientLock(c, name)
 		}
 		return nil
@@ -195,7 +202,7 @@ func (k *Core) restoreJustified(key, v []byte) {
 	if bakery.CheckTicket(st, f.J, k.cfg.Keys, k.q, k.verify) != nil {
 		return
 	}
-	k.justified[regKey{st.Lock, st.Client}] = justifiedTicket{ticket: f.Statement, j: f.J}
+	k.setJustified(regKey{st.Lock, st.Client}, justifiedTicket{ticket: f.Statement, j: f.J})
 }
 
 // restoreEntry decodes and verifies a stored signed statement.

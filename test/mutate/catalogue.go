@@ -189,6 +189,8 @@ var Catalogue = []Mutant{
 		"(len(k.banned) < k.cfg.MaxBans || k.knows(c))", "(true || k.knows(c))"},
 	{"live-not-marked", "§5, change 25: every client with a lease is one Tick looks at", "detector/muteness.go",
 		"m.live[c] = struct{}{}\n\tcs := m.clients[c]", "cs := m.clients[c]"},
+	{"state-bytes-unbounded", "change 25: past MaxStateBytes no statement adds a register", "server/core/statebytes.go",
+		"if lock.Highest(c) != nil || k.stateBytes+size+jSize(j) <= k.cfg.MaxStateBytes {", "if true || lock.Highest(c) != nil || k.stateBytes+size+jSize(j) <= k.cfg.MaxStateBytes {"},
 	{"max-locks-plus-one", "change 25: the locks in use at a server are bounded", "server/core/collect.go",
 		"len(k.lockRefs) >= k.cfg.MaxLocks {", "len(k.lockRefs) > k.cfg.MaxLocks {"},
 

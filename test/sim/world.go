@@ -1573,6 +1573,10 @@ func (w *World) checkMemory() {
 			continue
 		}
 		lim := s.core.Limits()
+		if tracked, counted := s.core.StateBytes(); tracked != counted || tracked > lim.StateBytes {
+			w.h.violate(CheckMemory, w.instant(), "s%d counts %d bytes of live state, holds %d, bound %d", i, tracked, counted, lim.StateBytes)
+			return
+		}
 		for _, c := range s.core.KnownClients() {
 			f := s.core.ClientFootprint(c)
 			if f.Locks > lim.Locks || f.Subscriptions > lim.Subscriptions*f.Locks || f.MaxWatched > lim.MaxWatched ||
