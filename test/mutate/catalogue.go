@@ -88,7 +88,7 @@ var Catalogue = []Mutant{
 		"if err == nil && (v.Server != s || v.Lock", "if err == nil && (v.Lock"},
 	{"cert-any-session", "§5: every vote of a certificate is on its (client, session)", "wire/verify.go",
 		"if body.Client != r.Client || body.Session != r.Session {", "if body.Client != r.Client {"},
-	{"submit-others-statements", "§2: a client may submit only its own statements", "server/core/core.go",
+	{"submit-others-statements", "§2: a client may submit only its own statements", "server/core/clients.go",
 		"if st.Client != c {", "if false && st.Client != c {"},
 
 	// Leases and deadlines.
@@ -126,7 +126,7 @@ var Catalogue = []Mutant{
 		"\tk.resendOwnVotes(now, &e)\n", "\n"},
 	{"restart-loads-collected", "change 22: a restart neither loads nor keeps a value a certificate ended", "server/core/persist.go",
 		"if st.Session <= k.mute.ResetUpTo(st.Client) {", "if false {"},
-	{"resync-drops-collected-certs", "change 22: resync still sends the certificates of clients it collected", "server/core/core.go",
+	{"resync-drops-collected-certs", "change 22: resync still sends the certificates of clients it collected", "server/core/peers.go",
 		"\t\t\tclients = append(clients, c)\n", "\t\t\t_ = c\n"},
 	{"reset-session-renewed", "§5: a server refuses a session that was reset (heartbeats, opens)", "detector/muteness.go",
 		"if sess <= cs.resetUpTo {\n\t\treturn ErrSessionReset", "if sess < cs.resetUpTo {\n\t\treturn ErrSessionReset"},
@@ -148,7 +148,7 @@ var Catalogue = []Mutant{
 		"Value: mustMarshal(signed)})", "Value: mustMarshal(signed), Delete: true})"},
 	{"revocation-not-passed-on", "change 23: a server passes a new revocation on to every other server", "server/core/admission.go",
 		"k.toServers(&wire.Message{Revoke: &wire.Revoke{Revocation: signed}}, e)", "_ = signed"},
-	{"revocation-not-resynced", "change 23: a server hands its revocations to a peer that reconnects", "server/core/core.go",
+	{"revocation-not-resynced", "change 23: a server hands its revocations to a peer that reconnects", "server/core/peers.go",
 		"k.sendRevocations(s, e)", "_ = s"},
 	{"revocation-any-signer", "change 23: only the client CA can revoke", "wire/admission.go",
 		"if err := crypto.Open(ca, crypto.DomainRevocation, s, &r); err != nil {", "if err := crypto.UnmarshalCanonical(s.Body, &r); err != nil {"},
@@ -185,7 +185,7 @@ var Catalogue = []Mutant{
 		"!lock.IsMember(c) && lock.MemberCount() >= k.memberCap {", "!lock.IsMember(c) && lock.MemberCount() > k.memberCap {"},
 	{"vote-only-unbounded", "change 25: the clients known only from other servers' votes are bounded", "detector/voteonly.go",
 		"for len(v.set) >= m.cfg.MaxVoteOnly && len(v.queue) > 0 {", "for false && len(v.set) >= m.cfg.MaxVoteOnly && len(v.queue) > 0 {"},
-	{"bans-unbounded", "change 25: past MaxBans only clients known here are banned on another server's evidence", "server/core/core.go",
+	{"bans-unbounded", "change 25: past MaxBans only clients known here are banned on another server's evidence", "server/core/peers.go",
 		"(len(k.banned) < k.cfg.MaxBans || k.knows(c))", "(true || k.knows(c))"},
 	{"live-not-marked", "§5, change 25: every client with a lease is one Tick looks at", "detector/muteness.go",
 		"m.live[c] = struct{}{}\n\tcs := m.clients[c]", "cs := m.clients[c]"},
@@ -203,9 +203,9 @@ var Catalogue = []Mutant{
 		"if st.Phase == wire.PhaseDoorway {\n\t\treturn false", "if st.Phase == wire.PhaseDoorway {\n\t\treturn true"},
 	{"passed-member-forgotten", "§3.3, change 14: a member a waiting client has passed stays passed", "bakery/listen.go",
 		"a.reports[x].passed = true", "_ = x"},
-	{"settled-without-statement", "change 15: no statement settles nothing (the absence rule needs q servers)", "server/core/core.go",
+	{"settled-without-statement", "change 15: no statement settles nothing (the absence rule needs q servers)", "server/core/clients.go",
 		"case en == nil:\n\t\t\treturn false", "case en == nil:\n\t\t\treturn true"},
-	{"settled-equal-n", "change 15, §3.3: a member is settled only by a ticket after the listener's (tie-break)", "server/core/core.go",
+	{"settled-equal-n", "change 15, §3.3: a member is settled only by a ticket after the listener's (tie-break)", "server/core/clients.go",
 		"return mine.Less(bakery.Token{N: en.St.N, Client: x})", "return mine.N <= en.St.N"},
 
 	// The ticket rule.
@@ -293,7 +293,7 @@ var Catalogue = []Mutant{
 		"if sess <= c.sess {", "if sess < c.sess {"},
 
 	// Restarts keep each session's TTL (§5, §9).
-	{"ttl-not-persisted", "§9: the TTL of a session is durable before its SessionOpen is acked", "server/core/core.go",
+	{"ttl-not-persisted", "§9: the TTL of a session is durable before its SessionOpen is acked", "server/core/clients.go",
 		"if newTTL {", "if false && newTTL {"},
 	{"restored-lease-not-fresh", "§5, §9: a restarted server votes no sooner than a whole TTL after its first tick", "detector/muteness.go",
 		"if l.until.IsZero() {\n\t\t\t\tl.until = now.Add(l.ttl)", "if false {\n\t\t\t\tl.until = now.Add(l.ttl)"},
@@ -303,7 +303,7 @@ var Catalogue = []Mutant{
 	// Nothing is dropped for good (§3.3, §3.5).
 	{"overflow-never-repaired", "§3.5: a send that overflowed is repaired by a resync", "server/core/repair.go",
 		"if !now.Before(at) {", "if false && !now.Before(at) {"},
-	{"resync-without-certificates", "§3.5, change 5: a resync carries the certificates of the clients it holds", "server/core/core.go",
+	{"resync-without-certificates", "§3.5, change 5: a resync carries the certificates of the clients it holds", "server/core/peers.go",
 		"if cert := k.mute.Certificate(c); cert != nil {\n\t\t\tsend(", "if cert := k.mute.Certificate(c); cert != nil && false {\n\t\t\tsend("},
 	{"resend-storm", "§6, §8: a client answers each resend request once per server (no storm a server can feed)", "bakery/client.go",
 		"if a.resent[key] {\n\t\t\t\treturn\n\t\t\t}", "_ = key"},
