@@ -34,6 +34,10 @@ type MutenessConfig struct {
 	// MaxVoteOnly bounds the clients known here only from other servers'
 	// votes (0: 16384); past it the oldest is forgotten (voteonly.go).
 	MaxVoteOnly int
+	// CertRetention is how long a client with nothing but its certificate
+	// keeps it before only the session it ended is kept (settled.go; 0:
+	// 4 × DefaultTTL).
+	CertRetention time.Duration
 }
 
 // Validate reports every problem with the configuration.
@@ -117,6 +121,12 @@ type Muteness struct {
 	// voteOnly: clients known here only from other servers' votes, oldest
 	// first (voteonly.go).
 	voteOnly voteOnlyClients
+	// settledUpTo: clients compacted to the session their certificate
+	// ended; settling: clients with only a certificate, oldest first
+	// (settled.go).
+	// INVARIANT: no client is in both clients and settledUpTo.
+	settledUpTo map[wire.ClientID]uint64
+	settling    []settling
 }
 
 // NewMuteness makes a detector; cfg must be valid.
@@ -127,8 +137,12 @@ func NewMuteness(cfg MutenessConfig) (*Muteness, error) {
 	if cfg.MaxVoteOnly == 0 {
 		cfg.MaxVoteOnly = 16384
 	}
+	if cfg.CertRetention == 0 {
+		cfg.CertRetention = 4 * cfg.DefaultTTL
+	}
 	return &Muteness{cfg: cfg, clients: make(map[wire.ClientID]*clientState), live: make(map[wire.ClientID]struct{}),
-		voteOnly: voteOnlyClients{set: make(map[wire.ClientID]struct{})}}, nil
+		settledUpTo: make(map[wire.ClientID]uint64),
+		voteOnly:    voteOnlyClients{set: make(map[wire.ClientID]struct{})}}, nil
 }
 
 func (m *Muteness) client(c wire.ClientID) *clientState {
@@ -137,6 +151,10 @@ func (m *Muteness) client(c wire.ClientID) *clientState {
 	if cs == nil {
 		cs = &clientState{doorways: make(map[string]doorway), holds: make(map[string]hold), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect),
 			ttls: make(map[uint64]time.Duration)}
+		if up, ok := m.settledUpTo[c]; ok {
+			cs.resetUpTo, cs.votedUpTo = up, up
+			delete(m.settledUpTo, c)
+		}
 		m.clients[c] = cs
 	}
 	return cs
@@ -488,6 +506,7 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 		m.tickHolds(cs, now)
 		if len(cs.leases) == 0 && len(cs.deferred) == 0 && len(cs.doorways) == 0 && len(cs.holds) == 0 {
 			delete(m.live, c) // nothing of it runs out: Tick need not look again
+			m.noteSettling(c, cs, now)
 		}
 	}
 	return out
@@ -551,12 +570,18 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 				return false, nil, nil
 			}
 		}
+		if up, ok := m.settledUpTo[pre.Client]; ok && pre.Session <= up {
+			return false, nil, nil
+		}
 	}
 	body, err := v.Verify(m.cfg.Keys)
 	if err != nil {
 		return false, nil, err
 	}
-	if m.clients[body.Client] == nil {
+	if up, ok := m.settledUpTo[body.Client]; ok && body.Session <= up {
+		return false, nil, nil
+	}
+	if _, settled := m.settledUpTo[body.Client]; m.clients[body.Client] == nil && !settled {
 		m.voteOnly.add(m, body.Client)
 	}
 	cs := m.client(body.Client)
@@ -616,7 +641,7 @@ func (m *Muteness) certQuorum() int {
 // statements with session ≤ cert.Session, notify listeners, persist and
 // forward the certificate.
 func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
-	if cs := m.clients[cert.Client]; cs != nil && cert.Session <= cs.resetUpTo {
+	if cert.Session <= m.ResetUpTo(cert.Client) {
 		return false, nil // nothing new: skip the q signature checks
 	}
 	if err := cert.Verify(m.cfg.Keys, m.certQuorum()); err != nil {
@@ -662,7 +687,7 @@ func (m *Muteness) ResetUpTo(c wire.ClientID) uint64 {
 	if cs := m.clients[c]; cs != nil {
 		return cs.resetUpTo
 	}
-	return 0
+	return m.settledUpTo[c]
 }
 
 // Certificate returns the highest-session certificate known for c, or nil.

@@ -42,4 +42,7 @@ func onlyVotes(cs *clientState) bool {
 }
 
 // Knows reports whether the detector holds anything of c.
-func (m *Muteness) Knows(c wire.ClientID) bool { return m.clients[c] != nil }
+func (m *Muteness) Knows(c wire.ClientID) bool {
+	_, settled := m.settledUpTo[c]
+	return m.clients[c] != nil || settled
+}

@@ -6,6 +6,7 @@ package core
 // certificate ends.
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -168,5 +169,16 @@ func (k *Core) resendOwnVotes(now time.Time, e *Effects) {
 	k.votesResentAt = now
 	for _, v := range k.mute.OwnPendingVotes() {
 		k.toServers(&wire.Message{Suspect: &v}, e)
+	}
+}
+
+// compactSettled persists what the detector compacted (change 26): each
+// client's certificate gives way to the session it ended.
+func (k *Core) compactSettled(now time.Time, e *Effects) {
+	for _, st := range k.mute.Compact(now) {
+		var up [8]byte
+		binary.BigEndian.PutUint64(up[:], st.UpTo)
+		e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: bytesOf(st.Client), Delete: true},
+			Record{Bucket: bucketSettled, Key: bytesOf(st.Client), Value: up[:]})
 	}
 }

@@ -311,6 +311,7 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	k.settleHolds(now)
 	k.tickHolds(now)
 	k.sweepRates(now)
+	k.compactSettled(now, &e)
 	for _, v := range k.mute.Tick(now) {
 		k.Stats.VotesCast++
 		body, err := v.Verify(k.cfg.Keys)
@@ -525,7 +526,8 @@ func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
 	k.Stats.Resets++
 	// The certificate goes to disk before the deletions it allows, in the
 	// same batch: a crash never leaves a collected value without it.
-	e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: cert.Client[:], Value: mustMarshal(cert)})
+	e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: cert.Client[:], Value: mustMarshal(cert)},
+		Record{Bucket: bucketSettled, Key: bytesOf(cert.Client), Delete: true})
 	for _, sess := range votes {
 		if sess <= cert.Session {
 			e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(cert.Client, sess), Delete: true})

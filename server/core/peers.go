@@ -237,6 +237,10 @@ func (k *Core) answerLateVote(s wire.ServerID, v *wire.SignedSuspect, e *Effects
 	}
 	if cert := k.mute.Certificate(body.Client); cert != nil {
 		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Reset: cert}})
+	} else if v, ok := k.mute.SignSettled(body.Client, body.Session); ok {
+		// The certificate was compacted (change 26): vote instead, so the
+		// peer gets q votes, a certificate of its own.
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Suspect: &v}})
 	}
 }
 

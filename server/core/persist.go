@@ -26,6 +26,9 @@ const (
 	// session, in milliseconds (4 bytes, big-endian): a restarted server runs
 	// the session's lease with it, never with its default (§5).
 	bucketTTL = "ttl"
+	// bucketSettled: client → the session its certificate ended (8 bytes,
+	// big-endian), for a client compacted past CertRetention (change 26).
+	bucketSettled = "settled"
 )
 
 func ttlRecord(c wire.ClientID, sess uint64, ttl time.Duration) Record {
@@ -68,6 +71,16 @@ func (k *Core) Restore(r Reader) error {
 	})
 	if err != nil {
 		return fmt.Errorf("core: restoring reset certificates: %w", err)
+	}
+	err = r.ForEach(bucketSettled, func(key, v []byte) error {
+		if len(key) != len(wire.ClientID{}) || len(v) != 8 {
+			return fmt.Errorf("a settled record of %d and %d bytes", len(key), len(v))
+		}
+		k.mute.RestoreSettled(wire.ClientID(key), binary.BigEndian.Uint64(v))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring settled clients: %w", err)
 	}
 	var justCollected [][]byte
 	err = r.ForEach(bucketStmt, func(key, v []byte) error {
