@@ -312,6 +312,7 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	k.tickHolds(now)
 	k.sweepRates(now)
 	k.compactSettled(now, &e)
+	k.cache.age(now)
 	for _, v := range k.mute.Tick(now) {
 		k.Stats.VotesCast++
 		body, err := v.Verify(k.cfg.Keys)

@@ -249,36 +249,3 @@ func sortedKeys(m map[string]struct{}) []string {
 	sort.Strings(out)
 	return out
 }
-
-// verifyCache remembers verified statements by hash. It evicts in insertion
-// order once full.
-// INVARIANT: len(entries) == len(order) ≤ size.
-type verifyCache struct {
-	size    int
-	entries map[wire.Digest]*wire.Statement
-	order   []wire.Digest
-	next    int
-}
-
-func newVerifyCache(size int) *verifyCache {
-	return &verifyCache{size: size, entries: make(map[wire.Digest]*wire.Statement, size)}
-}
-
-func (c *verifyCache) get(h wire.Digest) (*wire.Statement, bool) {
-	st, ok := c.entries[h]
-	return st, ok
-}
-
-func (c *verifyCache) put(h wire.Digest, st *wire.Statement) {
-	if _, ok := c.entries[h]; ok {
-		return
-	}
-	if len(c.order) < c.size {
-		c.order = append(c.order, h)
-	} else {
-		delete(c.entries, c.order[c.next])
-		c.order[c.next] = h
-		c.next = (c.next + 1) % c.size
-	}
-	c.entries[h] = st
-}
