@@ -20,6 +20,7 @@ import (
 // bqCluster is n=4 bqserver processes on loopback, each with durable bbolt
 // storage and a metrics endpoint.
 type bqCluster struct {
+	bin     string // bqserver
 	dir     string
 	cluster *certs.Cluster
 	servers []*child
@@ -28,15 +29,36 @@ type bqCluster struct {
 
 const bqServers = 4
 
-// startBQ makes a fresh cluster in work/bq and starts its servers. With
-// profileDir, each server writes a CPU profile there when it stops.
+// startBQ makes a fresh open cluster in work/bq and starts its servers.
+// With profileDir, each server writes a CPU profile there when it stops.
 func startBQ(bin, work, profileDir string) (*bqCluster, error) {
-	dir := filepath.Join(work, "bq")
+	return startCluster(bin, work, profileDir, clusterOptions{name: "bq"})
+}
+
+// clusterOptions say which cluster startCluster makes: its directory
+// work/name (its servers log to work/name-server-<i>.log, or
+// work/bqserver-<i>.log for "bq"), and whether it is closed (served keys
+// only with an admission certificate, docs/protocol.md change 23).
+type clusterOptions struct {
+	name   string
+	closed bool
+}
+
+func startCluster(bin, work, profileDir string, o clusterOptions) (*bqCluster, error) {
+	dir := filepath.Join(work, o.name)
+	logPrefix := "bqserver"
+	if o.name != "bq" {
+		logPrefix = o.name + "-server"
+	}
 	base, err := freeUDPBase(bqServers)
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(bin, "init", "--dir", dir, "--servers", fmt.Sprint(bqServers), "--port-base", fmt.Sprint(base), "--open").CombinedOutput()
+	initArgs := []string{"init", "--dir", dir, "--servers", fmt.Sprint(bqServers), "--port-base", fmt.Sprint(base)}
+	if !o.closed {
+		initArgs = append(initArgs, "--open")
+	}
+	out, err := exec.Command(bin, initArgs...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("bqserver init: %v\n%s", err, out)
 	}
@@ -48,13 +70,13 @@ func startBQ(bin, work, profileDir string) (*bqCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bqCluster{dir: dir, cluster: cl}
+	b := &bqCluster{bin: bin, dir: dir, cluster: cl}
 	for i := range bqServers {
 		args := []string{bin, "run", "--dir", dir, "--id", fmt.Sprint(i), "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[i])}
 		if profileDir != "" {
 			args = append(args, "--cpuprofile", filepath.Join(profileDir, fmt.Sprintf("bqserver-%d.pprof", i)))
 		}
-		c, err := startChild(fmt.Sprintf("bqserver-%d", i), filepath.Join(work, fmt.Sprintf("bqserver-%d.log", i)), args...)
+		c, err := startChild(fmt.Sprintf("%s-%d", logPrefix, i), filepath.Join(work, fmt.Sprintf("%s-%d.log", logPrefix, i)), args...)
 		if err != nil {
 			b.stop()
 			return nil, err

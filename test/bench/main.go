@@ -5,6 +5,9 @@
 //
 //	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
 //	      [--workloads uncontended,contended,scaling] [--profile DIR]
+//	bench --attack [--json] [--quick] [attack sizes]
+//
+// --attack runs only the attack benchmark on bq (attack.go).
 //
 // It re-executes itself as "bench etcd-member ..." for each etcd member.
 package main
@@ -43,6 +46,8 @@ type options struct {
 	systems     map[string]bool
 	workloads   map[string]bool
 	scaling     []int
+	attack      bool
+	atk         attackOptions
 
 	uncontendedWarm, uncontendedOps int
 	contenders                      int
@@ -66,6 +71,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.contended, "duration", 10*time.Second, "contended run length (--quick: 3s)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and clean up) after this long")
 	fs.DurationVar(&o.step, "step", 3*time.Second, "length of each scaling run (--quick: 2s)")
+	fs.BoolVar(&o.attack, "attack", false, "run only the attack benchmark on bq (attack.go; --timeout default 60m)")
+	addAttackFlags(fs, &o.atk)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -78,6 +85,10 @@ func parseFlags(args []string) (*options, error) {
 		return found
 	}
 	o.uncontendedWarm = 50
+	o.atk.attackDefaults(o.quick, set)
+	if o.attack && !set("timeout") {
+		o.timeout = time.Hour
+	}
 	o.warm = 500 * time.Millisecond
 	if o.quick {
 		if !set("ops") {
@@ -172,6 +183,12 @@ func bench(args []string) int {
 
 	env := machine()
 	logf("machine: %s", env)
+	if o.attack {
+		if err := runAttack(ctx, o, work, env); err != nil {
+			return fail(ctx, "attack", err)
+		}
+		return 0
+	}
 	res := &results{env: env, opts: o}
 	if o.systems["bq"] {
 		if res.bq, err = runBQ(ctx, o, work); err != nil {
