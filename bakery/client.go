@@ -156,6 +156,9 @@ type Client struct {
 	// client in the current session (SessionAck, change 24); 0 is none.
 	// INVARIANT: emptied whenever a new session opens.
 	maxHolds map[wire.ServerID]time.Duration
+	// retries: requests refused by a rate, to send again (retry.go).
+	// INVARIANT: one entry per refusal received.
+	retries []retry
 
 	attempts map[string]*attempt
 	byReq    map[uint64]*attempt
@@ -395,6 +398,9 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 			c.checkLease(now, e)
 		}
 	default:
+		if a := c.byReq[er.Req]; a != nil && c.retryLater(now, s, a, er) {
+			return // a rate: sent again once its RetryAfter has passed
+		}
 		if a := c.byReq[er.Req]; a != nil {
 			// Only a refusal of the phase's own request counts against the
 			// server: a late refusal of an earlier request (say a resent

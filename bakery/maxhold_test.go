@@ -57,3 +57,28 @@ func TestHolderGivesUpAtItsMaxHold(t *testing.T) {
 	n.tick(10 * time.Second) // well past the servers' clocks and a TTL
 	require.True(t, n.clients[0].LeaseHolds(n.now), "the holder left in time: its session was never refused")
 }
+
+// A request refused by a rate is sent again once the refusal's RetryAfter
+// has passed, not counted as a refusal (change 25): a client faster than
+// client_rate slows down instead of failing. Here each cycle's Held and
+// Exit go past a burst of 2 and are refused, then retried.
+func TestRateRefusalIsRetried(t *testing.T) {
+	n := newNetWith(t, 1, func(c *core.Config) { c.ClientRate, c.ClientBurst = 1, 2 })
+	for i := range 4 {
+		e, err := n.clients[0].Lock(n.now, "L", false)
+		require.NoError(t, err)
+		n.clientOut(0, e)
+		n.run()
+		require.Len(t, n.acquired(), i+1, "cycle %d: %v", i, n.events)
+		n.unlock(0)
+		n.tick(5 * time.Second)
+		released := 0
+		for _, ev := range n.events {
+			require.NotEqual(t, bakery.Failed, ev.Kind, "%v", ev)
+			if ev.Kind == bakery.Released {
+				released++
+			}
+		}
+		require.Equal(t, i+1, released, "cycle %d: the Exit went through on its retry: %v", i, n.events)
+	}
+}

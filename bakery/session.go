@@ -106,6 +106,7 @@ func (c *Client) Tick(now time.Time) (e Effects) {
 	}
 	c.checkLease(now, &e)
 	c.checkMaxHold(now, &e)
+	c.sendRetries(now, &e)
 	return e
 }
 

@@ -71,7 +71,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		k.onListen(now, c, m.Listen, reply, fail)
 	case m.GetSet != nil:
 		k.Stats.Accesses["getset"]++
-		lock, err := k.lockForClient(now, c, m.GetSet.Lock)
+		lock, err := k.lockForClient(now, c, m.GetSet.Lock, false)
 		if err != nil {
 			fail(m.GetSet.Req, wire.ErrCodeLimit, err)
 			return
@@ -162,7 +162,13 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 		fail(m.Req, wire.ErrCodeForbidden, err)
 		return
 	}
-	lock, err := k.lockForClient(now, c, st.Lock)
+	lock, err := k.lockForClient(now, c, st.Lock, st.Phase == wire.PhaseExit)
+	if err != nil && st.Phase == wire.PhaseExit && wireLimit(err) != nil {
+		// A lock limit refused a name the client has nothing at here: its
+		// Exit has nothing to end here, and is never refused (change 25).
+		reply(&wire.Message{Ack: &wire.Ack{Req: m.Req}})
+		return
+	}
 	if err != nil {
 		fail(m.Req, wire.ErrCodeLimit, err)
 		return
@@ -195,7 +201,7 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 
 func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error)) {
 	k.Stats.Accesses["listen"]++
-	lock, err := k.lockForClient(now, c, l.Lock)
+	lock, err := k.lockForClient(now, c, l.Lock, false)
 	if err != nil {
 		fail(l.Req, wire.ErrCodeLimit, err)
 		return

@@ -105,9 +105,11 @@ func take(now time.Time, lim *rate.Limiter, name string, value uint64, what stri
 }
 
 // lockForClient is lockFor for a client's own request: a name c does not
-// use yet also takes a token of its bucket of new names.
-func (k *Core) lockForClient(now time.Time, c wire.ClientID, name string) (*activeset.Lock, error) {
-	if _, ok := k.clientLocks[c][name]; !ok {
+// use yet also takes a token of its bucket of new names — except for an
+// Exit, which only ends an attempt and must never wait on a limit (the
+// attempt it ends may be one whose Doorway the bucket refused).
+func (k *Core) lockForClient(now time.Time, c wire.ClientID, name string, exit bool) (*activeset.Lock, error) {
+	if _, ok := k.clientLocks[c][name]; !ok && !exit {
 		if err := wire.CheckLockName(name); err != nil {
 			return nil, err
 		}

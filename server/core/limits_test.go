@@ -156,3 +156,35 @@ func TestStateBytesBounded(t *testing.T) {
 	require.Equal(t, counted, tracked)
 	require.Less(t, tracked, one+one/2, "the reset collected b's register")
 }
+
+// An Exit is never refused by a limit (change 25): an attempt whose Doorway
+// the bucket of new names refused still ends, at once, instead of waiting
+// for its Exit's acks for ever (found by the attack benchmark).
+func TestExitNeverRefusedByALimit(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[0]
+	k.cfg.NewLocksPerMinute = 60
+	k.cfg.MaxLocks = 11
+	cl := c.newClient()
+	c.fromClient(0, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	for i := range 10 {
+		c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: uint64(i + 1), Lock: fmt.Sprint("L", i)}})
+	}
+	c.replies(cl.id)
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 20, Statement: cl.stmt("fresh", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	require.Equal(t, "new_locks_per_minute", limitOf(t, c.replies(cl.id)).Name)
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 21, Statement: cl.stmt("fresh", 1, 1, wire.PhaseExit, 0, nil)}})
+	rs := c.replies(cl.id)
+	require.Len(t, rs, 1)
+	require.NotNil(t, rs[0].Ack, "%s", rs[0])
+	st := k.Register("fresh", cl.id)
+	require.NotNil(t, st, "the Exit is kept, so a late copy of its Doorway stays stale")
+	require.Equal(t, wire.PhaseExit, st.Phase)
+
+	// Past max_locks too: the Exit is acked with nothing kept.
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 22, Statement: cl.stmt("other", 1, 2, wire.PhaseExit, 0, nil)}})
+	rs = c.replies(cl.id)
+	require.Len(t, rs, 1)
+	require.NotNil(t, rs[0].Ack, "%s", rs[0])
+	require.Nil(t, k.locks["other"])
+}

@@ -1,0 +1,68 @@
+package bakery
+
+import (
+	"time"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+// Retries of requests a server refused by a rate (docs/protocol.md change
+// 25): a refusal that names a RetryAfter is not counted against the
+// attempt; the request goes to that server again once the time has passed,
+// as long as it is still the attempt's current one. A limit of a count (no
+// RetryAfter) is a refusal as before. A faulty server's refusals can delay
+// only its own answer: each refusal buys it one resend, never more.
+
+// maxRetryAfter caps the wait a refusal can ask for.
+const maxRetryAfter = 10 * time.Second
+
+// retry is a request to send server s again at at.
+type retry struct {
+	at  time.Time
+	s   wire.ServerID
+	a   *attempt
+	req uint64
+}
+
+// retryLater schedules the current request of a to s again if er is a
+// refusal by a rate; it reports whether it did.
+func (c *Client) retryLater(now time.Time, s wire.ServerID, a *attempt, er *wire.Error) bool {
+	if er.Code != wire.ErrCodeLimit || er.Limit == nil || er.Limit.RetryAfterMillis == 0 || er.Req != currentReq(a) {
+		return false
+	}
+	wait := min(time.Duration(er.Limit.RetryAfterMillis)*time.Millisecond, maxRetryAfter)
+	c.retries = append(c.retries, retry{at: now.Add(wait), s: s, a: a, req: er.Req})
+	return true
+}
+
+// currentReq is the request a's phase waits on.
+func currentReq(a *attempt) uint64 {
+	switch a.phase {
+	case phaseGetTicket:
+		return a.reqDoorway
+	case phaseSetTicket:
+		return a.reqTicket
+	case phaseListen:
+		return a.reqListen
+	case phaseHeld:
+		return a.reqHeld
+	case phaseExiting:
+		return a.reqExit
+	}
+	return 0
+}
+
+// sendRetries sends the retries that are due, for attempts still waiting
+// on the same request.
+func (c *Client) sendRetries(now time.Time, e *Effects) {
+	kept := c.retries[:0]
+	for _, r := range c.retries {
+		switch {
+		case now.Before(r.at):
+			kept = append(kept, r)
+		case c.attempts[r.a.lock] == r.a && currentReq(r.a) == r.req:
+			c.resend(r.a, r.s, func(m *wire.Message) { e.Send = append(e.Send, Send{To: r.s, Msg: m}) })
+		}
+	}
+	c.retries = kept
+}
