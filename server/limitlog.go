@@ -41,3 +41,28 @@ func (l *limitLog) note(now time.Time, c wire.ClientID, m *wire.Error) {
 	l.log.Warn("refused a request by a limit", "limit", name, "value", m.Limit.Value,
 		"retry_after_ms", m.Limit.RetryAfterMillis, "client", c.String(), "detail", m.Detail, "not_logged_since", skipped)
 }
+
+// connLimits counts connections the transport refused, by limit. Its
+// limits are the transport's own three keys, so it is bounded.
+type connLimits struct {
+	mu sync.Mutex
+	n  map[string]uint64
+}
+
+func (c *connLimits) note(limit string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = make(map[string]uint64)
+	}
+	c.n[limit]++
+}
+
+// addTo adds the counts to m.
+func (c *connLimits) addTo(m map[string]uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, v := range c.n {
+		m[k] += v
+	}
+}

@@ -86,11 +86,14 @@ type Server struct {
 	// repair schedules a resync with each server whose send queue
 	// overflowed (core.Repair); send (both goroutines) and the loop share
 	// it under repairMu.
-	repairMu  sync.Mutex
-	repair    core.Repair
-	limitLog  *limitLog
-	closeOnce sync.Once
-	closeErr  error
+	repairMu sync.Mutex
+	repair   core.Repair
+	limitLog *limitLog
+	// connLimits counts the connections the transport refused by a limit
+	// (added to bq_limit_refusals_total with the core's refusals).
+	connLimits connLimits
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // Start loads the server's material, opens its store, records a new
@@ -180,6 +183,7 @@ func Start(cfg Config) (*Server, error) {
 		AdmitClient:    admit,
 		Limits:         limits,
 		Logger:         log,
+		OnLimit:        s.connLimits.note,
 	})
 	if err != nil {
 		return fail(err)
@@ -461,6 +465,7 @@ func (s *Server) publish(now time.Time) {
 		snap.Accesses[kind] = n
 	}
 	snap.Limited = maps.Clone(k.Stats.Limited)
+	s.connLimits.addTo(snap.Limited)
 	snap.Locks, snap.Members, snap.MaxMembers, snap.Suspected, snap.Banned = k.Gauges()
 	s.metrics.Publish(snap)
 }

@@ -45,6 +45,11 @@ type ServerConfig struct {
 	Version wire.Version
 	Limits  Limits
 	Logger  *slog.Logger // nil: slog.Default()
+	// OnLimit, if set, is told of every connection refused by a limit, by
+	// the limit's settings key (max_client_connections,
+	// accept_rate_per_address, accept_rate), for the server's metrics
+	// (docs/protocol.md change 25). It must be safe for concurrent use.
+	OnLimit func(limit string)
 }
 
 // ClientConfig configures DialClient.
@@ -105,6 +110,7 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 	n.caPool = cfg.CAPool
 	n.identify = cfg.IdentifyServer
 	n.admit = cfg.AdmitClient
+	n.onLimit = cfg.OnLimit
 	n.version = versionOr(cfg.Version)
 	n.log = n.log.With("node", ServerPeer(cfg.ID).String())
 	for id, addr := range cfg.Peers {
@@ -302,6 +308,7 @@ type node struct {
 	accepted    int           // accepted connections not yet closed (ConnContext)
 	clientConns int           // client connections in handshake or bound
 	accept      *rate.Limiter // new connections started per second (Limits.AcceptRate)
+	onLimit     func(string)  // ServerConfig.OnLimit; nil on clients
 	// perAddress: the AcceptRatePerAddress bucket of each source address.
 	// INVARIANT: at most maxAddressBuckets entries (allowAddress).
 	perAddress   map[netip.Addr]*rate.Limiter

@@ -28,21 +28,24 @@ import (
 func (n *node) connContext(ctx context.Context, info *quic.ClientInfo) (context.Context, error) {
 	now := time.Now()
 	n.mu.Lock()
-	var reason string
+	var reason, limit string
 	switch {
 	case n.closed:
 		reason = "closing"
 	case n.accepted >= n.lim.MaxClientConns+2*len(n.dialers)+2:
-		reason = fmt.Sprintf("%d connections open", n.accepted)
+		reason, limit = fmt.Sprintf("%d connections open", n.accepted), "max_client_connections"
 	case !n.allowAddress(info.RemoteAddr, now):
-		reason = "accept rate of this address exceeded"
+		reason, limit = "accept rate of this address exceeded", "accept_rate_per_address"
 	case !n.accept.AllowN(now, 1):
-		reason = "accept rate exceeded"
+		reason, limit = "accept rate exceeded", "accept_rate"
 	}
 	if reason != "" {
 		n.mu.Unlock()
-		if reason != "closing" {
+		if limit != "" {
 			n.peerWarn("transport: refusing new connections", "addr", info.RemoteAddr, "reason", reason)
+			if n.onLimit != nil {
+				n.onLimit(limit)
+			}
 		}
 		return nil, errors.New("transport: " + reason)
 	}
@@ -152,6 +155,9 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 	}
 	if over {
 		n.refuseClient(conn, s, wire.ErrCodeLimit, codeLimit, fmt.Sprintf("this server holds its maximum of %d client connections", n.lim.MaxClientConns))
+		if n.onLimit != nil {
+			n.onLimit("max_client_connections")
+		}
 		return
 	}
 	b, err := readFrame(s, maxHandshakeFrame)

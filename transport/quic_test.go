@@ -474,7 +474,10 @@ func TestQUICAcceptRate(t *testing.T) {
 // flood from one address is refused before any TLS work, and it says so.
 func TestQUICAcceptRatePerAddress(t *testing.T) {
 	qc := newQUICCluster(t, 1, Limits{AcceptRate: 1000, AcceptBurst: 1000, AcceptRatePerAddress: 0.001, AcceptBurstPerAddress: 2})
-	qc.listen(t, qc.cfg(0))
+	cfg := qc.cfg(0)
+	limited := make(chan string, 16)
+	cfg.OnLimit = func(l string) { limited <- l }
+	qc.listen(t, cfg)
 	for range 2 {
 		dialRaw(t, qc.addrs[0])
 	}
@@ -487,6 +490,12 @@ func TestQUICAcceptRatePerAddress(t *testing.T) {
 		t.Fatal("a third connection from one address within the burst's second was accepted")
 	}
 	qc.sink.wait(t, "refusing new connections", "accept rate of this address exceeded")
+	select {
+	case l := <-limited:
+		require.Equal(t, "accept_rate_per_address", l, "counted for the server's metrics")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the refusal was not reported to OnLimit")
+	}
 }
 
 // The buckets of source addresses are bounded: past maxAddressBuckets,

@@ -23,7 +23,8 @@ type Mutant struct {
 // tests are too slow to run for every mutant), the -run pattern of that
 // package's tests that run against it, by mutant name.
 var ownTests = map[string]string{
-	"address-rate-ignored": "^TestQUICAcceptRatePerAddress$",
+	"address-rate-ignored":         "^TestQUICAcceptRatePerAddress$",
+	"connection-refusal-uncounted": "^TestQUICAcceptRatePerAddress$",
 }
 
 // Catalogue is every mutant, grouped by the kind of rule it weakens.
@@ -199,6 +200,8 @@ var Catalogue = []Mutant{
 		"if er.Code != wire.ErrCodeLimit || er.Limit == nil", "if true || er.Code != wire.ErrCodeLimit || er.Limit == nil"},
 	{"exit-takes-name-token", "change 25: an Exit is never refused by a limit", "server/core/limits.go",
 		"if _, ok := k.clientLocks[c][name]; !ok && !exit {\n", "if _, ok := k.clientLocks[c][name]; !ok {\n"},
+	{"connection-refusal-uncounted", "change 25: the server counts every refusal by limit, connections too", "transport/quic_conn.go",
+		"if n.onLimit != nil {\n\t\t\t\tn.onLimit(limit)", "if false {\n\t\t\t\tn.onLimit(limit)"},
 	{"max-locks-plus-one", "change 25: the locks in use at a server are bounded", "server/core/collect.go",
 		"len(k.lockRefs) >= k.cfg.MaxLocks {", "len(k.lockRefs) > k.cfg.MaxLocks {"},
 
