@@ -44,7 +44,7 @@ var malClients = []MalClientInfo{
 	{"hog", "holds the lock (Held) and heartbeats until it stops at the quiet period", "harmless"},
 	{"sybil", "makes a fresh identity every 200 ms that opens a session, sends a Doorway and vanishes", "reset"},
 	{"idle-heartbeat", "sends a Doorway, then only heartbeats: never a Ticket (the Doorway deadline)", "reset"},
-	{"partial-talk", "talks to only some servers (between f+1 and q of them)", "harmless"},
+	{"partial-talk", "talks to only some servers (between 1 and q of them)", "harmless"},
 	{"replay-other", "submits other clients' signed statements (taken from Views) as if they were its own", "harmless"},
 	{"partial-exit", "sends each Exit to one server only, and keeps heartbeating", "harmless"},
 	{"phantom-ticket", "sends a Ticket for a lock it never entered (the J of another lock)", "banned"},
@@ -121,7 +121,9 @@ func (w *World) newMalClient(idx int, kind string, key *crypto.PrivateKey) *malC
 		m.to = append(m.to, s)
 	}
 	if kind == "partial-talk" {
-		k := w.sc.F + 1 + m.rng.IntN(w.q-w.sc.F)
+		// From one server to q: one alone is the sharpest, for no other
+		// server hears of it but through announcements (§3.5).
+		k := 1 + m.rng.IntN(w.q)
 		m.to = sortedInts(m.rng.Perm(w.sc.N)[:k])
 	}
 	return m
