@@ -390,6 +390,16 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 	return l, nil
 }
 
+// knowsSession reports whether this server knows session sess of cs: a
+// lease on it, a deferred vote, or its own vote.
+func (m *Muteness) knowsSession(cs *clientState, sess uint64) bool {
+	if m.known(cs, sess) || slices.Contains(cs.deferred, sess) {
+		return true
+	}
+	_, own := cs.votes[sess][m.cfg.Self]
+	return own
+}
+
 // liveBelow reports whether a session of the client older than sess holds a
 // live lease here (docs/protocol.md change 18).
 func (m *Muteness) liveBelow(cs *clientState, sess uint64, now time.Time) bool {
@@ -591,18 +601,36 @@ func (m *Muteness) AddVote(v wire.SignedSuspect) (added bool, cert *wire.ResetCe
 	votes := cs.votes[body.Session]
 	if votes == nil {
 		if len(cs.votes) >= m.cfg.MaxPendingVotes {
-			// Keep the highest sessions: evict the lowest pending one.
-			lowest := uint64(0)
-			first := true
-			for s := range cs.votes {
-				if first || s < lowest {
-					lowest, first = s, false
-				}
-			}
-			if body.Session < lowest {
+			// Keep the sessions this server knows (a lease, a deferred
+			// session, its own vote): a faulty server voting on session
+			// after session of a client that opens many (a revoked one,
+			// which gets no lease) must not push out the votes gathering
+			// on the session it holds a lock in (found by the simulator,
+			// seed 846: the lowest session was evicted first, and it was
+			// the one). A vote on a session this server does not know
+			// never displaces another, so none comes back to displace it
+			// in turn (a storm of re-forwarded votes).
+			if !m.knowsSession(cs, body.Session) {
 				return false, nil, nil
 			}
-			delete(cs.votes, lowest)
+			victim, found := uint64(0), false
+			for s := range cs.votes {
+				if !m.knowsSession(cs, s) && (!found || s < victim) {
+					victim, found = s, true
+				}
+			}
+			if !found {
+				// Every pending session is known: keep the highest, as before.
+				for s := range cs.votes {
+					if !found || s < victim {
+						victim, found = s, true
+					}
+				}
+				if body.Session < victim {
+					return false, nil, nil
+				}
+			}
+			delete(cs.votes, victim)
 		}
 		votes = make(map[wire.ServerID]wire.SignedSuspect)
 		cs.votes[body.Session] = votes

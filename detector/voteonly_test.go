@@ -61,3 +61,32 @@ func TestTickLooksAtLiveClientsOnly(t *testing.T) {
 	require.Contains(t, m.live, live)
 	require.Len(t, m.Tick(t0.Add(2*time.Second)), 1, "the live lease still runs out and is voted on")
 }
+
+// A faulty server voting on session after session of a client (a revoked
+// one opens many and gets no lease) cannot push out the votes gathering on
+// the session this server knows: the certificate on it still forms
+// (found by the simulator, seed 846).
+func TestPendingVotesKeepKnownSessions(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	m := f.dets[0]
+	c := wire.ClientID{6}
+	require.NoError(t, m.Observe(c, 1, time.Unix(1000, 0)))
+	vote := func(s int, sess uint64) wire.SignedSuspect {
+		v, err := wire.SignSuspect(f.signers[s], f.keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: wire.ServerID(s), Reason: wire.SuspectMute})
+		require.NoError(t, err)
+		return v
+	}
+	_, _, err := m.AddVote(vote(1, 1))
+	require.NoError(t, err)
+	for sess := uint64(2); sess < 40; sess++ {
+		_, _, err := m.AddVote(vote(3, sess)) // the faulty server
+		require.NoError(t, err)
+	}
+	_, cert, err := m.AddVote(vote(2, 1))
+	require.NoError(t, err)
+	require.Nil(t, cert)
+	_, cert, err = m.AddVote(vote(0, 1))
+	require.NoError(t, err)
+	require.NotNil(t, cert, "the known session's votes were kept")
+	require.LessOrEqual(t, len(m.clients[c].votes), m.cfg.MaxPendingVotes)
+}

@@ -202,6 +202,8 @@ var Catalogue = []Mutant{
 		"if _, ok := k.clientLocks[c][name]; !ok && !exit {\n", "if _, ok := k.clientLocks[c][name]; !ok {\n"},
 	{"connection-refusal-uncounted", "change 25: the server counts every refusal by limit, connections too", "transport/quic_conn.go",
 		"if n.onLimit != nil {\n\t\t\t\tn.onLimit(limit)", "if false {\n\t\t\t\tn.onLimit(limit)"},
+	{"pending-votes-evict-known", "§5, change 25: votes on a session this server knows are not pushed out by a faulty server's on others", "detector/muteness.go",
+		"if m.known(cs, sess) || slices.Contains(cs.deferred, sess) {", "if true {"},
 	{"max-locks-plus-one", "change 25: the locks in use at a server are bounded", "server/core/collect.go",
 		"len(k.lockRefs) >= k.cfg.MaxLocks {", "len(k.lockRefs) > k.cfg.MaxLocks {"},
 
