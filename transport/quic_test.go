@@ -449,46 +449,44 @@ func TestQUICHelloOfAnotherCluster(t *testing.T) {
 	noEventFrom(t, w0, clientOf(key))
 }
 
+// dialRefusedAfter dials addr burst times, which must be accepted, then
+// once more, which must be refused within the handshake.
+func dialRefusedAfter(t *testing.T, addr string, burst int) {
+	t.Helper()
+	for range burst {
+		dialRaw(t, addr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{wire.Current.ALPN()}, InsecureSkipVerify: true}
+	conn, err := quic.DialAddr(ctx, addr, tlsConf, &quic.Config{HandshakeIdleTimeout: time.Second})
+	if err == nil {
+		_ = conn.CloseWithError(0, "")
+		t.Fatalf("connection %d within the burst's second was accepted", burst+1)
+	}
+}
+
 // A server starts at most AcceptRate handshakes a second (a token bucket of
 // AcceptBurst, golang.org/x/time/rate): beyond it, new connections are
 // refused before any TLS work, and it says so.
 func TestQUICAcceptRate(t *testing.T) {
 	qc := newQUICCluster(t, 1, Limits{AcceptRate: 0.001, AcceptBurst: 2})
 	qc.listen(t, qc.cfg(0))
-	for range 2 {
-		dialRaw(t, qc.addrs[0])
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{wire.Current.ALPN()}, InsecureSkipVerify: true}
-	conn, err := quic.DialAddr(ctx, qc.addrs[0], tlsConf, &quic.Config{HandshakeIdleTimeout: time.Second})
-	if err == nil {
-		_ = conn.CloseWithError(0, "")
-		t.Fatal("a third connection within the burst's second was accepted")
-	}
+	dialRefusedAfter(t, qc.addrs[0], 2)
 	qc.sink.wait(t, "refusing new connections", "accept rate exceeded")
 }
 
 // One source address starts at most AcceptRatePerAddress handshakes a
 // second (docs/protocol.md change 25), below the server's AcceptRate: a
-// flood from one address is refused before any TLS work, and it says so.
+// flood from one address is refused before any TLS work, it says so, and
+// the server is told, for its metrics.
 func TestQUICAcceptRatePerAddress(t *testing.T) {
 	qc := newQUICCluster(t, 1, Limits{AcceptRate: 1000, AcceptBurst: 1000, AcceptRatePerAddress: 0.001, AcceptBurstPerAddress: 2})
 	cfg := qc.cfg(0)
 	limited := make(chan string, 16)
 	cfg.OnLimit = func(l string) { limited <- l }
 	qc.listen(t, cfg)
-	for range 2 {
-		dialRaw(t, qc.addrs[0])
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{wire.Current.ALPN()}, InsecureSkipVerify: true}
-	conn, err := quic.DialAddr(ctx, qc.addrs[0], tlsConf, &quic.Config{HandshakeIdleTimeout: time.Second})
-	if err == nil {
-		_ = conn.CloseWithError(0, "")
-		t.Fatal("a third connection from one address within the burst's second was accepted")
-	}
+	dialRefusedAfter(t, qc.addrs[0], 2)
 	qc.sink.wait(t, "refusing new connections", "accept rate of this address exceeded")
 	select {
 	case l := <-limited:
