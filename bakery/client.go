@@ -157,7 +157,7 @@ type Client struct {
 	// INVARIANT: emptied whenever a new session opens.
 	maxHolds map[wire.ServerID]time.Duration
 	// retries: requests refused by a rate, to send again (retry.go).
-	// INVARIANT: one entry per refusal received.
+	// INVARIANT: at most one entry per (server, request).
 	retries []retry
 
 	attempts map[string]*attempt

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 )
 
 // tick lets d pass in steps of 100 ms: servers and clients tick, and
@@ -81,4 +82,26 @@ func TestRateRefusalIsRetried(t *testing.T) {
 		}
 		require.Equal(t, i+1, released, "cycle %d: the Exit went through on its retry: %v", i, n.events)
 	}
+}
+
+// A server that keeps refusing one request by a rate makes the client keep
+// one retry of it, not one per refusal: a faulty server's errors grow
+// nothing (change 25).
+func TestRepeatedRateRefusalsKeepOneRetry(t *testing.T) {
+	n := newNet(t, 1)
+	c := n.clients[0]
+	e, err := c.Lock(n.now, "L", false)
+	require.NoError(t, err)
+	var req uint64
+	for _, s := range e.Send {
+		if s.Msg.Submit != nil {
+			req = s.Msg.Submit.Req
+		}
+	}
+	require.NotZero(t, req)
+	refusal := &wire.Message{Error: &wire.Error{Req: req, Code: wire.ErrCodeLimit, Limit: &wire.Limit{Name: "client_rate", Value: 1, RetryAfterMillis: 5000}}}
+	for range 1000 {
+		c.Step(n.now, 1, refusal)
+	}
+	require.Equal(t, 1, c.PendingRetries())
 }

@@ -11,12 +11,14 @@ import (
 // attempt; the request goes to that server again once the time has passed,
 // as long as it is still the attempt's current one. A limit of a count (no
 // RetryAfter) is a refusal as before. A faulty server's refusals can delay
-// only its own answer: each refusal buys it one resend, never more.
+// only its own answer: at most one retry per server and request is pending,
+// however often it refuses, so its refusals can grow nothing here.
 
 // maxRetryAfter caps the wait a refusal can ask for.
 const maxRetryAfter = 10 * time.Second
 
 // retry is a request to send server s again at at.
+// INVARIANT (Client.retries): at most one per (s, req).
 type retry struct {
 	at  time.Time
 	s   wire.ServerID
@@ -29,6 +31,11 @@ type retry struct {
 func (c *Client) retryLater(now time.Time, s wire.ServerID, a *attempt, er *wire.Error) bool {
 	if er.Code != wire.ErrCodeLimit || er.Limit == nil || er.Limit.RetryAfterMillis == 0 || er.Req != currentReq(a) {
 		return false
+	}
+	for _, r := range c.retries {
+		if r.s == s && r.req == er.Req {
+			return true // one retry per server and request: a repeated refusal adds none
+		}
 	}
 	wait := min(time.Duration(er.Limit.RetryAfterMillis)*time.Millisecond, maxRetryAfter)
 	c.retries = append(c.retries, retry{at: now.Add(wait), s: s, a: a, req: er.Req})
@@ -66,3 +73,6 @@ func (c *Client) sendRetries(now time.Time, e *Effects) {
 	}
 	c.retries = kept
 }
+
+// PendingRetries is the number of retries waiting (read only, for tests).
+func (c *Client) PendingRetries() int { return len(c.retries) }

@@ -198,6 +198,8 @@ var Catalogue = []Mutant{
 		"now.Sub(m.settling[0].since) >= m.cfg.CertRetention {", "now.Sub(m.settling[0].since) >= 0 {"},
 	{"rate-refusal-not-retried", "change 25: a request refused by a rate is sent again after its RetryAfter", "bakery/retry.go",
 		"if er.Code != wire.ErrCodeLimit || er.Limit == nil", "if true || er.Code != wire.ErrCodeLimit || er.Limit == nil"},
+	{"retry-per-refusal", "change 25: at most one retry per server and request, however often it refuses", "bakery/retry.go",
+		"if r.s == s && r.req == er.Req {", "if r.s != r.s {"},
 	{"exit-takes-name-token", "change 25: an Exit is never refused by a limit", "server/core/limits.go",
 		"if _, ok := k.clientLocks[c][name]; !ok && !exit {\n", "if _, ok := k.clientLocks[c][name]; !ok {\n"},
 	{"connection-refusal-uncounted", "change 25: the server counts every refusal by limit, connections too", "transport/quic_conn.go",
