@@ -205,7 +205,7 @@ var Catalogue = []Mutant{
 	{"connection-refusal-uncounted", "change 25: the server counts every refusal by limit, connections too", "transport/quic_conn.go",
 		"if n.onLimit != nil {\n\t\t\t\tn.onLimit(limit)", "if false {\n\t\t\t\tn.onLimit(limit)"},
 	{"pending-votes-evict-known", "§5, change 25: votes on a session this server knows are not pushed out by a faulty server's on others", "detector/votes.go",
-		"if m.known(cs, sess) || slices.Contains(cs.deferred, sess) {", "if true {"},
+		"if m.known(cs, sess) || slices.Contains(cs.deferred, sess) {", "if true || m.known(cs, sess) || slices.Contains(cs.deferred, sess) {"},
 	{"max-locks-plus-one", "change 25: the locks in use at a server are bounded", "server/core/collect.go",
 		"len(k.lockRefs) >= k.cfg.MaxLocks {", "len(k.lockRefs) > k.cfg.MaxLocks {"},
 
