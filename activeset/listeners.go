@@ -20,6 +20,14 @@ type Subscription struct {
 	// x is described once more and then leaves Watch, so nothing x does
 	// later is pushed to a client that can no longer act on it.
 	Settled func(x wire.ClientID, e *Entry) bool
+	// Hold (a Listen that asked for it, docs/protocol.md change 27) sends
+	// one report instead of a snapshot and pushes: the server adds each
+	// member that settles to held, and sends held once no watched member
+	// blocks here (blocks).
+	Hold bool
+	// INVARIANT: held != nil exactly while a Hold subscription is
+	// registered; it describes each member that left Watch, as it settled.
+	held *wire.Update
 }
 
 // settle drops x from a Listen's Watch once its value here settles it.
@@ -51,19 +59,18 @@ type Push struct {
 
 // Subscribe registers s (replacing the client's previous subscription of
 // the same kind to this lock) and returns the snapshot to send. A subscription with
-// Remaining ≤ 0 gets its snapshot only.
+// Remaining ≤ 0 gets its snapshot only. A Listen with Hold gets nil (nothing
+// to send yet) unless no member it watches blocks here already (held.go).
 func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
 	delete(l.subs, s.key())
 	u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}
+	if s.Hold && s.Watch != nil {
+		return l.subscribeHeld(s, u, certFor)
+	}
 	if s.Watch == nil {
 		u.Statements = Signed(l.Members())
 	} else {
-		ids := make([]wire.ClientID, 0, len(s.Watch))
-		for c := range s.Watch {
-			ids = append(ids, c)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
-		for _, c := range ids {
+		for _, c := range sortedIDs(s.Watch) {
 			l.describe(u, c, certFor)
 			l.settle(s, c)
 		}
@@ -139,6 +146,12 @@ func (l *Lock) changed(c wire.ClientID, certFor CertFor, listens, reset bool) []
 	var out []Push
 	for _, s := range l.sortedSubs() {
 		if s.Client == c || !s.watches(c) || (!listens && s.Watch != nil) {
+			continue
+		}
+		if s.held != nil {
+			if u := l.heldChanged(s, c, certFor, reset); u != nil {
+				out = append(out, Push{To: s.Client, Update: u})
+			}
 			continue
 		}
 		u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}

@@ -68,6 +68,15 @@ type attempt struct {
 	tryOnly  bool
 	since    time.Time // when the current phase's request went out
 	accesses int
+	// unheld: this attempt's Listen asks for a snapshot and pushes, not a
+	// held report: a TryLock (it must see who is ahead at once), or the
+	// session was suspected (listen.go, unholdIfSuspected).
+	// INVARIANT: never goes back to false.
+	unheld bool
+	// queued is the highest statement of each member in the SET-TICKET
+	// answers: it says who a held LISTEN waits for (Waiting), and never
+	// counts in the decision, which takes only reports since Listen.
+	queued map[wire.ClientID]*wire.Statement
 
 	doorway    wire.SignedStatement
 	reqDoorway uint64
@@ -295,7 +304,7 @@ func (c *Client) resend(a *attempt, s wire.ServerID, send func(*wire.Message)) {
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
 	case phaseListen:
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
-		send(&wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: a.others}})
+		send(a.listen(a.others))
 	case phaseHeld:
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqHeld, Statement: a.held}})
@@ -492,7 +501,12 @@ type Wait struct {
 	Answered, Need int
 	// Ahead are the members not passed yet (listen, once q servers
 	// reported), each with the highest statement reported (nil: none yet).
+	// For a held LISTEN that fewer than q servers answered (Held), they are
+	// the members the SET-TICKET answers showed ahead, with those values.
 	Ahead []Ahead
+	// Held: the LISTEN is held by the servers until nobody is ahead there
+	// (docs/protocol.md change 27), so few answers mean waiting in line.
+	Held bool
 }
 
 // Ahead is a member an attempt waits for.
@@ -503,7 +517,8 @@ type Ahead struct {
 
 // ServersShort reports a wait for the servers rather than for other
 // clients: fewer than q answered the current request.
-func (w Wait) ServersShort() bool { return w.Answered < w.Need }
+// A held LISTEN with members ahead waits for them, not for the servers.
+func (w Wait) ServersShort() bool { return w.Answered < w.Need && !(w.Held && len(w.Ahead) > 0) }
 
 // Waiting describes what the attempt on lock waits for (zero Wait if none).
 func (c *Client) Waiting(lock string) Wait {
@@ -526,6 +541,13 @@ func (c *Client) Waiting(lock string) Wait {
 			for _, x := range a.others {
 				if r := a.reports[x]; !r.passed && !c.passable(a, x) {
 					w.Ahead = append(w.Ahead, Ahead{Client: x, Statement: r.best})
+				}
+			}
+		} else if !a.unheld {
+			w.Held = true
+			for _, x := range a.others {
+				if st := a.queued[x]; st != nil && !a.reports[x].passed && c.aheadOf(a, st) {
+					w.Ahead = append(w.Ahead, Ahead{Client: x, Statement: st})
 				}
 			}
 		}

@@ -54,11 +54,45 @@ func (c *Client) onUpdate(now time.Time, a *attempt, s wire.ServerID, u *wire.Up
 		}
 	}
 	a.heard[s] = true
-	if u.Last {
-		// The server reached T pushes: subscribe again to keep hearing from it.
-		e.Send = append(e.Send, Send{To: s, Msg: &wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: a.others}}})
+	if u.Last && !u.Released {
+		// The server reached T pushes: subscribe again to keep hearing from
+		// it. A released report (change 27) is all it will say: nothing is
+		// ahead of us there, and listening again would get the same answer.
+		e.Send = append(e.Send, Send{To: s, Msg: a.listen(a.others)})
 	}
 	c.decide(now, a, e)
+}
+
+// listen is a's Listen for members, held (docs/protocol.md change 27): each
+// server answers once, when none of them is ahead of us there. Not held
+// once the session was suspected (unholdIfSuspected).
+func (a *attempt) listen(members []wire.ClientID) *wire.Message {
+	return &wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: members, Hold: !a.unheld}}
+}
+
+// unholdIfSuspected listens again, without Hold, on every LISTEN of a
+// session some server suspected (change 27). Such a session may be refused
+// by a correct server for good, and then it needs q of the others, f of
+// which may be faulty and silent: the client must see q servers report
+// within a TTL to tell waiting for the lock from waiting for ever (stuck),
+// and a held report says nothing until the lock comes. The TTL counts
+// from this Listen. A faulty server that suspects every session so costs
+// its clients the herd-free path, never their progress.
+func (c *Client) unholdIfSuspected(now time.Time, e *Effects) {
+	if c.lease == nil || c.lease.Suspicions() == 0 {
+		return
+	}
+	for _, lock := range c.sortedLocks() {
+		a := c.attempts[lock]
+		if a.sess != c.sess || a.phase != phaseListen || a.unheld || len(a.others) == 0 {
+			continue
+		}
+		a.unheld = true
+		if len(a.heard) < c.q {
+			a.since = now
+		}
+		c.toAll(e, a.listen(a.others))
+	}
 }
 
 // passable applies LISTEN's rule to member x (§3.3).
@@ -78,6 +112,18 @@ func (c *Client) passable(a *attempt, x wire.ClientID) bool {
 		return false
 	}
 	return Token{N: a.n, Client: c.id}.Less(Token{N: st.N, Client: x})
+}
+
+// aheadOf says whether statement st, of another member, makes a wait:
+// it chooses (a Doorway) or holds a ticket before a's (§3.3).
+func (c *Client) aheadOf(a *attempt, st *wire.Statement) bool {
+	switch st.Phase {
+	case wire.PhaseDoorway:
+		return true
+	case wire.PhaseTicket, wire.PhaseHeld:
+		return Token{N: st.N, Client: st.Client}.Less(Token{N: a.n, Client: c.id})
+	}
+	return false
 }
 
 // decide enters the critical section once q servers were heard since
@@ -179,5 +225,5 @@ func (c *Client) relisten(now time.Time, a *attempt, e *Effects) {
 		return
 	}
 	a.progress = now
-	c.toAll(e, &wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: waiting}})
+	c.toAll(e, a.listen(waiting))
 }

@@ -104,6 +104,7 @@ func (c *Client) Tick(now time.Time) (e Effects) {
 		c.nextHB = now.Add(c.cfg.TTL / 3)
 		c.toAll(&e, &wire.Message{Heartbeat: &wire.Heartbeat{Session: c.sess, Seq: c.hbSeq}})
 	}
+	c.unholdIfSuspected(now, &e)
 	c.checkLease(now, &e)
 	c.checkMaxHold(now, &e)
 	c.sendRetries(now, &e)

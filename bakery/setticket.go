@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -20,6 +21,12 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 			continue // a statement that does not verify cannot make us wait
 		}
 		ids = append(ids, st.Client)
+		if a.queued == nil {
+			a.queued = make(map[wire.ClientID]*wire.Statement)
+		}
+		if old := a.queued[st.Client]; old == nil || quorum.TimestampOf(st).Compare(quorum.TimestampOf(old)) > 0 {
+			a.queued[st.Client] = st
+		}
 	}
 	if !a.members.Offer(s, ids) {
 		return
@@ -55,5 +62,6 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	a.reqListen = c.req()
 	c.byReq[a.reqListen] = a
 	c.access(a, "listen")
-	c.toAll(e, &wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: a.others}})
+	a.unheld = a.tryOnly || (c.lease != nil && c.lease.Suspicions() > 0)
+	c.toAll(e, a.listen(a.others))
 }

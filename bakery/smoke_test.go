@@ -293,3 +293,31 @@ func TestResendAnsweredOncePerRequest(t *testing.T) {
 	n.unlock(0)
 	require.Equal(t, []int{0, 1}, n.acquired(), "the other servers let c1 in")
 }
+
+// pushes sums the listener pushes the servers sent.
+func (n *net) pushes() uint64 {
+	var sum uint64
+	for _, s := range n.servers {
+		sum += s.Stats.Pushes
+	}
+	return sum
+}
+
+// Herd-free listening (docs/protocol.md change 27), end to end: with six
+// clients queued on one lock, each handoff costs one push per server, to
+// the next waiter, not one to every waiter behind the holder.
+func TestNoHerdPerHandoff(t *testing.T) {
+	const k = 6
+	n := newNet(t, k)
+	for ci := range k {
+		n.lock(ci)
+	}
+	require.Equal(t, []int{0}, n.acquired())
+	before := n.pushes()
+	for ci := range k - 1 {
+		n.unlock(ci)
+	}
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, n.acquired(), "first come, first served")
+	perHandoff := float64(n.pushes()-before) / float64(k-1)
+	require.LessOrEqual(t, perHandoff, float64(len(n.servers)), "pushes per handoff")
+}

@@ -457,7 +457,7 @@ func (s *Server) publish(now time.Time) {
 	snap := metrics.Snapshot{
 		Incarnation: s.Incarnation,
 		Accesses:    make(map[string]uint64, len(k.Stats.Accesses)),
-		Pushes:      k.Stats.Pushes, Forwards: k.Stats.Forwards, Suspicions: k.Stats.VotesCast,
+		Pushes:      k.Stats.Pushes, ListensHeld: k.Stats.ListensHeld, Forwards: k.Stats.Forwards, Suspicions: k.Stats.VotesCast,
 		Resets: k.Stats.Resets, Bans: k.Stats.Bans, Equivocation: k.Stats.Equivocation,
 		Rejected: k.Stats.Rejected, Stale: k.Stats.Stale, Announced: k.Stats.Announced, Pulled: k.Stats.Pulled, CacheHits: k.Stats.CacheHits, CacheMisses: k.Stats.CacheMisses,
 	}

@@ -366,10 +366,14 @@ type Listen struct {
 	Session uint64     `cbor:"3,keyasint"`
 	Attempt uint64     `cbor:"4,keyasint"`
 	Members []ClientID `cbor:"5,keyasint"`
+	// Hold asks the server to answer once, when no member is ahead of the
+	// client there any more (herd-free listening, docs/protocol.md change
+	// 27; since protocol 1.1). Without it: a snapshot, then each change.
+	Hold bool `cbor:"6,keyasint,omitempty"`
 }
 
 func (l *Listen) String() string {
-	return fmt.Sprintf("Listen(req=%d %s sess=%d att=%d members=%d)", l.Req, l.Lock, l.Session, l.Attempt, len(l.Members))
+	return fmt.Sprintf("Listen(req=%d %s sess=%d att=%d members=%d hold=%t)", l.Req, l.Lock, l.Session, l.Attempt, len(l.Members), l.Hold)
 }
 
 // GetSet asks for the lock's active set and every later change to it
@@ -393,13 +397,18 @@ type Update struct {
 	Absent []ClientID `cbor:"5,keyasint,omitempty"`
 	// Resets are certificates covering listened-to clients.
 	Resets []ResetCertificate `cbor:"6,keyasint,omitempty"`
-	// Last is set on the last push this subscription will get (the bound T was reached).
+	// Last is set on the last push this subscription will get (the bound T
+	// was reached, or the report of a held Listen was released).
 	Last bool `cbor:"7,keyasint,omitempty"`
+	// Released marks the one answer to a Listen with Hold: no member it
+	// watches is ahead of the client at this server (change 27). The client
+	// does not listen again for it, as it does after T.
+	Released bool `cbor:"8,keyasint,omitempty"`
 }
 
 func (u *Update) String() string {
-	return fmt.Sprintf("Update(req=%d %s seq=%d stmts=%d absent=%d resets=%d last=%t)",
-		u.Req, u.Lock, u.Seq, len(u.Statements), len(u.Absent), len(u.Resets), u.Last)
+	return fmt.Sprintf("Update(req=%d %s seq=%d stmts=%d absent=%d resets=%d last=%t released=%t)",
+		u.Req, u.Lock, u.Seq, len(u.Statements), len(u.Absent), len(u.Resets), u.Last, u.Released)
 }
 
 // Read asks for the highest statement of Client for Lock (a register read, §2).

@@ -226,8 +226,12 @@ func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply fu
 		}
 	}
 	sub := &activeset.Subscription{Client: c, Req: l.Req, Watch: watch, Remaining: k.cfg.MaxPushes,
-		Settled: settledFor(bakery.Token{N: own.St.N, Client: c})}
-	reply(&wire.Message{Update: lock.Subscribe(sub, k.mute.Certificate)})
+		Settled: settledFor(bakery.Token{N: own.St.N, Client: c}), Hold: l.Hold}
+	if u := lock.Subscribe(sub, k.mute.Certificate); u != nil {
+		reply(&wire.Message{Update: u})
+	} else {
+		k.Stats.ListensHeld++
+	}
 }
 
 // settledFor is the Settled rule of a Listen whose client holds ticket

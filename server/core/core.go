@@ -134,6 +134,7 @@ func (c *Config) Validate() error {
 type Stats struct {
 	Accesses     map[string]uint64 // by kind: doorway, ticket, held, exit, listen, getset, read
 	Pushes       uint64
+	ListensHeld  uint64 // Listens with Hold not answered at once (change 27: answered by one push later)
 	Forwards     uint64 // statements, votes, certificates and evidence sent to servers
 	Announced    uint64 // statement references announced (counted once, not per server)
 	Pulled       uint64 // statements this server asked another for

@@ -25,6 +25,7 @@ type Snapshot struct {
 	// (docs/protocol.md change 25).
 	Limited      map[string]uint64
 	Pushes       uint64
+	ListensHeld  uint64 // Listens held until nothing was ahead of their client (change 27)
 	Forwards     uint64
 	Suspicions   uint64 // Suspect votes this server cast
 	Resets       uint64 // reset certificates applied
@@ -136,6 +137,7 @@ var (
 		get func(*Snapshot) uint64
 	}{
 		{prometheus.NewDesc("bq_pushes_total", "Listener pushes sent (LISTEN and getSet updates).", nil, nil), func(s *Snapshot) uint64 { return s.Pushes }},
+		{prometheus.NewDesc("bq_listens_held_total", "LISTENs held until no member was ahead of their client here, then answered by one push (herd-free, docs/protocol.md change 27).", nil, nil), func(s *Snapshot) uint64 { return s.ListensHeld }},
 		{prometheus.NewDesc("bq_forwards_total", "Objects forwarded to other servers (statements, votes, certificates, evidence).", nil, nil), func(s *Snapshot) uint64 { return s.Forwards }},
 		{prometheus.NewDesc("bq_suspicions_total", "Suspect votes this server cast (expired leases, overdue Doorways).", nil, nil), func(s *Snapshot) uint64 { return s.Suspicions }},
 		{prometheus.NewDesc("bq_resets_total", "Reset certificates applied.", nil, nil), func(s *Snapshot) uint64 { return s.Resets }},

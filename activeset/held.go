@@ -1,0 +1,79 @@
+package activeset
+
+import (
+	"sort"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+// Herd-free listening (docs/protocol.md change 27): a Listen with Hold is
+// answered once, when none of its members is ahead of the listener at this
+// server, instead of with a snapshot and a push per change. The report
+// gathers each member as it settles (the value that settled it) and, at
+// release, the current value of the members left, all absent here.
+
+// subscribeHeld registers s and answers nothing, or answers at once with
+// the released report if no member blocks here already.
+func (l *Lock) subscribeHeld(s *Subscription, u *wire.Update, certFor CertFor) *wire.Update {
+	for _, x := range sortedIDs(s.Watch) {
+		if s.Settled != nil && s.Settled(x, l.highest[x]) {
+			l.describe(u, x, certFor)
+			delete(s.Watch, x)
+		}
+	}
+	if l.blocks(s) {
+		s.held = u
+		l.subs[s.key()] = s
+		return nil
+	}
+	return l.release(s, u, certFor)
+}
+
+// heldChanged takes member c's change into the held report of s, and
+// returns the report if it is released now (s is then forgotten).
+func (l *Lock) heldChanged(s *Subscription, c wire.ClientID, certFor CertFor, reset bool) *wire.Update {
+	if reset || (s.Settled != nil && s.Settled(c, l.highest[c])) {
+		l.describe(s.held, c, certFor)
+		delete(s.Watch, c)
+	}
+	if l.blocks(s) {
+		return nil
+	}
+	u := s.held
+	u.Seq = l.seq
+	delete(l.subs, s.key())
+	s.held = nil
+	return l.release(s, u, certFor)
+}
+
+// blocks says whether some member s watches is still ahead of its client
+// here: its value is active (a Doorway, a Ticket or Held that has not
+// settled it and so left Watch). A member with no value here, an Exit or a
+// voided value does not block: only q servers' reports of absence pass it.
+func (l *Lock) blocks(s *Subscription) bool {
+	for x := range s.Watch {
+		if l.highest[x].Active() {
+			return true
+		}
+	}
+	return false
+}
+
+// release completes u with the current value of every member left in
+// s.Watch and marks it the subscription's one answer.
+func (l *Lock) release(s *Subscription, u *wire.Update, certFor CertFor) *wire.Update {
+	for _, x := range sortedIDs(s.Watch) {
+		l.describe(u, x, certFor)
+	}
+	u.Last, u.Released = true, true
+	return u
+}
+
+func sortedIDs(set map[wire.ClientID]bool) []wire.ClientID {
+	ids := make([]wire.ClientID, 0, len(set))
+	for c := range set {
+		ids = append(ids, c)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
+	return ids
+}
