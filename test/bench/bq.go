@@ -42,13 +42,15 @@ func startBQ(bin, work, profileDir string) (*bqCluster, error) {
 type clusterOptions struct {
 	name   string
 	closed bool
+	scheme string // signature scheme (bqserver init --scheme); "" is the default
 }
 
 func startCluster(bin, work, profileDir string, o clusterOptions) (*bqCluster, error) {
-	dir := filepath.Join(work, o.name)
+	file := strings.ReplaceAll(o.name, "/", "-") // "bq/ML-DSA-44" → bq-ML-DSA-44
+	dir := filepath.Join(work, file)
 	logPrefix := "bqserver"
 	if o.name != "bq" {
-		logPrefix = o.name + "-server"
+		logPrefix = file + "-server"
 	}
 	base, err := freeUDPBase(bqServers)
 	if err != nil {
@@ -57,6 +59,9 @@ func startCluster(bin, work, profileDir string, o clusterOptions) (*bqCluster, e
 	initArgs := []string{"init", "--dir", dir, "--servers", fmt.Sprint(bqServers), "--port-base", fmt.Sprint(base)}
 	if !o.closed {
 		initArgs = append(initArgs, "--open")
+	}
+	if o.scheme != "" {
+		initArgs = append(initArgs, "--scheme", o.scheme)
 	}
 	out, err := exec.Command(bin, initArgs...).CombinedOutput()
 	if err != nil {

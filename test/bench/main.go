@@ -44,6 +44,7 @@ type options struct {
 	profile     string
 	keep        bool
 	systems     map[string]bool
+	schemes     []string // bq's signature schemes: the first is "bq", each other one "bq/SCHEME"
 	workloads   map[string]bool
 	scaling     []int
 	attack      bool
@@ -64,7 +65,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.profile, "profile", "", "write CPU profiles to DIR: each bq server's whole run (bqserver-<i>.pprof) and the bq clients' contended run (bench-clients.pprof)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (logs, data) at the end; with ./run, give a --workdir outside its temporary directory")
 	systems := fs.String("systems", "bq,etcd", "systems to measure")
-	workloads := fs.String("workloads", "uncontended,contended,scaling", "workloads to run (scaling is bq only)")
+	schemes := fs.String("schemes", "Ed25519", "bq's signature schemes, comma-separated (Ed25519, ML-DSA-44, Ed25519-Dilithium2): the first is measured as \"bq\", each other one as \"bq/SCHEME\", with the same workloads")
+	workloads := fs.String("workloads", "uncontended,contended,scaling", "workloads to run, for every system")
 	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
 	fs.IntVar(&o.uncontendedOps, "ops", 1000, "measured uncontended Lock+Unlock cycles (--quick: 500)")
 	fs.IntVar(&o.contenders, "contenders", 8, "clients in the contended run")
@@ -102,6 +104,14 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	o.systems, o.workloads = csvSet(*systems), csvSet(*workloads)
+	for _, s := range strings.Split(*schemes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.schemes = append(o.schemes, s)
+		}
+	}
+	if len(o.schemes) == 0 {
+		return nil, fmt.Errorf("bad --schemes %q", *schemes)
+	}
 	sc := *scaling
 	if sc == "" {
 		sc = "1,2,4,8,16,32,64"
@@ -191,14 +201,24 @@ func bench(args []string) int {
 	}
 	res := &results{env: env, opts: o}
 	if o.systems["bq"] {
-		if res.bq, err = runBQ(ctx, o, work); err != nil {
-			return fail(ctx, "bq", err)
+		for i, scheme := range o.schemes {
+			name := "bq"
+			if i > 0 {
+				name = "bq/" + scheme
+			}
+			r, err := runBQ(ctx, o, work, name, scheme)
+			if err != nil {
+				return fail(ctx, name, err)
+			}
+			res.systems = append(res.systems, r)
 		}
 	}
 	if o.systems["etcd"] {
-		if res.etcd, err = runEtcd(ctx, o, work); err != nil {
+		r, err := runEtcd(ctx, o, work)
+		if err != nil {
 			return fail(ctx, "etcd", err)
 		}
+		res.systems = append(res.systems, r)
 	}
 	res.env.loadAfter = loadavg()
 	res.print(os.Stdout)
@@ -224,7 +244,8 @@ func fail(ctx context.Context, sys string, err error) int {
 
 // sysResult is everything measured on one system.
 type sysResult struct {
-	name        string
+	name        string // "bq", "bq/SCHEME" or "etcd"
+	bq          bool   // a bq cluster (its counters are bq's)
 	uncontended *uncontendedResult
 	contended   *contendedResult
 	uwindow     window // of the uncontended run
@@ -236,7 +257,7 @@ type sysResult struct {
 	scaling []scalingRow
 }
 
-// scalingRow is one bq run with K contenders.
+// scalingRow is one run with K contenders.
 type scalingRow struct {
 	K        int
 	R        contendedResult
@@ -247,7 +268,8 @@ type scalingRow struct {
 	Step map[string]float64
 }
 
-func runBQ(ctx context.Context, o *options, work string) (*sysResult, error) {
+// runBQ measures a bq cluster signing with scheme, reported as name.
+func runBQ(ctx context.Context, o *options, work, name, scheme string) (*sysResult, error) {
 	if _, err := os.Stat(o.bqserver); err != nil {
 		return nil, fmt.Errorf("no bqserver binary (build it: go build -o DIR ./cmd/bqserver, pass --bqserver): %w", err)
 	}
@@ -256,20 +278,24 @@ func runBQ(ctx context.Context, o *options, work string) (*sysResult, error) {
 			return nil, err
 		}
 	}
-	logf("bq: starting %d bqserver processes", bqServers)
-	b, err := startBQ(o.bqserver, work, o.profile)
+	logf("%s: starting %d bqserver processes (%s)", name, bqServers, scheme)
+	profile := o.profile
+	if name != "bq" {
+		profile = "" // one set of profiles per run: the first scheme's
+	}
+	b, err := startCluster(o.bqserver, work, profile, clusterOptions{name: name, scheme: scheme})
 	if err != nil {
 		return nil, err
 	}
 	defer b.stop()
-	r := &sysResult{name: "bq"}
+	r := &sysResult{name: name, bq: true}
 
 	if o.workloads["uncontended"] {
 		ls, err := b.dial(ctx, 1, "bench-uncontended", &fence{})
 		if err != nil {
 			return nil, err
 		}
-		logf("bq: uncontended, %d+%d Lock+Unlock cycles", o.uncontendedWarm, o.uncontendedOps)
+		logf("%s: uncontended, %d+%d Lock+Unlock cycles", name, o.uncontendedWarm, o.uncontendedOps)
 		u, w, err := measuredUncontended(ctx, ls[0], o.uncontendedWarm, o.uncontendedOps, b.pids(), b.metrics)
 		closeAll(ls)
 		if err != nil {
@@ -283,8 +309,8 @@ func runBQ(ctx context.Context, o *options, work string) (*sysResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		logf("bq: contended, %d clients for %v", o.contenders, o.contended)
-		stopProfile, err := profileSelf(o.profile, "bench-clients.pprof")
+		logf("%s: contended, %d clients for %v", name, o.contenders, o.contended)
+		stopProfile, err := profileSelf(profile, "bench-clients.pprof")
 		if err != nil {
 			closeAll(ls)
 			return nil, err
@@ -300,11 +326,13 @@ func runBQ(ctx context.Context, o *options, work string) (*sysResult, error) {
 	}
 	if o.workloads["scaling"] {
 		for _, k := range o.scaling {
-			row, bad, err := bqStep(ctx, b, o, k)
+			f := &fence{}
+			dial := func() ([]locker, error) { return b.dial(ctx, k, fmt.Sprintf("bench-scaling-%d", k), f) }
+			row, err := scalingStep(ctx, o, name, k, dial, b.pids(), b.metrics)
 			if err != nil {
 				return nil, fmt.Errorf("scaling, %d contenders: %w", k, err)
 			}
-			r.fenceErrors += bad
+			r.fenceErrors += f.bad
 			r.scaling = append(r.scaling, row)
 		}
 	}
@@ -387,33 +415,33 @@ func profileSelf(dir, name string) (func(), error) {
 // publishWait outlasts the servers' once-a-second metrics snapshot.
 const publishWait = 1100 * time.Millisecond
 
-// bqStep runs k contenders for o.step and reads the servers' counters.
-func bqStep(ctx context.Context, b *bqCluster, o *options, k int) (scalingRow, int, error) {
+// scalingStep runs k contenders (dial opens them) for o.step and reads the
+// servers' counters.
+func scalingStep(ctx context.Context, o *options, name string, k int, dial func() ([]locker, error), pids []int, metrics []string) (scalingRow, error) {
 	row := scalingRow{K: k}
-	f := &fence{}
-	ls, err := b.dial(ctx, k, fmt.Sprintf("bench-scaling-%d", k), f)
+	ls, err := dial()
 	if err != nil {
-		return row, 0, err
+		return row, err
 	}
 	defer closeAll(ls)
-	logf("bq: scaling, %d contenders for %v", k, stepFor(o.step, k))
+	logf("%s: scaling, %d contenders for %v", name, k, stepFor(o.step, k))
 	if err := sleep(ctx, publishWait); err != nil {
-		return row, 0, err
+		return row, err
 	}
-	before, err := scrape(b.metrics)
+	before, err := scrape(metrics)
 	if err != nil {
-		return row, 0, err
+		return row, err
 	}
-	row.R, row.W, err = measured(ctx, ls, o.warm, stepFor(o.step, k), b.pids(), b.metrics)
+	row.R, row.W, err = measured(ctx, ls, o.warm, stepFor(o.step, k), pids, metrics)
 	if err != nil {
-		return row, 0, err
+		return row, err
 	}
 	if err := sleep(ctx, publishWait); err != nil {
-		return row, 0, err
+		return row, err
 	}
-	after, err := scrape(b.metrics)
+	after, err := scrape(metrics)
 	if err != nil {
-		return row, 0, err
+		return row, err
 	}
 	row.Step = delta(before, after)
 	row.Accesses = make(map[string]float64)
@@ -422,7 +450,7 @@ func bqStep(ctx context.Context, b *bqCluster, o *options, k int) (scalingRow, i
 			row.Accesses[strings.TrimSuffix(kind, `"}`)] = v
 		}
 	}
-	return row, f.bad, nil
+	return row, nil
 }
 
 // stepFor lengthens the window for many contenders, so that each still
@@ -477,6 +505,16 @@ func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
 			return nil, err
 		}
 		r.contended, r.window = &c, w
+	}
+	if o.workloads["scaling"] {
+		for _, k := range o.scaling {
+			dial := func() ([]locker, error) { return e.dial(ctx, k, fmt.Sprintf("%s-scaling-%d", etcdLockKey, k)) }
+			row, err := scalingStep(ctx, o, "etcd", k, dial, e.pids(), e.metrics())
+			if err != nil {
+				return nil, fmt.Errorf("scaling, %d contenders: %w", k, err)
+			}
+			r.scaling = append(r.scaling, row)
+		}
 	}
 	return r, nil
 }

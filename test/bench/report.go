@@ -10,9 +10,19 @@ import (
 )
 
 type results struct {
-	env      env
-	opts     *options
-	bq, etcd *sysResult
+	env     env
+	opts    *options
+	systems []*sysResult // bq (each scheme), then etcd; in the order measured
+}
+
+// get returns the system called name, or nil.
+func (r *results) get(name string) *sysResult {
+	for _, s := range r.systems {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
 }
 
 // perAcq is a total divided by acquisitions (NaN without any).
@@ -54,22 +64,28 @@ type acqStats struct {
 	Bytes, BytesS2S float64
 	// etcd: client gRPC calls started.
 	RPCs float64
+	// bq: listener pushes (the part of S2C that is not a reply).
+	Pushes float64
 }
+
+// CPUms is the CPU of servers and clients together.
+func (st acqStats) CPUms() float64 { return st.ServerCPUms + st.ClientCPUms }
 
 func (s *sysResult) stats(w window, acq int) acqStats {
 	m := w.Metrics
 	st := acqStats{ServerCPUms: 1000 * perAcq(w.ServerCPU, acq), ClientCPUms: 1000 * perAcq(w.ClientCPU, acq)}
-	st.C2S, st.S2S, st.S2C, st.RPCs = math.NaN(), math.NaN(), math.NaN(), math.NaN()
+	st.C2S, st.S2S, st.S2C, st.RPCs, st.Pushes = math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()
 	var fsyncs, fsyncSum float64
-	switch s.name {
-	case "bq":
+	switch {
+	case s.bq:
 		fsyncs, fsyncSum = sumSeries(m, "bq_fsync_seconds_count"), sumSeries(m, "bq_fsync_seconds_sum")
 		st.C2S = perAcq(m[`bq_messages_in_total{from="client"}`], acq)
 		st.S2S = perAcq(m[`bq_messages_in_total{from="server"}`], acq)
 		st.S2C = perAcq(m[`bq_messages_out_total{to="client"}`], acq)
 		st.Bytes = perAcq(sumSeries(m, "bq_bytes_in_total"), acq)
 		st.BytesS2S = perAcq(m[`bq_bytes_in_total{from="server"}`], acq)
-	case "etcd":
+		st.Pushes = perAcq(m["bq_pushes_total"], acq)
+	default: // etcd
 		fsyncs, fsyncSum = sumSeries(m, "etcd_disk_wal_fsync_duration_seconds_count"), sumSeries(m, "etcd_disk_wal_fsync_duration_seconds_sum")
 		st.RPCs = perAcq(sumSeries(m, "grpc_server_started_total"), acq)
 		st.BytesS2S = perAcq(sumSeries(m, "etcd_network_peer_received_bytes_total"), acq)
@@ -105,7 +121,9 @@ func (st acqStats) json(m map[string]any, prefix string) {
 		m[prefix+"msgs_c2s_per_acq"] = jnum(st.C2S)
 		m[prefix+"msgs_s2s_per_acq"] = jnum(st.S2S)
 		m[prefix+"msgs_s2c_per_acq"] = jnum(st.S2C)
+		m[prefix+"pushes_per_acq"] = jnum(st.Pushes)
 	}
+	m[prefix+"cpu_ms_per_acq"] = jnum(st.CPUms())
 	if !math.IsNaN(st.RPCs) {
 		m[prefix+"rpcs_per_acq"] = jnum(st.RPCs)
 	}
@@ -127,14 +145,22 @@ func (r *results) print(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "\nbq vs etcd v3.7 on one machine: nproc=%d, kernel %s, CPU %s\n", r.env.nproc, r.env.kernel, r.env.cpu)
 	fmt.Fprintf(w, "load average before %s, after %s; %s; started %s\n", r.env.loadBefore, r.env.loadAfter, r.env.goVersion, r.env.started)
-	fmt.Fprintf(w, "bq: n=4 f=1, 4 bqserver processes, WAL + fdatasync (bbolt behind it), QUIC on loopback, Ed25519.\n")
+	fmt.Fprintf(w, "bq: n=4 f=1, 4 bqserver processes, WAL + fdatasync (bbolt behind it), QUIC on loopback, %s (bq/SCHEME: that scheme).\n", o.schemes[0])
 	fmt.Fprintf(w, "etcd: 3 members (embed, one process each), default fsync; concurrency.Mutex, one session per client.\n")
 	fmt.Fprintf(w, "Per-acquisition counters are sums over all servers, in the measured window. Messages: c→s/s→s/s→c (bq),\n"+
 		"client RPCs (etcd). Commits: WAL group commits, one fdatasync each (bq, applied to bbolt in the background); WAL fsyncs (etcd).\n\n")
-	row := func(label string, f func(*sysResult) string) {
-		fmt.Fprintf(w, "%-44s %18s %18s\n", label, cell(r.bq, f), cell(r.etcd, f))
+	header := fmt.Sprintf("%-44s", "")
+	for _, s := range r.systems {
+		header += fmt.Sprintf(" %18s", s.name)
 	}
-	fmt.Fprintf(w, "%-44s %18s %18s\n", "", "bq", "etcd")
+	fmt.Fprintln(w, header)
+	row := func(label string, f func(*sysResult) string) {
+		line := fmt.Sprintf("%-44s", label)
+		for _, s := range r.systems {
+			line += fmt.Sprintf(" %18s", f(s))
+		}
+		fmt.Fprintln(w, line)
+	}
 	statRows := func(get func(*sysResult) (acqStats, bool), unit string) {
 		st := func(f func(acqStats) string) func(*sysResult) string {
 			return func(s *sysResult) string {
@@ -149,6 +175,7 @@ func (r *results) print(w io.Writer) {
 		row("  client CPU per "+unit+" (ms)", st(func(x acqStats) string { return f3(x.ClientCPUms) }))
 		row("  commits per "+unit+" / mean commit (ms)", st(func(x acqStats) string { return f1(x.Fsyncs) + " / " + f3(x.FsyncMs) }))
 		row("  messages per "+unit, st(acqStats.msgs))
+		row("  of which pushes to waiters (bq)", st(func(x acqStats) string { return f1(x.Pushes) }))
 		row("  bytes into servers per "+unit+" (from servers)", st(func(x acqStats) string { return fmt.Sprintf("%.0f (%.0f)", x.Bytes, x.BytesS2S) }))
 	}
 	if o.workloads["uncontended"] {
@@ -189,8 +216,8 @@ func (r *results) print(w io.Writer) {
 			return fmt.Sprintf("%d / %d", mx, mn)
 		}))
 		row("  fairness max/min", c(func(x *contendedResult) string { _, _, f := x.fairness(); return f3(f) }))
-		if r.bq != nil && len(r.bq.byID) > 0 {
-			fmt.Fprintf(w, "  bq acquisitions per client, in ClientID order: %v\n", r.bq.byID)
+		if bq := r.get("bq"); bq != nil && len(bq.byID) > 0 {
+			fmt.Fprintf(w, "  bq acquisitions per client, in ClientID order: %v\n", bq.byID)
 		}
 		statRows(func(s *sysResult) (acqStats, bool) {
 			if s.contended == nil {
@@ -200,49 +227,175 @@ func (r *results) print(w io.Writer) {
 		}, "acq")
 		row("  overlapping holders (must be 0)", c(func(x *contendedResult) string { return fmt.Sprint(x.Overlaps) }))
 	}
-	if r.bq != nil && len(r.bq.scaling) > 0 {
-		fmt.Fprintf(w, "\nbq alone, k contenders on one lock, %v each (×2 at 32, ×4 at 64); per acquisition: messages c→s/s→s/s→c, bytes received by\n"+
-			"servers, commits, quorum accesses (of which LISTEN), CPU ms of the 4 servers and of the client process:\n", o.step)
-		fmt.Fprintf(w, "%4s %8s %18s %8s %17s %9s %7s %12s %8s %8s %6s %s\n",
-			"k", "acq/s", "Lock p50/p99 ms", "handoff", "msgs", "bytes", "commits", "acc (listen)", "srv ms", "cli ms", "fair", "votes/resets")
-		for _, s := range r.bq.scaling {
-			st := r.bq.stats(s.W, s.R.Acq)
-			_, _, fair := s.R.fairness()
-			fmt.Fprintf(w, "%4d %8s %18s %8s %17s %9s %7s %12s %8s %8s %6s %.0f/%.0f\n", s.K, f1(s.R.opsPerSec()), pair(s.R.Lock.ms(.5), s.R.Lock.ms(.99)),
-				f3(s.R.Handoff.ms(.5)), st.msgs(), f1(st.Bytes), f1(st.Fsyncs),
-				fmt.Sprintf("%.2f (%.2f)", s.accessesPerAcq("doorway", "ticket", "listen", "exit"), s.accessesPerAcq("listen")),
-				f3(st.ServerCPUms), f3(st.ClientCPUms), f3(fair), s.Step["bq_suspicions_total"], s.Step["bq_resets_total"])
+	for _, s := range r.systems {
+		if len(s.scaling) > 0 {
+			r.printScaling(w, s)
 		}
 	}
-	if r.bq != nil {
+	r.printSideBySide(w)
+	for _, s := range r.systems {
+		if !s.bq {
+			continue
+		}
 		overlaps := 0
-		if r.bq.contended != nil {
-			overlaps += r.bq.contended.Overlaps
+		if s.contended != nil {
+			overlaps += s.contended.Overlaps
 		}
-		for _, s := range r.bq.scaling {
-			overlaps += s.R.Overlaps
+		for _, row := range s.scaling {
+			overlaps += row.R.Overlaps
 		}
-		if overlaps > 0 || r.bq.fenceErrors > 0 {
-			fmt.Fprintf(w, "\nWARNING: bq broke mutual exclusion (%d overlaps) or fencing (%d tokens out of order)\n", overlaps, r.bq.fenceErrors)
+		if overlaps > 0 || s.fenceErrors > 0 {
+			fmt.Fprintf(w, "\nWARNING: %s broke mutual exclusion (%d overlaps) or fencing (%d tokens out of order)\n", s.name, overlaps, s.fenceErrors)
 		}
 	}
 	r.printTargets(w)
 }
 
+// printScaling prints s's scaling rows.
+func (r *results) printScaling(w io.Writer, s *sysResult) {
+	if s.bq {
+		fmt.Fprintf(w, "\n%s, k contenders on one lock, %v each (×2 at 32, ×4 at 64); per acquisition: messages c→s/s→s/s→c, pushes to\n"+
+			"waiters, bytes received by servers, commits, quorum accesses (of which LISTEN), CPU ms of the 4 servers and of the client process:\n", s.name, r.opts.step)
+		fmt.Fprintf(w, "%4s %8s %20s %8s %17s %6s %9s %7s %12s %8s %8s %6s %s\n",
+			"k", "acq/s", "Lock p50/p99 ms", "handoff", "msgs", "push", "bytes", "commits", "acc (listen)", "srv ms", "cli ms", "fair", "votes/resets")
+		for _, row := range s.scaling {
+			st := s.stats(row.W, row.R.Acq)
+			_, _, fair := row.R.fairness()
+			fmt.Fprintf(w, "%4d %8s %20s %8s %17s %6s %9s %7s %12s %8s %8s %6s %.0f/%.0f\n", row.K, f1(row.R.opsPerSec()), pair(row.R.Lock.ms(.5), row.R.Lock.ms(.99)),
+				f3(row.R.Handoff.ms(.5)), st.msgs(), f1(st.Pushes), f1(st.Bytes), f1(st.Fsyncs),
+				fmt.Sprintf("%.2f (%.2f)", row.accessesPerAcq("doorway", "ticket", "listen", "exit"), row.accessesPerAcq("listen")),
+				f3(st.ServerCPUms), f3(st.ClientCPUms), f3(fair), row.Step["bq_suspicions_total"], row.Step["bq_resets_total"])
+		}
+		return
+	}
+	fmt.Fprintf(w, "\n%s, k contenders on one lock, %v each (×2 at 32, ×4 at 64); per acquisition: client RPCs, bytes received by\n"+
+		"members, WAL fsyncs, CPU ms of the 3 members and of the client process:\n", s.name, r.opts.step)
+	fmt.Fprintf(w, "%4s %8s %20s %8s %9s %9s %7s %8s %8s %6s\n", "k", "acq/s", "Lock p50/p99 ms", "handoff", "RPCs", "bytes", "fsyncs", "srv ms", "cli ms", "fair")
+	for _, row := range s.scaling {
+		st := s.stats(row.W, row.R.Acq)
+		_, _, fair := row.R.fairness()
+		fmt.Fprintf(w, "%4d %8s %20s %8s %9s %9s %7s %8s %8s %6s\n", row.K, f1(row.R.opsPerSec()), pair(row.R.Lock.ms(.5), row.R.Lock.ms(.99)),
+			f3(row.R.Handoff.ms(.5)), f1(st.RPCs), f1(st.Bytes), f1(st.Fsyncs), f3(st.ServerCPUms), f3(st.ClientCPUms), f3(fair))
+	}
+}
+
+// printSideBySide compares bq and etcd at each k both ran.
+func (r *results) printSideBySide(w io.Writer) {
+	bq, etcd := r.get("bq"), r.get("etcd")
+	if bq == nil || etcd == nil || len(bq.scaling) == 0 || len(etcd.scaling) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nside by side, same k and window: acquisitions/s, Lock p99, CPU per acquisition (servers + client), fairness:\n")
+	fmt.Fprintf(w, "%4s %9s %9s %7s %12s %12s %9s %9s %7s %7s\n", "k", "bq acq/s", "etcd", "bq/etcd", "bq p99 ms", "etcd p99 ms", "bq CPU", "etcd CPU", "bq fair", "etcd")
+	for _, b := range bq.scaling {
+		e := etcd.row(b.K)
+		if e == nil {
+			continue
+		}
+		bs, es := bq.stats(b.W, b.R.Acq), etcd.stats(e.W, e.R.Acq)
+		_, _, bf := b.R.fairness()
+		_, _, ef := e.R.fairness()
+		fmt.Fprintf(w, "%4d %9s %9s %7s %12s %12s %9s %9s %7s %7s\n", b.K, f1(b.R.opsPerSec()), f1(e.R.opsPerSec()),
+			f3(b.R.opsPerSec()/e.R.opsPerSec()), f3(b.R.Lock.ms(.99)), f3(e.R.Lock.ms(.99)), f3(bs.CPUms()), f3(es.CPUms()), f3(bf), f3(ef))
+	}
+}
+
+// row returns s's scaling row for k contenders, or nil.
+func (s *sysResult) row(k int) *scalingRow {
+	for i := range s.scaling {
+		if s.scaling[i].K == k {
+			return &s.scaling[i]
+		}
+	}
+	return nil
+}
+
+// busy is s's run with k contenders: its scaling row, or the contended run
+// if it had k clients.
+func (r *results) busy(s *sysResult, k int) (contendedResult, acqStats, bool) {
+	if row := s.row(k); row != nil {
+		return row.R, s.stats(row.W, row.R.Acq), true
+	}
+	if s.contended != nil && r.opts.contenders == k {
+		return *s.contended, s.stats(s.window, s.contended.Acq), true
+	}
+	return contendedResult{}, acqStats{}, false
+}
+
+// target is one of the benchmark's targets (issue: herd-free, half the
+// CPU, ahead of etcd where a lock is busy), measured.
+type target struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Bound  string  `json:"bound"`
+	Met    bool    `json:"met"`
+	Detail string  `json:"detail,omitempty"`
+}
+
+// targets measures every target the run has the data for.
+func (r *results) targets() []target {
+	var out []target
+	add := func(name string, v float64, bound string, ok bool, detail string) {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			out = append(out, target{Name: name, Value: math.Round(v*1000) / 1000, Bound: bound, Met: ok, Detail: detail})
+		}
+	}
+	bq, etcd := r.get("bq"), r.get("etcd")
+	if bq == nil {
+		return nil
+	}
+	if etcd != nil && bq.uncontended != nil && etcd.uncontended != nil {
+		v := bq.uncontended.Cycle.ms(.5) / etcd.uncontended.Cycle.ms(.5)
+		add("uncontended Lock+Unlock p50, bq/etcd", v, "≤ 1.0", v <= 1.0, "")
+	}
+	for _, k := range []struct {
+		n     int
+		ratio float64
+	}{{8, 4}, {64, 1.5}} {
+		b, bs, okb := r.busy(bq, k.n)
+		if !okb {
+			continue
+		}
+		_, _, fair := b.fairness()
+		add(fmt.Sprintf("bq fairness max/min at %d contenders", k.n), fair, "≤ 1.1", fair <= 1.1, "")
+		if k.n == 64 {
+			v := bs.S2C
+			add("bq server-to-client messages per acquisition at 64 contenders", v, fmt.Sprintf("≤ 3n = %d", 3*bqServers), v <= 3*bqServers,
+				fmt.Sprintf("of which %.1f pushes to waiters", bs.Pushes))
+			if b8, _, ok := r.busy(bq, 8); ok {
+				v := b.opsPerSec() / b8.opsPerSec()
+				add("bq acquisitions/s at 64 over at 8 contenders", v, "≥ 0.9", v >= 0.9, "")
+			}
+		}
+		if etcd == nil {
+			continue
+		}
+		e, es, oke := r.busy(etcd, k.n)
+		if !oke {
+			continue
+		}
+		v := b.opsPerSec() / e.opsPerSec()
+		add(fmt.Sprintf("acquisitions/s at %d contenders, bq/etcd", k.n), v, fmt.Sprintf("≥ %.1f", k.ratio), v >= k.ratio,
+			fmt.Sprintf("%.1f vs %.1f", b.opsPerSec(), e.opsPerSec()))
+		v = bs.CPUms() / es.CPUms()
+		add(fmt.Sprintf("CPU per acquisition (servers + client) at %d contenders, bq/etcd", k.n), v, "≤ 1.0", v <= 1.0,
+			fmt.Sprintf("%.2f vs %.2f ms", bs.CPUms(), es.CPUms()))
+	}
+	return out
+}
+
 func (r *results) printTargets(w io.Writer) {
-	if r.bq == nil || r.etcd == nil {
+	ts := r.targets()
+	if len(ts) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\ntargets:")
-	if r.bq.uncontended != nil && r.etcd.uncontended != nil {
-		ratio := r.bq.uncontended.Cycle.ms(.5) / r.etcd.uncontended.Cycle.ms(.5)
-		fmt.Fprintf(w, "  uncontended Lock+Unlock p50, bq/etcd = %.2f (target ≤ 0.5): %s\n", ratio, met(ratio <= 0.5))
-	}
-	if r.bq.contended != nil && r.etcd.contended != nil {
-		ratio := r.bq.contended.opsPerSec() / r.etcd.contended.opsPerSec()
-		fmt.Fprintf(w, "  contended acquisitions/s, bq/etcd = %.2f (target ≥ 10): %s\n", ratio, met(ratio >= 10))
-		_, _, f := r.bq.contended.fairness()
-		fmt.Fprintf(w, "  bq fairness max/min = %.3f (target ≤ 1.1): %s\n", f, met(f <= 1.1))
+	for _, t := range ts {
+		detail := ""
+		if t.Detail != "" {
+			detail = " (" + t.Detail + ")"
+		}
+		fmt.Fprintf(w, "  %s = %.3f%s (target %s): %s\n", t.Name, t.Value, detail, t.Bound, met(t.Met))
 	}
 }
 
@@ -286,10 +439,11 @@ func jnum(v float64) any {
 
 func (r *results) json() map[string]any {
 	out := map[string]any{}
-	for _, s := range []*sysResult{r.bq, r.etcd} {
-		if s != nil {
-			out[s.name] = s.json()
-		}
+	for _, s := range r.systems {
+		out[s.name] = s.json()
+	}
+	if ts := r.targets(); len(ts) > 0 {
+		out["targets"] = ts
 	}
 	return out
 }
@@ -315,7 +469,7 @@ func (s *sysResult) json() map[string]any {
 		m["overlaps"] = c.Overlaps
 		s.stats(s.window, c.Acq).json(m, "contended_")
 	}
-	if s.name == "bq" {
+	if s.bq {
 		m["fencing_errors"] = s.fenceErrors
 		if len(s.byID) > 0 {
 			m["acquisitions_by_client_id"] = s.byID
@@ -331,14 +485,17 @@ func (s *sysResult) json() map[string]any {
 				"lock_p50_ms":           jnum(row.R.Lock.ms(.5)),
 				"lock_p99_ms":           jnum(row.R.Lock.ms(.99)),
 				"handoff_p50_ms":        jnum(row.R.Handoff.ms(.5)),
-				"accesses_per_acq":      jnum(row.accessesPerAcq("doorway", "ticket", "listen", "exit")),
-				"listens_per_acq":       jnum(row.accessesPerAcq("listen")),
+				"handoff_p99_ms":        jnum(row.R.Handoff.ms(.99)),
 				"fairness_max_over_min": jnum(fair),
 				"overlaps":              row.R.Overlaps,
-				"suspicions":            row.Step["bq_suspicions_total"],
-				"resets":                row.Step["bq_resets_total"],
-				"rejected":              row.Step["bq_rejected_total"],
-				"stale":                 row.Step["bq_stale_total"],
+			}
+			if s.bq {
+				x["accesses_per_acq"] = jnum(row.accessesPerAcq("doorway", "ticket", "listen", "exit"))
+				x["listens_per_acq"] = jnum(row.accessesPerAcq("listen"))
+				x["suspicions"] = row.Step["bq_suspicions_total"]
+				x["resets"] = row.Step["bq_resets_total"]
+				x["rejected"] = row.Step["bq_rejected_total"]
+				x["stale"] = row.Step["bq_stale_total"]
 			}
 			s.stats(row.W, row.R.Acq).json(x, "")
 			rows = append(rows, x)
