@@ -1,9 +1,10 @@
 // Command bench measures bq side by side with etcd v3.7 on one machine: an
-// uncontended Lock+Unlock, 8 clients contending for one lock, and bq alone
+// uncontended Lock+Unlock, 8 clients contending for one lock, and both
 // from 1 to 64 contenders. Run it through ./run, which builds it and
 // bqserver; see docs/performance.md.
 //
 //	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
+//	      [--schemes Ed25519,ML-DSA-44,...]
 //	      [--workloads uncontended,contended,scaling] [--profile DIR]
 //	bench --attack [--json] [--quick] [attack sizes]
 //
