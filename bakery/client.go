@@ -50,6 +50,9 @@ type report struct {
 	resetUpTo  uint64                 // highest reset certificate seen for x
 	// choosingSince: since when best has been a Doorway (zero if it is not).
 	choosingSince time.Time
+	// claims: statements of x that fewer than f+1 servers sent and that
+	// are above best, not verified yet (vouch.go; at most maxClaims).
+	claims map[wire.Digest]*claim
 	// passed: x was passable at a decision (q servers heard since Listen).
 	// INVARIANT: once set it stays set for the attempt, as in Lamport's
 	// bakery, where the loop checks each j once and never goes back: what x
@@ -86,7 +89,7 @@ type attempt struct {
 	j         []wire.SignedView
 	n         uint64
 	reqTicket uint64
-	members   *quorum.Access[[]wire.ClientID]
+	members   *quorum.Access[[]memberClaim]
 
 	others    []wire.ClientID
 	reqListen uint64

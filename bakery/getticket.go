@@ -68,7 +68,7 @@ func (c *Client) onView(now time.Time, a *attempt, s wire.ServerID, sv wire.Sign
 	a.since = now
 	a.reqTicket = c.req()
 	c.byReq[a.reqTicket] = a
-	a.members = quorum.NewAccess[[]wire.ClientID](c.q)
+	a.members = quorum.NewAccess[[]memberClaim](c.q)
 	c.access(a, "ticket")
 	c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
 }

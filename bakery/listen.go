@@ -27,26 +27,11 @@ func (c *Client) onUpdate(now time.Time, a *attempt, s wire.ServerID, u *wire.Up
 	for i := range u.Statements {
 		// The signer's id costs a hash, its signature a verification: skip
 		// statements of clients this attempt does not watch or has passed.
-		if r := a.reports[wire.ClientID(u.Statements[i].Key.Fingerprint())]; r == nil || r.passed {
+		r := a.reports[wire.ClientID(u.Statements[i].Key.Fingerprint())]
+		if r == nil || r.passed {
 			continue
 		}
-		st, err := c.verify(&u.Statements[i])
-		if err != nil || st.Lock != a.lock {
-			continue
-		}
-		r := a.reports[st.Client]
-		if r == nil {
-			continue
-		}
-		if r.best == nil || quorum.TimestampOf(st).Compare(quorum.TimestampOf(r.best)) > 0 {
-			r.best = st
-			switch {
-			case st.Phase != wire.PhaseDoorway:
-				r.choosingSince = time.Time{}
-			case r.choosingSince.IsZero():
-				r.choosingSince = now
-			}
-		}
+		c.heardStatement(now, a, r, s, &u.Statements[i])
 	}
 	for _, x := range u.Absent {
 		if r := a.reports[x]; r != nil {
@@ -137,6 +122,9 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	}
 	blocked := false
 	for _, x := range a.others {
+		if r := a.reports[x]; !r.passed && len(r.absentFrom) < c.q {
+			c.resolve(now, r) // what one server alone claimed, verified now if it can matter
+		}
 		if c.passable(a, x) {
 			if !a.reports[x].passed {
 				a.progress = now

@@ -2,10 +2,8 @@ package bakery
 
 import (
 	"errors"
-	"sort"
 	"time"
 
-	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -14,38 +12,23 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 		a.members.Reject(s, errors.New("bakery: members of another lock"))
 		return
 	}
-	var ids []wire.ClientID
+	// Decoded only: whether each is genuine is decided once q answers are
+	// in, by how many servers name its member (membersOf, change 28).
+	var claims []memberClaim
 	for i := range mr.Members {
-		st, err := c.verify(&mr.Members[i])
+		ss := &mr.Members[i]
+		st, err := ss.DecodeVouched(c.cfg.Keys.Cluster)
 		if err != nil || st.Lock != a.lock {
-			continue // a statement that does not verify cannot make us wait
+			continue // a statement that does not even decode cannot make us wait
 		}
-		ids = append(ids, st.Client)
-		if a.queued == nil {
-			a.queued = make(map[wire.ClientID]*wire.Statement)
-		}
-		if old := a.queued[st.Client]; old == nil || quorum.TimestampOf(st).Compare(quorum.TimestampOf(old)) > 0 {
-			a.queued[st.Client] = st
-		}
+		claims = append(claims, memberClaim{h: ss.Hash(), ss: ss, st: st})
 	}
-	if !a.members.Offer(s, ids) {
+	if !a.members.Offer(s, claims) {
 		return
 	}
 	// SET-TICKET done: S' = union of the member sets of q answers (§3.2).
 	e.Events = append(e.Events, Event{Kind: Ticketed, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}})
-	union := make(map[wire.ClientID]bool)
-	for _, r := range a.members.First() {
-		for _, x := range r.Value {
-			if x != c.id {
-				union[x] = true
-			}
-		}
-	}
-	a.others = make([]wire.ClientID, 0, len(union))
-	for x := range union {
-		a.others = append(a.others, x)
-	}
-	sort.Slice(a.others, func(i, j int) bool { return a.others[i].Less(a.others[j]) })
+	a.others, a.queued = c.membersOf(a.members.First())
 	a.phase = phaseListen
 	a.since, a.progress = now, now
 	a.heard = make(map[wire.ServerID]bool)

@@ -1,0 +1,106 @@
+package bakery
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/bq-lock/bq/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// forged is ss with a signature that does not verify.
+func forged(ss wire.SignedStatement) wire.SignedStatement {
+	ss.Signed.Sig = bytes.Clone(ss.Signed.Sig)
+	ss.Signed.Sig[0] ^= 0xff
+	return ss
+}
+
+// change 28, LISTEN: a statement one server alone sends counts only if it
+// verifies, and is verified only when it could change the decision; the
+// same bytes from f+1 servers count without a signature check (one of them
+// is correct, and verified it).
+func TestVouchedStatementsRule(t *testing.T) {
+	ahead := func(r *rules, x member) *wire.Message {
+		return &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseTicket, 3)}}}
+	}
+	t.Run("one server's forged Exit does not count", func(t *testing.T) {
+		r := newRules(t)
+		x := r.member()
+		a := r.listening(5, x.id)
+		r.step(0, ahead(r, x))
+		r.step(1, ahead(r, x))
+		e := r.step(2, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{forged(r.stmt(x, 1, 1, wire.PhaseExit, 0))}}})
+		require.NotContains(t, kinds(e), Acquired)
+		require.False(t, a.reports[x.id].passed)
+		require.Equal(t, wire.PhaseTicket, a.reports[x.id].best.Phase)
+	})
+	t.Run("one server's genuine Exit counts, verified at the decision", func(t *testing.T) {
+		r := newRules(t)
+		x := r.member()
+		a := r.listening(5, x.id)
+		r.step(0, ahead(r, x))
+		r.step(1, ahead(r, x))
+		e := r.step(2, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseExit, 0)}}})
+		require.Contains(t, kinds(e), Acquired)
+		require.True(t, a.reports[x.id].passed)
+	})
+	t.Run("f+1 servers vouch for the same bytes", func(t *testing.T) {
+		r := newRules(t)
+		x := r.member()
+		a := r.listening(5, x.id)
+		// Not what correct servers send: a statement whose signature does
+		// not verify shows that f+1 copies are taken unchecked.
+		exit := forged(r.stmt(x, 1, 1, wire.PhaseExit, 0))
+		for s := 0; s < rulesF; s++ {
+			r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{exit}}})
+		}
+		require.Nil(t, a.reports[x.id].best, "f copies are not enough")
+		r.step(rulesF, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{exit}}})
+		require.Equal(t, wire.PhaseExit, a.reports[x.id].best.Phase, "f+1 copies are")
+		e := r.step(rulesF+1, ahead(r, x))
+		require.Contains(t, kinds(e), Acquired)
+	})
+	t.Run("claims are bounded", func(t *testing.T) {
+		r := newRules(t)
+		x := r.member()
+		a := r.listening(5, x.id)
+		var sts []wire.SignedStatement
+		for att := uint64(2); att < 2+3*maxClaims; att++ {
+			sts = append(sts, forged(r.stmt(x, 1, att, wire.PhaseDoorway, 0)))
+		}
+		r.step(0, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: sts}})
+		require.LessOrEqual(t, len(a.reports[x.id].claims), maxClaims)
+	})
+}
+
+// change 28, SET-TICKET: S' keeps a member named by f+1 of the q answers
+// as it is; a member named by at most f only if one of its statements
+// verifies (a forged one cannot make the client wait).
+func TestMembersVouchRule(t *testing.T) {
+	r := newRules(t)
+	a, b, c, d := r.member(), r.member(), r.member(), r.member()
+	req := r.lockAndView()
+	att := r.c.Attempt("L")
+	var e Effects
+	for s := range rulesQ {
+		e = r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, nil, nil)}})
+	}
+	tk := sent(e, func(m *wire.Message) bool { return m.Submit != nil && len(m.Submit.J) > 0 })
+	require.NotNil(t, tk)
+	forgedD := forged(r.stmt(d, 1, 1, wire.PhaseTicket, 1))
+	answers := [][]wire.SignedStatement{
+		{r.stmt(a, 1, 1, wire.PhaseTicket, 1), forged(r.stmt(b, 1, 1, wire.PhaseTicket, 1)), forgedD, forgedD},
+		{r.stmt(a, 1, 1, wire.PhaseTicket, 1), r.stmt(c, 1, 1, wire.PhaseDoorway, 0)},
+		{r.stmt(a, 1, 1, wire.PhaseTicket, 1), forgedD},
+	}
+	var listen *wire.Message
+	for s, members := range answers {
+		e = r.step(s, &wire.Message{MembersReply: &wire.MembersReply{Req: tk.Submit.Req, Lock: "L", Members: append(members, tk.Submit.Statement)}})
+		listen = sent(e, func(m *wire.Message) bool { return m.Listen != nil })
+	}
+	require.NotNil(t, listen)
+	want := []wire.ClientID{a.id, c.id, d.id} // b: forged and named once; d: the same bytes from two servers
+	got := listen.Listen.Members
+	require.ElementsMatch(t, want, got)
+	require.NotContains(t, got, b.id)
+}
