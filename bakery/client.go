@@ -177,6 +177,14 @@ type Client struct {
 	ops      map[uint64]*operation
 	cache    map[wire.Digest]*wire.Statement
 
+	// exited is the Exit of the last finished attempt on each lock in this
+	// session (exitedOrder: oldest first), sent again on a reconnect: a
+	// server acks an Exit before it is durable (docs/protocol.md change 29).
+	// INVARIANT: len(exitedOrder) == len(exited) ≤ maxExited; no lock has
+	// both an entry and a live attempt.
+	exited      map[string]wire.SignedStatement
+	exitedOrder []string
+
 	Stats Stats
 }
 
@@ -278,6 +286,10 @@ func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 			}
 		}
 		c.resend(a, s, send)
+	}
+	for _, lock := range c.exitedOrder {
+		exit := c.exited[lock]
+		send(&wire.Message{Submit: &wire.Submit{Req: c.req(), Statement: exit}})
 	}
 	for _, id := range c.sortedOps() {
 		o := c.ops[id]

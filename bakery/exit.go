@@ -47,11 +47,49 @@ func (c *Client) exit(a *attempt, outcome EventKind, err error, e *Effects) {
 
 func (c *Client) finish(a *attempt, e *Effects) {
 	delete(c.attempts, a.lock)
+	if a.phase == phaseExiting && a.sess == c.sess {
+		c.rememberExit(a.lock, a.exit)
+	}
 	for _, r := range []uint64{a.reqDoorway, a.reqTicket, a.reqListen, a.reqHeld, a.reqExit} {
 		delete(c.byReq, r)
 	}
 	if a.outcome != 0 {
 		e.Events = append(e.Events, Event{Kind: a.outcome, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}, Err: a.err, Ahead: a.busy.Ahead})
+	}
+}
+
+// maxExited bounds the Exits a client keeps to resend (change 29).
+const maxExited = 256
+
+// rememberExit keeps exit, the Exit of lock's last attempt, to resend on
+// reconnects: if more than f servers crash before it is durable, it is
+// gone from their disks, and only the client still has it.
+func (c *Client) rememberExit(lock string, exit wire.SignedStatement) {
+	if c.exited == nil {
+		c.exited = make(map[string]wire.SignedStatement)
+	}
+	if _, ok := c.exited[lock]; !ok {
+		c.exitedOrder = append(c.exitedOrder, lock)
+	}
+	c.exited[lock] = exit
+	if len(c.exitedOrder) > maxExited {
+		delete(c.exited, c.exitedOrder[0])
+		c.exitedOrder = c.exitedOrder[1:]
+	}
+}
+
+// forgetExit drops lock's kept Exit: a new attempt supersedes it, or the
+// session that signed it ended.
+func (c *Client) forgetExit(lock string) {
+	if _, ok := c.exited[lock]; !ok {
+		return
+	}
+	delete(c.exited, lock)
+	for i, l := range c.exitedOrder {
+		if l == lock {
+			c.exitedOrder = append(c.exitedOrder[:i], c.exitedOrder[i+1:]...)
+			break
+		}
 	}
 }
 

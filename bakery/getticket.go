@@ -25,6 +25,7 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 		c.reopen = false
 	}
 	a := &attempt{lock: lock, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly, since: now}
+	c.forgetExit(lock) // this attempt's statements supersede the last one's Exit
 	c.nextAtt++
 	c.attempts[lock] = a
 	a.doorway = c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseDoorway})

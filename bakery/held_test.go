@@ -1,9 +1,11 @@
 package bakery
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -62,4 +64,58 @@ func TestSuspicionUnholdsListen(t *testing.T) {
 
 	e = r.c.Tick(now.Add(time.Millisecond))
 	require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Listen != nil }), "once")
+}
+
+// change 29: servers ack an Exit before it is durable, so the client keeps
+// the Exit of its last attempt on each lock and sends it again whenever a
+// connection comes back (if more than f servers crashed before their next
+// commit, only the client still has it). A new attempt on the lock, or a
+// new session, drops it; at most maxExited locks are kept.
+func TestExitResentOnReconnect(t *testing.T) {
+	r := newRules(t)
+	exitSent := func(e Effects) *wire.Statement {
+		m := sent(e, func(m *wire.Message) bool { return m.Submit != nil && isExit(m.Submit.Statement) })
+		if m == nil {
+			return nil
+		}
+		st, err := m.Submit.Statement.Verify(r.keys.Cluster)
+		require.NoError(t, err)
+		return st
+	}
+	release := func(lock string) {
+		a := &attempt{lock: lock, att: r.c.nextAtt, sess: r.c.sess, phase: phaseHeld, n: 1}
+		r.c.nextAtt++
+		r.c.attempts[lock] = a
+		e, err := r.c.Unlock(r.now, lock)
+		require.NoError(t, err)
+		require.NotNil(t, exitSent(e))
+		for s := range rulesQ {
+			e = r.step(s, &wire.Message{Ack: &wire.Ack{Req: a.reqExit}})
+		}
+		require.Contains(t, kinds(e), Released)
+	}
+	release("L")
+	st := exitSent(r.c.Reconnected(r.now, 2))
+	require.NotNil(t, st, "the last Exit on L is sent again")
+	require.Equal(t, "L", st.Lock)
+
+	_, err := r.c.Lock(r.now, "L", false)
+	require.NoError(t, err)
+	require.Nil(t, exitSent(r.c.Reconnected(r.now, 2)), "a new attempt on L supersedes it")
+
+	for i := range maxExited + 10 {
+		release(fmt.Sprintf("M%d", i))
+	}
+	n := 0
+	for _, s := range r.c.Reconnected(r.now, 1).Send {
+		if s.Msg.Submit != nil && isExit(s.Msg.Submit.Statement) {
+			n++
+		}
+	}
+	require.Equal(t, maxExited, n, "bounded")
+}
+
+func isExit(ss wire.SignedStatement) bool {
+	var st wire.Statement
+	return crypto.Unmarshal(ss.Signed.Body, &st) == nil && st.Phase == wire.PhaseExit
 }

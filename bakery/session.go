@@ -81,6 +81,7 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 		return fmt.Errorf("bakery: session source went back (%d after %d)", sess, c.sess)
 	}
 	c.sess = sess
+	c.exited, c.exitedOrder = nil, nil // the old session's Exits: a reset voids what they would end
 	c.sessionRefusals = nil
 	c.maxHolds = nil
 	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)

@@ -439,8 +439,11 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	k.lockChanged(lock, bytesBefore)
 	k.noteClientLock(c, lock.Name)
 	// A Held is lazy: losing it in a crash leaves its Ticket, with the same N,
-	// and nothing a client counts on (docs/protocol.md change 13).
-	e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(lock.Name, c), Value: mustMarshal(ss), Lazy: st.Phase == wire.PhaseHeld})
+	// and nothing a client counts on (docs/protocol.md change 13). So is an
+	// Exit: losing it leaves the attempt's earlier value, which can only make
+	// a waiter wait; the client resends it after a crash (change 29).
+	lazy := st.Phase == wire.PhaseHeld || st.Phase == wire.PhaseExit
+	e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(lock.Name, c), Value: mustMarshal(ss), Lazy: lazy})
 	if lock.HW() != hwBefore {
 		e.Persist = append(e.Persist, Record{Bucket: bucketHW, Key: []byte(lock.Name), Value: mustMarshal(ss)})
 	}
@@ -459,7 +462,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	case wire.PhaseHeld: // follows its Ticket, whose J stays
 	default:
 		if k.dropJustified(rk) {
-			e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(lock.Name, c), Delete: true})
+			e.Persist = append(e.Persist, Record{Bucket: bucketJust, Key: stmtKey(lock.Name, c), Delete: true, Lazy: lazy})
 		}
 	}
 	k.noteAnnounce(now, wire.RefOf(st, &ss), e)

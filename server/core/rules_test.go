@@ -153,9 +153,10 @@ func TestDoorwayDeadlineAtTheServer(t *testing.T) {
 	}
 }
 
-// §9 with change 13: every accepted statement is durable before its ack,
-// except a Held, which may wait for the next commit.
-func TestOnlyHeldIsLazy(t *testing.T) {
+// §9 with changes 13 and 29: every accepted statement is durable before
+// its ack, except a Held and an Exit, which may wait for the next commit
+// (with the deletion of the J an Exit ends).
+func TestOnlyHeldAndExitAreLazy(t *testing.T) {
 	c := newCluster(t, 4, 1)
 	cl := c.newClient()
 	j := c.doorway(cl, "L", 1, 1)
@@ -167,7 +168,7 @@ func TestOnlyHeldIsLazy(t *testing.T) {
 	}{
 		{"Ticket", cl.stmt("L", 1, 1, wire.PhaseTicket, 1, j), j, true},
 		{"Held", cl.stmt("L", 1, 1, wire.PhaseHeld, 1, nil), nil, false},
-		{"Exit", cl.stmt("L", 1, 1, wire.PhaseExit, 0, nil), nil, true},
+		{"Exit", cl.stmt("L", 1, 1, wire.PhaseExit, 0, nil), nil, false},
 		{"Doorway", cl.stmt("L", 1, 2, wire.PhaseDoorway, 0, nil), nil, true},
 	} {
 		c.now = c.now.Add(time.Millisecond)

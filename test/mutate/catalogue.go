@@ -266,8 +266,10 @@ var Catalogue = []Mutant{
 		"|| quorum.TimestampOf(a) != quorum.TimestampOf(b) {", "|| false && quorum.TimestampOf(a) != quorum.TimestampOf(b) {"},
 
 	// Persistence and replay.
-	{"statement-lazy", "§9, change 13: only a Held may wait for a later commit; other statements are durable before their ack", "server/core/core.go",
-		"Lazy: st.Phase == wire.PhaseHeld})", "Lazy: true})"},
+	{"statement-lazy", "§9, changes 13, 29: only a Held or an Exit may wait for a later commit; other statements are durable before their ack", "server/core/core.go",
+		"lazy := st.Phase == wire.PhaseHeld || st.Phase == wire.PhaseExit", "lazy := true"},
+	{"exit-not-resent", "change 29: a client resends the Exit of its last attempt on each lock when a connection comes back", "bakery/client.go",
+		"send(&wire.Message{Submit: &wire.Submit{Req: c.req(), Statement: exit}})", "_ = exit"},
 	{"hw-not-persisted", "§9: hw per lock is persisted", "server/core/core.go",
 		"if lock.HW() != hwBefore {", "if lock.HW() != hwBefore && st.Phase == wire.PhaseHeld {"},
 	{"hw-not-restored", "§9: a restarted server restores hw", "server/core/persist.go",

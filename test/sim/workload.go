@@ -26,6 +26,9 @@ type driver struct {
 	crashOnAcquire bool
 	// epoch invalidates scheduled actions of an earlier cycle.
 	epoch int
+	// retired: the application starts nothing more (its process and
+	// session live on); set by targeted tests (World.Retire).
+	retired bool
 }
 
 const pollEvery = 50 * time.Millisecond
@@ -54,7 +57,7 @@ func (d *driver) hold() time.Duration {
 
 // wake starts the next operation, unless the workload has stopped.
 func (d *driver) wake() {
-	if !d.alive() || d.w.now >= d.w.stop {
+	if !d.alive() || d.w.now >= d.w.stop || d.retired {
 		return
 	}
 	if node := d.w.clientNode(d.c); d.w.frozen(node) {

@@ -114,6 +114,10 @@ type simClient struct {
 
 // World is one simulated cluster: servers, clients, network, clock.
 type World struct {
+	// OnClientEvent, if set (by a Script), sees every client event after
+	// the checkers did.
+	OnClientEvent func(c int, ev bakery.Event)
+
 	sc    Scenario
 	rng   *rand.Rand
 	now   time.Duration
@@ -1231,6 +1235,11 @@ func (w *World) noteAck(s *simServer, sub *wire.Submit, e core.Effects) {
 		}
 		k := regKey{st.Lock, c}
 		ts := quorum.TimestampOf(st)
+		if st.Phase == wire.PhaseExit {
+			// An Exit is lazy too (change 29): its ack promises only what
+			// was acked before it; the client resends it after a crash.
+			return
+		}
 		if st.Phase == wire.PhaseHeld {
 			// A Held is lazy (docs/protocol.md change 13): its ack promises
 			// only the Ticket it follows.
@@ -1399,6 +1408,9 @@ func (w *World) clientEvent(c int, ev bakery.Event) {
 		}
 	}
 	cl.drv.onEvent(ev)
+	if w.OnClientEvent != nil {
+		w.OnClientEvent(c, ev)
+	}
 }
 
 // noteDone records that c's statement of phase for the event's attempt
@@ -1483,6 +1495,17 @@ func (w *World) GetSet(c int, lock string) {
 
 // CrashClient silences client c now (for scripts).
 func (w *World) CrashClient(c int) { w.crashClient(c) }
+
+// Retire stops client c's application from starting anything more; the
+// client itself (session, heartbeats, reconnects) lives on.
+func (w *World) Retire(c int) { w.cli[c].drv.retired = true }
+
+// Rehire lets client c's application start operations again, from now.
+func (w *World) Rehire(c int) {
+	d := w.cli[c].drv
+	d.retired = false
+	d.after(0, d.wake)
+}
 
 // Client returns client c's state machine (for scripts and tests; read only).
 func (w *World) Client(c int) *bakery.Client { return w.cli[c].c }
