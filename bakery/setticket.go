@@ -12,23 +12,19 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 		a.members.Reject(s, errors.New("bakery: members of another lock"))
 		return
 	}
-	// Decoded only: whether each is genuine is decided once q answers are
-	// in, by how many servers name its member (membersOf, change 28).
-	var claims []memberClaim
+	// Not even decoded: whether each is genuine is decided once q answers
+	// are in, by how many servers name its member (membersOf, change 28).
+	claims := make([]memberClaim, len(mr.Members))
 	for i := range mr.Members {
 		ss := &mr.Members[i]
-		st, err := ss.DecodeVouched(c.cfg.Keys.Cluster)
-		if err != nil || st.Lock != a.lock {
-			continue // a statement that does not even decode cannot make us wait
-		}
-		claims = append(claims, memberClaim{h: ss.Hash(), ss: ss, st: st})
+		claims[i] = memberClaim{id: wire.ClientID(ss.Key.Fingerprint()), h: ss.Hash(), ss: ss}
 	}
 	if !a.members.Offer(s, claims) {
 		return
 	}
 	// SET-TICKET done: S' = union of the member sets of q answers (§3.2).
 	e.Events = append(e.Events, Event{Kind: Ticketed, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}})
-	a.others, a.queued = c.membersOf(a.members.First())
+	a.others, a.queued = c.membersOf(a.lock, a.members.First())
 	a.phase = phaseListen
 	a.since, a.progress = now, now
 	a.heard = make(map[wire.ServerID]bool)

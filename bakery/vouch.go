@@ -113,71 +113,74 @@ func (c *Client) remember(h wire.Digest, st *wire.Statement) {
 	c.cache[h] = st
 }
 
-// memberClaim is one statement of a SET-TICKET answer, decoded only.
+// memberClaim is one statement of a SET-TICKET answer, not decoded: id is
+// its signer's fingerprint, the client id a correct server checked.
 type memberClaim struct {
+	id wire.ClientID
 	h  wire.Digest
 	ss *wire.SignedStatement
-	st *wire.Statement
 }
 
 // membersOf decides S' from the first q answers of SET-TICKET: the union
 // of the members they name (§3.2). A member named by f+1 of them is one a
 // correct server holds; one named by at most f is kept only if one of its
-// statements verifies. It also returns, per member, the highest statement
-// known genuine, which says who a held LISTEN waits for (queued).
-func (c *Client) membersOf(answers []quorum.Reply[[]memberClaim]) ([]wire.ClientID, map[wire.ClientID]*wire.Statement) {
-	byClient := make(map[wire.ClientID]map[wire.ServerID][]memberClaim)
+// statements verifies for this lock. It also returns, per member, the
+// highest statement known genuine (f+1 copies, or verified), which says who
+// a held LISTEN waits for (queued).
+func (c *Client) membersOf(lock string, answers []quorum.Reply[[]memberClaim]) ([]wire.ClientID, map[wire.ClientID]*wire.Statement) {
+	type seen struct {
+		servers map[wire.ServerID]bool
+		copies  map[wire.Digest]map[wire.ServerID]bool
+		ss      map[wire.Digest]*wire.SignedStatement
+	}
+	byClient := make(map[wire.ClientID]*seen)
 	for _, ans := range answers {
 		for _, mc := range ans.Value {
-			x := mc.st.Client
-			if x == c.id {
+			if mc.id == c.id {
 				continue
 			}
-			if byClient[x] == nil {
-				byClient[x] = make(map[wire.ServerID][]memberClaim)
+			x := byClient[mc.id]
+			if x == nil {
+				x = &seen{servers: map[wire.ServerID]bool{}, copies: map[wire.Digest]map[wire.ServerID]bool{}, ss: map[wire.Digest]*wire.SignedStatement{}}
+				byClient[mc.id] = x
 			}
-			byClient[x][ans.Server] = append(byClient[x][ans.Server], mc)
+			x.servers[ans.Server] = true
+			if x.copies[mc.h] == nil {
+				x.copies[mc.h] = map[wire.ServerID]bool{}
+				x.ss[mc.h] = mc.ss
+			}
+			x.copies[mc.h][ans.Server] = true
 		}
 	}
 	others := make([]wire.ClientID, 0, len(byClient))
 	queued := make(map[wire.ClientID]*wire.Statement, len(byClient))
-	for x, byServer := range byClient {
-		// Same bytes from f+1 servers: genuine without a signature check.
-		count := make(map[wire.Digest]int) // distinct servers per statement
-		var cands []memberClaim
-		for _, mcs := range byServer {
-			seen := make(map[wire.Digest]bool, len(mcs))
-			for _, mc := range mcs {
-				if !seen[mc.h] {
-					seen[mc.h] = true
-					count[mc.h]++
-					cands = append(cands, mc)
+	for id, x := range byClient {
+		var best *wire.Statement
+		for h, by := range x.copies {
+			st, ok := c.cache[h]
+			if !ok && len(by) > c.cfg.F {
+				if d, err := x.ss[h].DecodeVouched(c.cfg.Keys.Cluster); err == nil && d.Lock == lock {
+					st, ok = d, true
+					c.remember(h, d)
 				}
 			}
-		}
-		sort.Slice(cands, func(i, j int) bool { return above(cands[i].st, cands[j].st) })
-		var best *wire.Statement
-		for _, mc := range cands {
-			if _, ok := c.cache[mc.h]; ok || count[mc.h] > c.cfg.F {
-				c.remember(mc.h, mc.st)
-				best = mc.st
-				break
+			if ok && st.Lock == lock && (best == nil || above(st, best)) {
+				best = st
 			}
 		}
-		if best == nil && len(byServer) <= c.cfg.F {
-			for _, mc := range cands {
-				if st, err := c.verify(mc.ss); err == nil {
+		if best == nil && len(x.servers) <= c.cfg.F {
+			for _, ss := range x.ss {
+				if st, err := c.verify(ss); err == nil && st.Lock == lock && (best == nil || above(st, best)) {
 					best = st
-					break
 				}
 			}
 			if best == nil {
 				continue // no statement of x verifies: x cannot make us wait
 			}
 		}
-		others = append(others, x)
+		others = append(others, id)
 		if best != nil {
-			queued[x] = best
+			queued[id] = best
 		}
 	}
 	sort.Slice(others, func(i, j int) bool { return others[i].Less(others[j]) })

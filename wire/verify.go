@@ -128,10 +128,12 @@ func (s *SignedStatement) Verify(cluster ClusterID) (*Statement, error) {
 	return s.open(cluster, true)
 }
 
-// DecodeVouched decodes s and makes every check of Verify but the
-// signature's. Only for a statement that f+1 servers sent byte for byte
-// (same Hash): one of them is correct and verified it before it kept it
-// (docs/protocol.md change 28). Never for what one server says.
+// DecodeVouched decodes s and makes the checks of Verify but two: the
+// signature's and that the body is in canonical form. Only for a statement
+// that f+1 servers sent byte for byte (same Hash): one of them is correct
+// and made both checks on these very bytes before it kept them
+// (docs/protocol.md change 28), or to order claims that are verified in
+// full before they count. Never to believe what one server says.
 func (s *SignedStatement) DecodeVouched(cluster ClusterID) (*Statement, error) {
 	return s.open(cluster, false)
 }
@@ -145,7 +147,7 @@ func (s *SignedStatement) open(cluster ClusterID, checkSig bool) (*Statement, er
 	if checkSig {
 		err = crypto.Open(pub, crypto.DomainStatement, s.Signed, &st)
 	} else {
-		err = crypto.UnmarshalCanonical(s.Signed.Body, &st)
+		err = crypto.Unmarshal(s.Signed.Body, &st)
 	}
 	if err != nil {
 		return nil, invalid("statement: %v", err)
