@@ -76,10 +76,6 @@ type attempt struct {
 	// session was suspected (listen.go, unholdIfSuspected).
 	// INVARIANT: never goes back to false.
 	unheld bool
-	// queued is the highest statement of each member in the SET-TICKET
-	// answers: it says who a held LISTEN waits for (Waiting), and never
-	// counts in the decision, which takes only reports since Listen.
-	queued map[wire.ClientID]*wire.Statement
 
 	doorway    wire.SignedStatement
 	reqDoorway uint64
@@ -561,7 +557,7 @@ func (c *Client) Waiting(lock string) Wait {
 		} else if !a.unheld {
 			w.Held = true
 			for _, x := range a.others {
-				if st := a.queued[x]; st != nil && !a.reports[x].passed && c.aheadOf(a, st) {
+				if st := c.answered(a.lock, x, a.members.First()); st != nil && !a.reports[x].passed && c.aheadOf(a, st) {
 					w.Ahead = append(w.Ahead, Ahead{Client: x, Statement: st})
 				}
 			}

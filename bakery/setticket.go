@@ -24,7 +24,7 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	}
 	// SET-TICKET done: S' = union of the member sets of q answers (§3.2).
 	e.Events = append(e.Events, Event{Kind: Ticketed, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}})
-	a.others, a.queued = c.membersOf(a.lock, a.members.First())
+	a.others = c.membersOf(a.lock, a.members.First())
 	a.phase = phaseListen
 	a.since, a.progress = now, now
 	a.heard = make(map[wire.ServerID]bool)

@@ -123,66 +123,62 @@ type memberClaim struct {
 
 // membersOf decides S' from the first q answers of SET-TICKET: the union
 // of the members they name (§3.2). A member named by f+1 of them is one a
-// correct server holds; one named by at most f is kept only if one of its
-// statements verifies for this lock. It also returns, per member, the
-// highest statement known genuine (f+1 copies, or verified), which says who
-// a held LISTEN waits for (queued).
-func (c *Client) membersOf(lock string, answers []quorum.Reply[[]memberClaim]) ([]wire.ClientID, map[wire.ClientID]*wire.Statement) {
-	type seen struct {
-		servers map[wire.ServerID]bool
-		copies  map[wire.Digest]map[wire.ServerID]bool
-		ss      map[wire.Digest]*wire.SignedStatement
-	}
-	byClient := make(map[wire.ClientID]*seen)
+// correct server holds, and joins without its statements being decoded;
+// one named by at most f joins only if one of its statements verifies for
+// this lock.
+func (c *Client) membersOf(lock string, answers []quorum.Reply[[]memberClaim]) []wire.ClientID {
+	servers := make(map[wire.ClientID]map[wire.ServerID]bool)
 	for _, ans := range answers {
 		for _, mc := range ans.Value {
 			if mc.id == c.id {
 				continue
 			}
-			x := byClient[mc.id]
-			if x == nil {
-				x = &seen{servers: map[wire.ServerID]bool{}, copies: map[wire.Digest]map[wire.ServerID]bool{}, ss: map[wire.Digest]*wire.SignedStatement{}}
-				byClient[mc.id] = x
+			if servers[mc.id] == nil {
+				servers[mc.id] = make(map[wire.ServerID]bool)
 			}
-			x.servers[ans.Server] = true
-			if x.copies[mc.h] == nil {
-				x.copies[mc.h] = map[wire.ServerID]bool{}
-				x.ss[mc.h] = mc.ss
-			}
-			x.copies[mc.h][ans.Server] = true
+			servers[mc.id][ans.Server] = true
 		}
 	}
-	others := make([]wire.ClientID, 0, len(byClient))
-	queued := make(map[wire.ClientID]*wire.Statement, len(byClient))
-	for id, x := range byClient {
-		var best *wire.Statement
-		for h, by := range x.copies {
-			st, ok := c.cache[h]
-			if !ok && len(by) > c.cfg.F {
-				if d, err := x.ss[h].DecodeVouched(c.cfg.Keys.Cluster); err == nil && d.Lock == lock {
-					st, ok = d, true
-					c.remember(h, d)
-				}
-			}
-			if ok && st.Lock == lock && (best == nil || above(st, best)) {
-				best = st
-			}
-		}
-		if best == nil && len(x.servers) <= c.cfg.F {
-			for _, ss := range x.ss {
-				if st, err := c.verify(ss); err == nil && st.Lock == lock && (best == nil || above(st, best)) {
-					best = st
-				}
-			}
-			if best == nil {
-				continue // no statement of x verifies: x cannot make us wait
-			}
+	others := make([]wire.ClientID, 0, len(servers))
+	for id, by := range servers {
+		if len(by) <= c.cfg.F && c.answered(lock, id, answers) == nil {
+			continue // no statement of x verifies: x cannot make us wait
 		}
 		others = append(others, id)
-		if best != nil {
-			queued[id] = best
-		}
 	}
 	sort.Slice(others, func(i, j int) bool { return others[i].Less(others[j]) })
-	return others, queued
+	return others
+}
+
+// answered returns the highest valid statement of member x for lock in
+// SET-TICKET's answers, verifying highest first; nil if none verifies. It
+// decides only whether a member named by at most f servers joins S', and
+// otherwise says who a held LISTEN waits for (Waiting, on a timeout or a
+// refusal): never a decision of LISTEN, which takes only reports since
+// Listen.
+func (c *Client) answered(lock string, x wire.ClientID, answers []quorum.Reply[[]memberClaim]) *wire.Statement {
+	type cand struct {
+		ss *wire.SignedStatement
+		st *wire.Statement
+	}
+	var cands []cand
+	seen := make(map[wire.Digest]bool)
+	for _, ans := range answers {
+		for _, mc := range ans.Value {
+			if mc.id != x || seen[mc.h] {
+				continue
+			}
+			seen[mc.h] = true
+			if st, err := mc.ss.DecodeVouched(c.cfg.Keys.Cluster); err == nil {
+				cands = append(cands, cand{mc.ss, st})
+			}
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return above(cands[i].st, cands[j].st) })
+	for _, cd := range cands {
+		if st, err := c.verify(cd.ss); err == nil && st.Lock == lock {
+			return st
+		}
+	}
+	return nil
 }
