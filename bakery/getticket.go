@@ -88,7 +88,7 @@ func (c *Client) justify(replies []quorum.Reply[wire.SignedView], at Attempt) ([
 		for i, k := range idx {
 			j[i] = replies[k].Value
 		}
-		n, err := TicketFromJustification(j, c.cfg.Keys, c.q, at, c.verify)
+		n, err := TicketFromJustification(j, c.cfg.Keys, c.q, at, c.verify, nil)
 		if err == nil {
 			return j, n, nil
 		}

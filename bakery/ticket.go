@@ -12,6 +12,11 @@ import (
 // StatementVerifier verifies a signed statement (usually through a cache).
 type StatementVerifier func(*wire.SignedStatement) (*wire.Statement, error)
 
+// ViewVerifier checks a signed View and returns its body, like
+// (*wire.SignedView).Verify; nil means exactly that. A server passes one
+// that knows the Views it signed itself (server/core).
+type ViewVerifier func(*wire.SignedView) (*wire.ViewBody, error)
+
 // Attempt names one attempt of one client on one lock.
 type Attempt struct {
 	Lock    string
@@ -48,7 +53,10 @@ func badJ(format string, args ...any) error {
 // (and a correct server's View holds none). Only the statements that could
 // attain the max are verified, highest first. Client and server run this same
 // function, so they always agree on N.
-func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a Attempt, verify StatementVerifier) (uint64, error) {
+func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a Attempt, verify StatementVerifier, views ViewVerifier) (uint64, error) {
+	if views == nil {
+		views = func(v *wire.SignedView) (*wire.ViewBody, error) { return v.Verify(keys) }
+	}
 	if len(j) != q {
 		return 0, badJ("has %d views, needs exactly %d", len(j), q)
 	}
@@ -70,7 +78,7 @@ func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a At
 		}
 	}
 	for i := range j {
-		v, err := j[i].Verify(keys)
+		v, err := views(&j[i])
 		if err != nil {
 			return 0, badJ("view %d: %v", i, err)
 		}
@@ -110,7 +118,7 @@ func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a At
 
 // CheckTicket verifies that Ticket statement st is exactly justified by j
 // (its N and its H(J)); it returns nil or an error wrapping ErrBadJustification.
-func CheckTicket(st *wire.Statement, j []wire.SignedView, keys wire.Keyring, q int, verify StatementVerifier) error {
+func CheckTicket(st *wire.Statement, j []wire.SignedView, keys wire.Keyring, q int, verify StatementVerifier, views ViewVerifier) error {
 	if st.Phase != wire.PhaseTicket || st.JHash == nil {
 		return badJ("not a Ticket")
 	}
@@ -118,7 +126,7 @@ func CheckTicket(st *wire.Statement, j []wire.SignedView, keys wire.Keyring, q i
 		return badJ("J hashes to %s, the Ticket names %s", h, st.JHash)
 	}
 	a := Attempt{Lock: st.Lock, Client: st.Client, Session: st.Session, Attempt: st.Attempt}
-	n, err := TicketFromJustification(j, keys, q, a, verify)
+	n, err := TicketFromJustification(j, keys, q, a, verify, views)
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func TestTicketFromJustificationRule(t *testing.T) {
 			return sv
 		}()}, 0, ErrBadJustification},
 	} {
-		n, err := TicketFromJustification(tc.j, r.keys, rulesQ, a, verify)
+		n, err := TicketFromJustification(tc.j, r.keys, rulesQ, a, verify, nil)
 		if tc.err != nil {
 			require.True(t, errors.Is(err, tc.err), "%s: got N=%d, err %v; want %v", tc.name, n, err, tc.err)
 			continue
@@ -106,7 +106,7 @@ func TestCheckTicketRule(t *testing.T) {
 		{"the Ticket signed another J", ticket(4, otherJ), false},
 		{"not a Ticket", &wire.Statement{Lock: "L", Client: r.c.id, Session: r.c.sess, Attempt: 1, Phase: wire.PhaseHeld, N: 4}, false},
 	} {
-		err := CheckTicket(tc.st, j, r.keys, rulesQ, verify)
+		err := CheckTicket(tc.st, j, r.keys, rulesQ, verify, nil)
 		if tc.ok {
 			require.NoError(t, err, tc.name)
 		} else {

@@ -50,7 +50,7 @@ func CheckEvidence(ev *wire.Evidence, keys wire.Keyring, q int, verify bakery.St
 		if wire.JustificationHash(ev.J) != *a.JHash {
 			return wire.ClientID{}, fmt.Errorf("%w: J is not the justification the Ticket signed", ErrNotEvidence)
 		}
-		err := bakery.CheckTicket(a, ev.J, keys, q, verify)
+		err := bakery.CheckTicket(a, ev.J, keys, q, verify, nil)
 		if err == nil {
 			return wire.ClientID{}, fmt.Errorf("%w: the Ticket is justified", ErrNotEvidence)
 		}

@@ -175,6 +175,7 @@ type Core struct {
 	votesResentAt time.Time
 	mute          *detector.Muteness
 	cache         *verifyCache
+	views         *ownViews // the Views this server signed (verifycache.go)
 	// restored holds work that needs a clock after Restore (leases, deadlines).
 	restored []*activeset.Entry
 	// banned holds the evidence against every client judged Byzantine (§6).
@@ -259,6 +260,7 @@ func New(cfg Config) (*Core, error) {
 		lockRefs:     make(map[string]int),
 		mute:         mute,
 		cache:        newVerifyCache(cfg.VerifyCacheSize),
+		views:        newOwnViews(ownViewsSize),
 		banned:       make(map[wire.ClientID]*wire.Evidence),
 		justified:    make(map[regKey]justifiedTicket),
 		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
@@ -314,6 +316,7 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	k.sweepRates(now)
 	k.compactSettled(now, &e)
 	k.cache.age(now)
+	k.views.age(now)
 	for _, v := range k.mute.Tick(now) {
 		k.Stats.VotesCast++
 		body, err := v.Verify(k.cfg.Keys)
@@ -414,7 +417,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	}
 	switch st.Phase {
 	case wire.PhaseTicket:
-		if err := bakery.CheckTicket(st, j, k.cfg.Keys, k.q, k.verify); err != nil {
+		if err := bakery.CheckTicket(st, j, k.cfg.Keys, k.q, k.verify, k.verifyView); err != nil {
 			// Only a J that the client committed to (its signed H(J)) convicts it.
 			if errors.Is(err, bakery.ErrBadJustification) && wire.JustificationHash(j) == *st.JHash {
 				k.ban(c, &wire.Evidence{Kind: wire.EvidenceInvalidTicket, A: ss, J: j}, e)
@@ -562,7 +565,24 @@ func (k *Core) view(lock *activeset.Lock, st *wire.Statement) wire.SignedView {
 	if err != nil {
 		panic(fmt.Sprintf("core: signing a view: %v", err))
 	}
+	k.views.put(&v, body)
 	return v
+}
+
+// ownViewsSize is how many of its own Views a server remembers per
+// generation: far more than the Tickets in flight at once.
+const ownViewsSize = 4096
+
+// verifyView checks a View of a Ticket's J: one this server signed is
+// known by its bytes; any other is verified (§3.2).
+func (k *Core) verifyView(v *wire.SignedView) (*wire.ViewBody, error) {
+	if v.Server == k.cfg.Self {
+		if body, ok := k.views.get(v); ok {
+			k.Stats.CacheHits++
+			return body, nil
+		}
+	}
+	return v.Verify(k.cfg.Keys)
 }
 
 // startRestored starts, at the first moment the core knows the time, the

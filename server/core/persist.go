@@ -212,7 +212,7 @@ func (k *Core) restoreJustified(key, v []byte) {
 		en.St.Session != st.Session || en.St.Attempt != st.Attempt || en.St.N != st.N {
 		return
 	}
-	if bakery.CheckTicket(st, f.J, k.cfg.Keys, k.q, k.verify) != nil {
+	if bakery.CheckTicket(st, f.J, k.cfg.Keys, k.q, k.verify, k.verifyView) != nil {
 		return
 	}
 	k.setJustified(regKey{st.Lock, st.Client}, justifiedTicket{ticket: f.Statement, j: f.J})

@@ -211,7 +211,7 @@ func TestHighWaterSurvivesRestart(t *testing.T) {
 	c.restart(0)
 	jb = c.doorway(b, "L", 1, 2)
 	require.Equal(t, uint64(1), hwOf(jb[0]), "after a restart")
-	n, err := bakery.TicketFromJustification(jb, c.keys, c.cores[0].q, bakery.Attempt{Lock: "L", Client: b.id, Session: 1, Attempt: 2}, c.cores[0].verify)
+	n, err := bakery.TicketFromJustification(jb, c.keys, c.cores[0].q, bakery.Attempt{Lock: "L", Client: b.id, Session: 1, Attempt: 2}, c.cores[0].verify, nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), n)
 }

@@ -358,6 +358,8 @@ var Catalogue = []Mutant{
 		"if len(by) <= c.cfg.F && c.answered(lock, id, answers) == nil {", "if len(by) < c.cfg.F && c.answered(lock, id, answers) == nil {"},
 	{"members-other-lock", "§3.2, change 28: a member named by at most f answers joins S' only by a statement of this lock", "bakery/vouch.go",
 		"if st, err := c.verify(cd.ss); err == nil && st.Lock == lock {", "if st, err := c.verify(cd.ss); err == nil {"},
+	{"own-view-by-body", "§3.2: a server skips the check of its own View in J only for the exact bytes it signed", "server/core/verifycache.go",
+		"for _, part := range [][]byte{v.Signed.Body, v.Signed.Sig} {", "for _, part := range [][]byte{v.Signed.Body} {"},
 	{"claim-never-resolved", "change 28, §3.3: a claim above a member's best is verified before the decision", "bakery/listen.go",
 		"\t\t\tc.resolve(now, r) // what one server alone claimed, verified now if it can matter\n", ""},
 	{"released-relistens", "change 27: a client does not listen again after a released report", "bakery/listen.go",

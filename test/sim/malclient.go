@@ -305,7 +305,7 @@ func (m *malClient) ticket() {
 	w := m.w
 	j := slices.Clone(m.views[:w.q])
 	a := bakery.Attempt{Lock: m.lock, Client: m.id, Session: m.sess, Attempt: m.att}
-	n, err := bakery.TicketFromJustification(j, w.keys, w.q, a, func(ss *wire.SignedStatement) (*wire.Statement, error) { return ss.Verify(w.keys.Cluster) })
+	n, err := bakery.TicketFromJustification(j, w.keys, w.q, a, func(ss *wire.SignedStatement) (*wire.Statement, error) { return ss.Verify(w.keys.Cluster) }, nil)
 	if err != nil {
 		m.w.trace("%s: no ticket: %v", m.name(), err)
 		m.exit()
