@@ -83,13 +83,21 @@ func (s *Store) Commit(ctx context.Context, ops ...Op) error {
 		s.mu.Unlock()
 		return nil
 	}
+	if !s.writing {
+		// Nobody is writing, so nothing is queued: write it here rather
+		// than hand it to the writer goroutine and wait to be woken (two
+		// goroutine switches per Commit for a lone committer such as the
+		// server's commit loop).
+		s.writing = true
+		r.state = taken
+		s.leaders.Add(1)
+		s.mu.Unlock()
+		s.lead(r)
+		return <-r.done
+	}
+	// Someone is writing; whoever it is takes the queue before it stops.
 	s.queue = append(s.queue, r)
 	s.mu.Unlock()
-
-	select {
-	case s.wake <- struct{}{}:
-	default: // a token is already there; the writer will see the queue
-	}
 
 	select {
 	case err := <-r.done:
@@ -160,35 +168,65 @@ func checkName(bucket string, key []byte) error {
 	return nil
 }
 
-// writer is the only goroutine that writes to the WAL. It takes whatever
-// is queued, makes it durable as one WAL record, answers every Commit in
-// it, and repeats; when the queue is empty it sleeps until a Commit or
+// lead makes r durable on the calling goroutine (the Commit that found
+// nobody writing), then gives up the writing, or hands it to the writer
+// goroutine if Commits queued up meanwhile.
+func (s *Store) lead(r *request) {
+	defer s.leaders.Done()
+	s.run([]*request{r})
+	s.mu.Lock()
+	handOver := len(s.queue) > 0
+	if !handOver {
+		s.writing = false
+	}
+	s.mu.Unlock()
+	if handOver {
+		// INVARIANT: wake is empty here: a token is only put by a hand-over,
+		// which leaves writing set until the writer has emptied the queue.
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// writer is the goroutine that takes over the writing when Commits queue
+// up behind a leader: it takes whatever is queued, makes it durable as one
+// WAL record, answers every Commit in it, and repeats until the queue is
+// empty; then it gives up the writing and sleeps until the next hand-over or
 // Close.
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	var batch []*request
 	for {
-		batch = s.take(batch[:0])
-		if len(batch) == 0 {
-			select {
-			case <-s.wake:
-				continue
-			case <-s.quit:
-				// INVARIANT: Close emptied the queue and set closed
-				// before closing quit, so no Commit is left waiting.
-				return
-			}
+		select {
+		case <-s.wake:
+		case <-s.quit:
+			// INVARIANT: Close emptied the queue and set closed before
+			// closing quit, so no Commit is left waiting.
+			return
 		}
-		s.run(batch)
-		clear(batch) // drop references to the callers' ops
+		for {
+			batch = s.take(batch[:0])
+			if len(batch) == 0 {
+				break
+			}
+			s.run(batch)
+			clear(batch) // drop references to the callers' ops
+		}
 	}
 }
 
 // take moves the oldest queued requests into batch, as many as fit under
-// MaxBatchOps and MaxBatchBytes, and marks them taken.
+// MaxBatchOps and MaxBatchBytes, and marks them taken. On an empty queue it
+// gives up the writing (writing = false) and returns no batch.
 func (s *Store) take(batch []*request) []*request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		s.writing = false
+		return batch
+	}
 	ops, nbytes := 0, 0
 	for _, r := range s.queue {
 		// INVARIANT: a single request fits the caps (checkOps), so the

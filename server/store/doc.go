@@ -40,15 +40,19 @@
 //
 // # Group commit
 //
-// Commit puts its ops on a queue and wakes the single writer goroutine.
-// The writer takes every Commit queued at that moment (up to
+// One goroutine at a time writes the WAL (below, "the writer"). A Commit
+// that finds nobody writing writes its own record on its own goroutine; a
+// Commit that finds somebody writing joins a queue. When the leading Commit
+// is done and the queue is not empty, it hands the writing to the writer
+// goroutine, which takes every Commit queued at that moment (up to
 // Options.MaxBatchOps ops and Options.MaxBatchBytes bytes), encodes them,
 // in queue order, as one record, writes it (pwrite) at the current offset
-// of the WAL and calls fdatasync once: one device flush serves them all.
-// It then adds the record to the in-memory list of pending records and
-// answers the Commits. There is no timer: while a record is being synced,
-// new Commits queue up and form the next batch, so batches grow with load
-// and a lone writer pays one fdatasync.
+// of the WAL and calls fdatasync once: one device flush serves them all;
+// it repeats until the queue is empty. After a sync the record goes on the
+// in-memory list of pending records and the Commits are answered. There is
+// no timer: while a record is being synced, new Commits queue up and form
+// the next batch, so batches grow with load, and a lone committer (the
+// server's commit loop) pays one fdatasync and no goroutine switch.
 //
 // # Checkpoints
 //

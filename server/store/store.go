@@ -172,9 +172,12 @@ type Store struct {
 	opts Options
 	log  *slog.Logger
 
-	// wake has room for one token; Commit leaves one after queueing so the
-	// writer, if idle, takes the queue.
+	// wake has room for one token; a leader leaves one to hand the
+	// writing over to the writer goroutine (commit.go).
 	wake chan struct{}
+	// leaders counts the Commits writing on their own goroutine; Close
+	// waits for them as for the writer.
+	leaders sync.WaitGroup
 	// quit is closed by Close; writerDone and ckptDone are closed by the
 	// writer and the checkpointer on exit.
 	quit       chan struct{}
@@ -185,7 +188,8 @@ type Store struct {
 	ckptWake chan struct{}
 
 	// w is the writer's position in the WAL: set by Open, then touched
-	// by the writer goroutine only (and by Close after it has exited).
+	// only by whoever is writing (see writing), and by Close after the
+	// writing has stopped.
 	w walState
 
 	// ckptMu serializes every bbolt write transaction (checkpoints and
@@ -199,9 +203,15 @@ type Store struct {
 	// the queue exactly once, either taken by the writer (state taken) or
 	// withdrawn by its own Commit on ctx (state withdrawn) or failed by
 	// Close (state withdrawn); only requests in state taken are ever applied.
-	queue  []*request
-	closed bool
-	stats  Stats
+	queue []*request
+	// writing is set while one goroutine, a leading Commit or the writer
+	// goroutine, owns the WAL and the batches.
+	// INVARIANT: at most one goroutine writes at a time; a Commit is only
+	// queued while writing is set, and whoever writes takes the queue
+	// before clearing it, so no queued Commit is left without a writer.
+	writing bool
+	closed  bool
+	stats   Stats
 	// pending holds the acknowledged WAL records not yet applied to
 	// bbolt, in seq order; pendingBytes is their size in the WAL.
 	// INVARIANT: the writer appends, a checkpoint removes a prefix.
@@ -454,6 +464,7 @@ func (s *Store) close(checkpoint bool) error {
 	}
 	close(s.quit)
 	<-s.writerDone
+	s.leaders.Wait() // no Commit leads after closed is set
 	<-s.ckptDone
 	var errs []error
 	if checkpoint {

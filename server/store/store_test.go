@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -307,6 +308,54 @@ func TestGroupCommit(t *testing.T) {
 	for i := range n {
 		requireValue(t, s, "h", fmt.Sprint(i), "v")
 	}
+}
+
+// A Commit that finds nobody writing writes its record on its own
+// goroutine (no hand-off to the writer and back); one that queues behind it
+// is written by the writer goroutine.
+func TestLoneCommitWritesOnItsOwnGoroutine(t *testing.T) {
+	var mu sync.Mutex
+	var writers []string // the goroutine of each transaction
+	g, hooks := newGate()
+	gated := hooks.beforeTxn
+	hooks.beforeTxn = func(n int) {
+		mu.Lock()
+		writers = append(writers, goroutineOf())
+		mu.Unlock()
+		gated(n)
+	}
+	s := openTest(t, Options{hooks: hooks})
+	ctx := context.Background()
+
+	require.NoError(t, s.Commit(ctx, put("g", "alone", "1")))
+	mu.Lock()
+	require.Equal(t, []string{goroutineOf()}, writers, "a lone Commit is written by its caller")
+	writers = nil
+	mu.Unlock()
+
+	g.hold()
+	ids := make(chan string, 1)
+	first := make(chan error, 1)
+	go func() { ids <- goroutineOf(); first <- s.Commit(ctx, put("g", "first", "1")) }()
+	require.Equal(t, 1, <-g.entered)
+	queued := commitAsync(ctx, s, put("g", "queued", "1"))
+	waitQueued(t, s, 1)
+	g.release <- struct{}{}
+	require.NoError(t, recv(t, first))
+	require.NoError(t, recv(t, queued))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, writers, 2)
+	require.Equal(t, <-ids, writers[0], "the leading Commit writes its own")
+	require.NotEqual(t, writers[0], writers[1], "what queued behind it is handed to the writer")
+	requireValue(t, s, "g", "queued", "1")
+}
+
+// goroutineOf names the calling goroutine ("goroutine 42").
+func goroutineOf() string {
+	var buf [64]byte
+	line := string(buf[:runtime.Stack(buf[:], false)])
+	return line[:strings.Index(line, " [")]
 }
 
 // MaxBatchOps splits what is queued into several transactions, in order.
