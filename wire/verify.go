@@ -113,11 +113,8 @@ func SignStatement(k *crypto.PrivateKey, cluster ClusterID, st *Statement) (Sign
 	if ClientID(k.Public.ID) != st.Client {
 		return SignedStatement{}, errors.New("wire: statement client does not match the signing key")
 	}
-	s, err := crypto.Seal(k, crypto.DomainStatement, st)
-	if err != nil {
-		return SignedStatement{}, err
-	}
-	return SignedStatement{Key: k.Public.Wire, Signed: s}, nil
+	body := appendStatement(make([]byte, 0, statementSizeMax+len(st.Lock)), st)
+	return SignedStatement{Key: k.Public.Wire, Signed: crypto.Signed{Body: body, Sig: k.Sign(crypto.DomainStatement, body)}}, nil
 }
 
 // Verify checks the signature, decodes the body strictly, and checks that the
@@ -128,8 +125,8 @@ func (s *SignedStatement) Verify(cluster ClusterID) (*Statement, error) {
 	return s.open(cluster, true)
 }
 
-// DecodeVouched decodes s and makes the checks of Verify but two: the
-// signature's and that the body is in canonical form. Only for a statement
+// DecodeVouched decodes s and makes the checks of Verify but the
+// signature's. Only for a statement
 // that f+1 servers sent byte for byte (same Hash): one of them is correct
 // and made both checks on these very bytes before it kept them
 // (docs/protocol.md change 28), or to order claims that are verified in
@@ -143,12 +140,13 @@ func (s *SignedStatement) open(cluster ClusterID, checkSig bool) (*Statement, er
 	if err != nil {
 		return nil, invalid("statement key: %v", err)
 	}
-	var st Statement
-	if checkSig {
-		err = crypto.Open(pub, crypto.DomainStatement, s.Signed, &st)
-	} else {
-		err = crypto.Unmarshal(s.Signed.Body, &st)
+	if checkSig && !pub.Verify(crypto.DomainStatement, s.Signed.Body, s.Signed.Sig) {
+		return nil, invalid("statement: %v (%s)", crypto.ErrBadSignature, crypto.DomainStatement)
 	}
+	if len(s.Signed.Body) > crypto.MaxMessageSize {
+		return nil, invalid("statement: %v", crypto.ErrOversize)
+	}
+	st, err := decodeStatement(s.Signed.Body)
 	if err != nil {
 		return nil, invalid("statement: %v", err)
 	}
@@ -180,7 +178,7 @@ func (s *SignedStatement) open(cluster ClusterID, checkSig bool) (*Statement, er
 	if err := checkCluster("statement", st.Cluster, cluster); err != nil {
 		return nil, err
 	}
-	return &st, nil
+	return st, nil
 }
 
 // SignView signs v for cluster with server key k (it sets v.Cluster).

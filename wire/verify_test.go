@@ -111,7 +111,7 @@ func TestStatementVerifyRejects(t *testing.T) {
 			b, err := crypto.Marshal(st(wire.PhaseDoorway, 0, nil))
 			require.NoError(t, err)
 			return signRaw(f.alice, append(b, 0))
-		}(), "extraneous"},
+		}(), "trailing bytes"},
 		{"N = 0 written out on Doorway (non-canonical)", func() wire.SignedStatement {
 			b, err := crypto.Marshal(st(wire.PhaseDoorway, 0, nil))
 			require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestStatementVerifyRejects(t *testing.T) {
 		{"keys out of order", signRaw(f.alice, unhex(t,
 			"a6 02 58 20"+hex.EncodeToString(a[:])+"01 6c"+hex.EncodeToString([]byte(testLock))+"03 01 04 01 05 01"+clusterPair())), "deterministic"},
 		{"client id as an array of 32 integers", signRaw(f.alice, unhex(t,
-			"a6 01 6c"+hex.EncodeToString([]byte(testLock))+"02 98 20"+byteArray(a[:])+"03 01 04 01 05 01"+clusterPair())), "deterministic"},
+			"a6 01 6c"+hex.EncodeToString([]byte(testLock))+"02 98 20"+byteArray(a[:])+"03 01 04 01 05 01"+clusterPair())), "is an array, want a byte string"},
 		{"client id of 31 bytes", signRaw(f.alice, unhex(t,
 			"a6 01 6c"+hex.EncodeToString([]byte(testLock))+"02 58 1f"+hex.EncodeToString(a[:31])+"03 01 04 01 05 01"+clusterPair())), "client id has 31 bytes"},
 		{"null JHash on Ticket", signRaw(f.alice, unhex(t,

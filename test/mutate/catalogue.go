@@ -75,6 +75,10 @@ var Catalogue = []Mutant{
 	// Keys, signatures and the cluster binding.
 	{"stmt-signer-not-client", "§1, §2: only c's key signs c's statements", "wire/verify.go",
 		"if ClientID(pub.ID) != st.Client {", "if false && ClientID(pub.ID) != st.Client {"},
+	{"stmt-signature-unchecked", "§1, §2: a statement counts only with its client's signature", "wire/verify.go",
+		"if checkSig && !pub.Verify(crypto.DomainStatement", "if false && checkSig && !pub.Verify(crypto.DomainStatement"},
+	{"stmt-body-not-canonical", "§1: a signed statement has one encoding (the hand-written codec refuses any other)", "wire/statement_codec.go",
+		"if !bytes.Equal(appendStatement(", "if false && !bytes.Equal(appendStatement("},
 	{"view-signer-not-server", "§3.1: a View is signed by the server it names", "wire/verify.go",
 		"if body.Server != v.Server {", "if false && body.Server != v.Server {"},
 	{"vote-signer-not-server", "§5: a Suspect vote is signed by the server it names", "wire/verify.go",
