@@ -84,11 +84,8 @@ func (k PublicKey) Parse() (*Parsed, error) {
 // Fingerprint is SHA-256 of the key's wire encoding (so keys of different
 // schemes never share a fingerprint). A client's ClientID is its fingerprint.
 func (k PublicKey) Fingerprint() [32]byte {
-	b, err := Marshal(k)
-	if err != nil {
-		panic(err) // a struct of a string and bytes always encodes
-	}
-	return sha256.Sum256(b)
+	var buf [128]byte
+	return sha256.Sum256(appendPublicKey(buf[:0], k))
 }
 
 // String renders the key as "Scheme:base64url".

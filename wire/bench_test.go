@@ -113,3 +113,38 @@ func BenchmarkSignedStatementHash(b *testing.B) {
 		_ = ss.Hash()
 	}
 }
+
+// BenchmarkMembersReply is a SET-TICKET answer at k = 64 contenders: the one
+// message whose size grows with k (docs/performance.md).
+func BenchmarkMembersReply(b *testing.B) {
+	k, err := crypto.PrivateKeyFromSeed(crypto.Ed25519, make([]byte, 32))
+	require.NoError(b, err)
+	reply := &wire.MembersReply{Req: 9, Lock: "ci/deploy"}
+	for i := range 64 {
+		d := wire.Digest{byte(i)}
+		ss, err := wire.SignStatement(k, testCluster(), &wire.Statement{Lock: "ci/deploy", Client: wire.ClientID(k.Public.ID), Session: 1, Attempt: uint64(i + 1), Phase: wire.PhaseTicket, N: uint64(i + 1), JHash: &d})
+		require.NoError(b, err)
+		reply.Members = append(reply.Members, ss)
+	}
+	m := &wire.Message{MembersReply: reply}
+	enc, err := wire.Encode(m)
+	require.NoError(b, err)
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(enc)))
+		for b.Loop() {
+			if _, err := wire.Encode(m); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(enc)))
+		for b.Loop() {
+			if _, err := wire.Decode(enc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -2,10 +2,11 @@ package wire
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/bq-lock/bq/crypto/cborx"
 )
 
 // A Statement is the body every client signs and every server checks, four
@@ -16,14 +17,6 @@ import (
 // what crypto.UnmarshalCanonical accepts, with the same value.
 // statement_codec_test.go checks both against the library, on generated
 // statements and on arbitrary bytes (FuzzStatementCodec).
-
-// CBOR major types.
-const (
-	cborUint  = 0 << 5
-	cborBytes = 2 << 5
-	cborText  = 3 << 5
-	cborMap   = 5 << 5
-)
 
 // Statement map keys, as in the struct tags of Statement.
 const (
@@ -36,22 +29,6 @@ const (
 	stJHash
 	stCluster
 )
-
-// appendHead appends the CBOR head of major type major with argument v, in
-// its shortest form.
-func appendHead(dst []byte, major byte, v uint64) []byte {
-	switch {
-	case v < 24:
-		return append(dst, major|byte(v))
-	case v <= 0xff:
-		return append(dst, major|24, byte(v))
-	case v <= 0xffff:
-		return binary.BigEndian.AppendUint16(append(dst, major|25), uint16(v))
-	case v <= 0xffffffff:
-		return binary.BigEndian.AppendUint32(append(dst, major|26), uint32(v))
-	}
-	return binary.BigEndian.AppendUint64(append(dst, major|27), v)
-}
 
 // statementSizeMax bounds a Statement's encoding but its lock name: the
 // map head, eight keys, a 9-byte lock name head, three 34-byte strings and
@@ -67,98 +44,35 @@ func appendStatement(dst []byte, st *Statement) []byte {
 	if st.JHash != nil {
 		pairs++
 	}
-	dst = appendHead(dst, cborMap, pairs)
-	dst = appendHead(dst, cborUint, stLock)
-	dst = appendHead(dst, cborText, uint64(len(st.Lock)))
+	dst = cborx.AppendHead(dst, cborx.Map, pairs)
+	dst = cborx.AppendHead(dst, cborx.Uint, stLock)
+	dst = cborx.AppendHead(dst, cborx.Text, uint64(len(st.Lock)))
 	dst = append(dst, st.Lock...)
-	dst = appendHead(dst, cborUint, stClient)
-	dst = append(appendHead(dst, cborBytes, 32), st.Client[:]...)
-	dst = appendHead(dst, cborUint, stSession)
-	dst = appendHead(dst, cborUint, st.Session)
-	dst = appendHead(dst, cborUint, stAttempt)
-	dst = appendHead(dst, cborUint, st.Attempt)
-	dst = appendHead(dst, cborUint, stPhase)
-	dst = appendHead(dst, cborUint, uint64(st.Phase))
+	dst = cborx.AppendHead(dst, cborx.Uint, stClient)
+	dst = append(cborx.AppendHead(dst, cborx.Bytes, 32), st.Client[:]...)
+	dst = cborx.AppendHead(dst, cborx.Uint, stSession)
+	dst = cborx.AppendHead(dst, cborx.Uint, st.Session)
+	dst = cborx.AppendHead(dst, cborx.Uint, stAttempt)
+	dst = cborx.AppendHead(dst, cborx.Uint, st.Attempt)
+	dst = cborx.AppendHead(dst, cborx.Uint, stPhase)
+	dst = cborx.AppendHead(dst, cborx.Uint, uint64(st.Phase))
 	if st.N != 0 {
-		dst = appendHead(dst, cborUint, stN)
-		dst = appendHead(dst, cborUint, st.N)
+		dst = cborx.AppendHead(dst, cborx.Uint, stN)
+		dst = cborx.AppendHead(dst, cborx.Uint, st.N)
 	}
 	if st.JHash != nil {
-		dst = appendHead(dst, cborUint, stJHash)
-		dst = append(appendHead(dst, cborBytes, 32), st.JHash[:]...)
+		dst = cborx.AppendHead(dst, cborx.Uint, stJHash)
+		dst = append(cborx.AppendHead(dst, cborx.Bytes, 32), st.JHash[:]...)
 	}
-	dst = appendHead(dst, cborUint, stCluster)
-	return append(appendHead(dst, cborBytes, 32), st.Cluster[:]...)
+	dst = cborx.AppendHead(dst, cborx.Uint, stCluster)
+	return append(cborx.AppendHead(dst, cborx.Bytes, 32), st.Cluster[:]...)
 }
 
 var errNotCanonicalStatement = errors.New("crypto: decode: body is not in deterministic CBOR form")
 
-// cborReader reads CBOR heads and strings from b.
-type cborReader struct {
-	b   []byte
-	off int
-}
-
-// head reads one head: its major type and argument. Indefinite lengths and
-// the reserved additional information values are refused.
-func (r *cborReader) head() (major byte, v uint64, err error) {
-	if r.off >= len(r.b) {
-		return 0, 0, errors.New("crypto: decode: unexpected end of statement")
-	}
-	ib := r.b[r.off]
-	r.off++
-	major, info := ib&0xe0, ib&0x1f
-	if info < 24 {
-		return major, uint64(info), nil
-	}
-	if info > 27 {
-		return 0, 0, fmt.Errorf("crypto: decode: CBOR head 0x%02x is not allowed in a statement", ib)
-	}
-	n := 1 << (info - 24)
-	if len(r.b)-r.off < n {
-		return 0, 0, errors.New("crypto: decode: unexpected end of statement")
-	}
-	for _, c := range r.b[r.off : r.off+n] {
-		v = v<<8 | uint64(c)
-	}
-	r.off += n
-	return major, v, nil
-}
-
-// cborTypes names the CBOR major types, for errors.
-var cborTypes = [8]string{"an unsigned integer", "a negative integer", "a byte string", "a text string", "an array", "a map", "a tag", "a simple value or float"}
-
-func wrongType(got, want byte) error {
-	return fmt.Errorf("crypto: decode: a statement field is %s, want %s", cborTypes[got>>5], cborTypes[want>>5])
-}
-
-func (r *cborReader) uint() (uint64, error) {
-	major, v, err := r.head()
-	if err == nil && major != cborUint {
-		err = wrongType(major, cborUint)
-	}
-	return v, err
-}
-
-// str reads a string of major type major (text or bytes).
-func (r *cborReader) str(major byte) ([]byte, error) {
-	m, n, err := r.head()
-	if err != nil {
-		return nil, err
-	}
-	if m != major {
-		return nil, wrongType(m, major)
-	}
-	if n > uint64(len(r.b)-r.off) {
-		return nil, errors.New("crypto: decode: unexpected end of statement")
-	}
-	s := r.b[r.off : r.off+int(n)]
-	r.off += int(n)
-	return s, nil
-}
-
-func (r *cborReader) bytes32(dst *[32]byte, what string) error {
-	s, err := r.str(cborBytes)
+// bytes32 reads a 32-byte string into dst.
+func bytes32(r *cborx.Reader, dst *[32]byte, what string) error {
+	s, err := r.String(what, cborx.Bytes)
 	if err != nil {
 		return err
 	}
@@ -172,13 +86,13 @@ func (r *cborReader) bytes32(dst *[32]byte, what string) error {
 // decodeStatement decodes a signed Statement body, which must be exactly
 // appendStatement's encoding of what it decodes to.
 func decodeStatement(b []byte) (*Statement, error) {
-	r := cborReader{b: b}
-	major, pairs, err := r.head()
+	r := cborx.Reader{B: b}
+	major, pairs, err := r.Head()
 	if err != nil {
 		return nil, err
 	}
-	if major != cborMap {
-		return nil, fmt.Errorf("crypto: decode: a statement is a map, not %s", cborTypes[major>>5])
+	if major != cborx.Map {
+		return nil, cborx.WrongType("a statement", major, cborx.Map)
 	}
 	if pairs > stCluster {
 		return nil, errNotCanonicalStatement
@@ -186,7 +100,7 @@ func decodeStatement(b []byte) (*Statement, error) {
 	var st Statement
 	last := uint64(0)
 	for range pairs {
-		key, err := r.uint()
+		key, err := r.Uint("a statement key")
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +111,7 @@ func decodeStatement(b []byte) (*Statement, error) {
 		last = key
 		switch key {
 		case stLock:
-			s, err := r.str(cborText)
+			s, err := r.String("the lock name", cborx.Text)
 			if err != nil {
 				return nil, err
 			}
@@ -206,31 +120,31 @@ func decodeStatement(b []byte) (*Statement, error) {
 			}
 			st.Lock = string(s)
 		case stClient:
-			err = r.bytes32((*[32]byte)(&st.Client), "client id")
+			err = bytes32(&r, (*[32]byte)(&st.Client), "client id")
 		case stSession:
-			st.Session, err = r.uint()
+			st.Session, err = r.Uint("the session")
 		case stAttempt:
-			st.Attempt, err = r.uint()
+			st.Attempt, err = r.Uint("the attempt")
 		case stPhase:
 			var v uint64
-			if v, err = r.uint(); err == nil && v > 0xff {
+			if v, err = r.Uint("the phase"); err == nil && v > 0xff {
 				err = fmt.Errorf("crypto: decode: phase %d overflows", v)
 			}
 			st.Phase = Phase(v)
 		case stN:
-			st.N, err = r.uint()
+			st.N, err = r.Uint("N")
 		case stJHash:
 			st.JHash = new(Digest)
-			err = r.bytes32((*[32]byte)(st.JHash), "digest")
+			err = bytes32(&r, (*[32]byte)(st.JHash), "digest")
 		case stCluster:
-			err = r.bytes32((*[32]byte)(&st.Cluster), "cluster id")
+			err = bytes32(&r, (*[32]byte)(&st.Cluster), "cluster id")
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	if r.off != len(b) {
-		return nil, errors.New("crypto: decode: trailing bytes after the statement")
+	if err := r.End("the statement"); err != nil {
+		return nil, err
 	}
 	// Shortest heads, nothing omitted that must be there, nothing there
 	// that must be omitted: the one encoding of st.

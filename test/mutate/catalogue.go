@@ -79,6 +79,8 @@ var Catalogue = []Mutant{
 		"if checkSig && !pub.Verify(crypto.DomainStatement", "if false && checkSig && !pub.Verify(crypto.DomainStatement"},
 	{"stmt-body-not-canonical", "§1: a signed statement has one encoding (the hand-written codec refuses any other)", "wire/statement_codec.go",
 		"if !bytes.Equal(appendStatement(", "if false && !bytes.Equal(appendStatement("},
+	{"key-scheme-not-utf8", "§8: the hand-written key decoder is never looser than the library (a scheme is UTF-8)", "crypto/codec_hand.go",
+		"if !utf8.Valid(scheme) {", "if false && !utf8.Valid(scheme) {"},
 	{"view-signer-not-server", "§3.1: a View is signed by the server it names", "wire/verify.go",
 		"if body.Server != v.Server {", "if false && body.Server != v.Server {"},
 	{"vote-signer-not-server", "§5: a Suspect vote is signed by the server it names", "wire/verify.go",

@@ -19,7 +19,7 @@ import (
 // the rules' own packages, all fast (a few seconds in total with -short).
 var unitPackages = []string{
 	"./quorum", "./bakery", "./activeset", "./detector",
-	"./wire", "./server/core", "./server/store", "./certs",
+	"./crypto", "./wire", "./server/core", "./server/store", "./certs",
 }
 
 // simTests are the tests of ./test/sim that run in under about 2.5 s each
