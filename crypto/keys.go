@@ -187,7 +187,9 @@ const (
 	// DomainAdmission and DomainRevocation are the client CA's (change 23).
 	DomainAdmission  Domain = "bq/v1/admission"
 	DomainRevocation Domain = "bq/v1/revocation"
-	DomainTest       Domain = "bq/v1/test"
+	// DomainProclamation is a leader's value (docs/protocol.md §11).
+	DomainProclamation Domain = "bq/v1/proclamation"
+	DomainTest         Domain = "bq/v1/test"
 )
 
 func (d Domain) message(body []byte) []byte {

@@ -205,6 +205,9 @@ func examples(tb testing.TB) []example {
 	admitted := func(h *wire.Hello) *wire.Hello { h.Admission = &admission; return h }
 	revocation, err := wire.SignRevocation(f.dave, f.keys.Cluster, &wire.RevocationBody{Client: id(f.bob), Name: "ci", At: 1_750_000_000_000})
 	require.NoError(tb, err)
+	carolSays, err := wire.SignProclamation(f.carol, f.keys.Cluster, &wire.ProclamationBody{Lock: testLock, Client: id(f.carol),
+		Session: 1, Attempt: 9, N: 3, Rev: 2, Value: []byte("10.0.0.7:8080")})
+	require.NoError(tb, err)
 	// Equivocation: a second Ticket of alice with the same timestamp (3, 2, Ticket) and another N.
 	equivocal := f.stmt(tb, f.alice, wire.PhaseTicket, 3, 2, 8, ticket2JHash(ticket))
 
@@ -249,13 +252,15 @@ func examples(tb testing.TB) []example {
 		{"StatusReply", &wire.Message{StatusReply: &wire.StatusReply{Req: 14, Server: 1, Lock: testLock,
 			Members:  sortMembers([]wire.SignedStatement{ticket, bobTicket, carolHeld}),
 			Locks:    []wire.LockSummary{{Name: testLock, Members: 3}, {Name: "locks/idle"}},
-			Suspects: []wire.ClientID{id(f.carol)}, Banned: []wire.ClientID{id(f.dave), id(f.hybrid)}, More: true}}},
+			Suspects: []wire.ClientID{id(f.carol)}, Banned: []wire.ClientID{id(f.dave), id(f.hybrid)}, More: true,
+			Proclamations: []wire.SignedProclamation{carolSays}}}},
 		{"SessionClose", &wire.Message{SessionClose: &wire.SessionClose{Req: 16, Session: 3}}},
 		{"Announce", &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{
 			{Lock: testLock, Client: id(f.alice), Session: 3, Attempt: 2, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&ticket)}}}}},
 		{"Announce/want", &wire.Message{Announce: &wire.Announce{Want: true, Items: []wire.StatementRef{
 			{Lock: testLock, Client: id(f.bob), Session: 2, Attempt: 4, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&bobTicket)}}}}},
 		{"Revoke", &wire.Message{Revoke: &wire.Revoke{Req: 17, Revocation: revocation}}},
+		{"Proclaim", &wire.Message{Proclaim: &wire.Proclaim{Req: 18, Proclamation: carolSays}}},
 	}
 }
 

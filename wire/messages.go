@@ -599,6 +599,8 @@ type StatusReply struct {
 	Banned   []ClientID        `cbor:"7,keyasint,omitempty"`
 	// More is set when Locks was cut at the reply size limit.
 	More bool `cbor:"8,keyasint,omitempty"`
+	// Proclamations are the kept proclamations of Lock's members (§11).
+	Proclamations []SignedProclamation `cbor:"9,keyasint,omitempty"`
 }
 
 func (s *StatusReply) String() string {
@@ -636,6 +638,7 @@ type Message struct {
 	SessionClose *SessionClose     `cbor:"23,keyasint,omitempty"`
 	Announce     *Announce         `cbor:"24,keyasint,omitempty"`
 	Revoke       *Revoke           `cbor:"25,keyasint,omitempty"`
+	Proclaim     *Proclaim         `cbor:"26,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -687,6 +690,7 @@ func (m *Message) body() (fmt.Stringer, int) {
 	set(m.SessionClose, m.SessionClose == nil)
 	set(m.Announce, m.Announce == nil)
 	set(m.Revoke, m.Revoke == nil)
+	set(m.Proclaim, m.Proclaim == nil)
 	return found, n
 }
 

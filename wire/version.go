@@ -10,7 +10,7 @@ import "fmt"
 // and message kinds, never anything inside a signed body.
 const (
 	ProtocolMajor = 1
-	ProtocolMinor = 1 // 1.1: Listen.Hold and Update.Released (herd-free listening)
+	ProtocolMinor = 2 // 1.1: Listen.Hold and Update.Released (herd-free listening); 1.2: Proclaim, StatusReply.Proclamations (elections)
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

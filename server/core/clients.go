@@ -96,6 +96,8 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	case m.Status != nil:
 		k.Stats.Accesses["status"]++
 		reply(&wire.Message{StatusReply: k.status(c, m.Status)})
+	case m.Proclaim != nil:
+		k.onProclaim(c, m.Proclaim, reply, fail)
 	case m.Revoke != nil:
 		if err := k.onRevoke(m.Revoke.Revocation, e); err != nil {
 			fail(m.Revoke.Req, wire.ErrCodeRejected, err)
@@ -125,7 +127,9 @@ func (k *Core) status(c wire.ClientID, req *wire.Status) *wire.StatusReply {
 	sort.Slice(r.Banned, func(i, j int) bool { return r.Banned[i].Less(r.Banned[j]) })
 	if req.Lock != "" {
 		if lock := k.locks[req.Lock]; lock != nil {
-			r.Members = activeset.Signed(lock.Members())
+			members := lock.Members()
+			r.Members = activeset.Signed(members)
+			r.Proclamations = k.proclamations(req.Lock, members)
 		}
 		return r
 	}
@@ -268,6 +272,8 @@ func requestID(m *wire.Message) uint64 {
 		return m.Status.Req
 	case m.SessionClose != nil:
 		return m.SessionClose.Req
+	case m.Proclaim != nil:
+		return m.Proclaim.Req
 	}
 	return 0
 }

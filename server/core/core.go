@@ -233,6 +233,10 @@ type justifiedTicket struct {
 	ticket wire.SignedStatement
 	j      []wire.SignedView
 	size   int // jSize(j), counted in stateBytes
+	// proc is the client's proclamation for this Ticket's attempt, if any
+	// (§11): it lives and dies with the J.
+	// INVARIANT: proc == nil or proc.body.Matches(the register's value).
+	proc *proclamation
 }
 
 // New makes a core; cfg must be valid.

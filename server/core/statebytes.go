@@ -37,6 +37,9 @@ func (k *Core) dropJustified(rk regKey) bool {
 	if ok {
 		delete(k.justified, rk)
 		k.stateBytes -= jt.size
+		if jt.proc != nil {
+			k.stateBytes -= jt.proc.size
+		}
 	}
 	return ok
 }
@@ -68,6 +71,9 @@ func (k *Core) recountStateBytes() int {
 	}
 	for _, jt := range k.justified {
 		n += jSize(jt.j)
+		if jt.proc != nil {
+			n += proclamationSize(&jt.proc.signed)
+		}
 	}
 	return n
 }

@@ -1,0 +1,86 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bq-lock/bq/activeset"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Proclamations (docs/protocol.md §11): a leader's signed value, kept next
+// to the J of its Ticket or Held and dropped with it — by the register's
+// next statement of another attempt or phase, a reset's collection, a ban.
+// In memory only: a leader resends its latest one on every connection.
+
+// proclamation is a kept proclamation and its decoded body.
+type proclamation struct {
+	signed wire.SignedProclamation
+	body   *wire.ProclamationBody
+	size   int // counted in stateBytes
+}
+
+func proclamationSize(p *wire.SignedProclamation) int {
+	return len(p.Signed.Body) + len(p.Signed.Sig) + len(p.Key.Key) + 32
+}
+
+// onProclaim keeps c's proclamation if it is for c's present Ticket or Held
+// at the lock and newer than the one kept.
+func (k *Core) onProclaim(c wire.ClientID, m *wire.Proclaim, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error)) {
+	k.Stats.Accesses["proclaim"]++
+	b, err := m.Proclamation.Verify(k.cfg.Keys.Cluster)
+	if err != nil {
+		fail(m.Req, wire.ErrCodeMalformed, err)
+		return
+	}
+	if b.Client != c {
+		fail(m.Req, wire.ErrCodeRejected, errors.New("core: a client may proclaim only its own value"))
+		return
+	}
+	if err := k.permitted(c, b.Lock); err != nil {
+		fail(m.Req, wire.ErrCodeForbidden, err)
+		return
+	}
+	rk := regKey{b.Lock, c}
+	jt, ok := k.justified[rk]
+	var held *wire.Statement
+	if lock := k.locks[b.Lock]; lock != nil {
+		if en := lock.Highest(c); en != nil {
+			held = en.St
+		}
+	}
+	if !ok || held == nil || (held.Phase != wire.PhaseTicket && held.Phase != wire.PhaseHeld) || !b.Matches(held) {
+		fail(m.Req, wire.ErrCodeResend, fmt.Errorf("core: %s is for a Held this server does not hold; send the Held first", b))
+		return
+	}
+	if old := jt.proc; old != nil {
+		switch {
+		case b.Rev < old.body.Rev:
+			fail(m.Req, wire.ErrCodeRejected, fmt.Errorf("core: %s is older than the kept rev %d", b, old.body.Rev))
+			return
+		case b.Rev == old.body.Rev && string(old.signed.Signed.Body) != string(m.Proclamation.Signed.Body):
+			fail(m.Req, wire.ErrCodeRejected, fmt.Errorf("core: %s differs from the kept proclamation of the same rev", b))
+			return
+		case b.Rev == old.body.Rev: // a resend
+			reply(&wire.Message{Ack: &wire.Ack{Req: m.Req}})
+			return
+		}
+		k.stateBytes -= old.size
+	}
+	p := &proclamation{signed: m.Proclamation, body: b, size: proclamationSize(&m.Proclamation)}
+	jt.proc = p
+	k.justified[rk] = jt
+	k.stateBytes += p.size
+	reply(&wire.Message{Ack: &wire.Ack{Req: m.Req}})
+}
+
+// proclamations are the kept proclamations of lock's members.
+func (k *Core) proclamations(lock string, members []*activeset.Entry) []wire.SignedProclamation {
+	var out []wire.SignedProclamation
+	for _, en := range members {
+		if jt, ok := k.justified[regKey{lock, en.St.Client}]; ok && jt.proc != nil && jt.proc.body.Matches(en.St) {
+			out = append(out, jt.proc.signed)
+		}
+	}
+	return out
+}
