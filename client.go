@@ -70,6 +70,13 @@ type Client struct {
 	// status routes StatusReply by request id.
 	status     map[uint64]*statusWait
 	nextStatus uint64
+	// proclaims routes the answers to Proclaim by request id; proclaimed
+	// is each lock's latest proclamation of a lead this client holds, sent
+	// again to a server on every new connection (docs/protocol.md §11).
+	// INVARIANT: proclaimed[l] is for the present holding of l.
+	proclaims    map[uint64]*proclaimWait
+	nextProclaim uint64
+	proclaimed   map[string]*proclaimedValue
 
 	leaseReady chan struct{}
 	readyOnce  sync.Once
@@ -184,7 +191,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
 		connRefused: make(map[wire.ServerID]string),
 		status:      make(map[uint64]*statusWait),
-		leaseReady:  make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
+		proclaims:   make(map[uint64]*proclaimWait), proclaimed: make(map[string]*proclaimedValue),
+		leaseReady: make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
 		counter: counter,
 	}
 	c.mu.Lock()
@@ -314,10 +322,14 @@ func (c *Client) loop(every time.Duration) {
 					c.statusReply(ev.From.Server, r)
 					break
 				}
+				if c.proclaimAnswer(ev.From.Server, ev.Msg) {
+					break
+				}
 				c.apply(c.bk.Step(now, ev.From.Server, ev.Msg))
 			case transport.EventConnected:
 				c.up[ev.From.Server] = true
 				c.apply(c.bk.Reconnected(now, ev.From.Server))
+				c.reproclaim(ev.From.Server)
 			case transport.EventDisconnected:
 				c.up[ev.From.Server] = false
 			case transport.EventBadInput:
@@ -401,7 +413,7 @@ func (c *Client) toSlot(ev bakery.Event) {
 	se := slotEvent{Event: ev}
 	switch ev.Kind {
 	case bakery.Acquired:
-		se.holding = &Holding{m: s.mutex, token: ev.Token, attempt: ev.Attempt, turn: s.turn, lost: make(chan struct{})}
+		se.holding = &Holding{m: s.mutex, token: ev.Token, session: c.bk.Session(), attempt: ev.Attempt, turn: s.turn, lost: make(chan struct{})}
 		s.holding = se.holding
 	case bakery.Released, bakery.Failed:
 		s.holding = nil

@@ -28,4 +28,12 @@
 // same name from the same client waits for the first Unlock; a second
 // TryLock returns ErrBusy). Close abandons every attempt (the Lock calls
 // waiting on them return ErrClosed) and releases every holding.
+//
+// An Election is a lock whose holder, the leader, proclaims a value signed by
+// it and tied to its term (the holding's token); observers believe a leader,
+// term and value only when f+1 of q servers report them (docs/election.md):
+//
+//	l, err := c.Election("scheduler").Campaign(ctx, "10.0.0.7:8080") // blocks until leader
+//	leader, err := c.Election("scheduler").Leader(ctx)                // value, term, holder
+//	err = c.Election("scheduler").Run(ctx, value, fn)                 // fn's ctx ends when the lead is lost
 package bq

@@ -144,3 +144,77 @@ func ExampleClient_Release() {
 	}
 	fmt.Println("released:", released)
 }
+
+// A service elects one active instance: Run campaigns, runs the function
+// while this instance leads, and cancels its context the moment the lead
+// is lost. The term fences what the leader writes.
+func ExampleElection_Run() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key", CreateIdentity: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	err = c.Election("scheduler").Run(ctx, "10.0.0.7:8080", func(ctx context.Context, l *bq.Leadership) error {
+		for ctx.Err() == nil {
+			if err := store.Write(l.Term(), "tick"); err != nil {
+				return err
+			}
+			time.Sleep(time.Second)
+		}
+		return nil // the lead was lost, or ctx ended: Run resigns
+	})
+	if errors.Is(err, bq.ErrLockLost) {
+		log.Printf("lost the lead: %v", err)
+	}
+}
+
+// Anyone can ask who leads, and follow every change.
+func ExampleElection_Observe() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "watcher.key", CreateIdentity: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	e := c.Election("scheduler")
+	switch l, err := e.Leader(ctx); {
+	case errors.Is(err, bq.ErrNoLeader):
+		fmt.Println("no leader:", err)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Printf("leader %s at %s (term %s)\n", l.Client, l.Value, l.Term)
+	}
+	for l := range e.Observe(ctx) { // terms only grow
+		fmt.Printf("term %s: %s\n", l.Term, l.Value)
+	}
+}
+
+// Campaign blocks until this client leads; Proclaim changes the value
+// observers see without giving up the lead.
+func ExampleElection_Campaign() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key", CreateIdentity: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	l, err := c.Election("primary").Campaign(ctx, "db-1:5432")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leading in term", l.Term())
+	if err := l.Proclaim(ctx, "db-1:5433"); err != nil {
+		log.Fatal(err)
+	}
+	select {
+	case <-l.Lost():
+		log.Printf("lost the lead: %v", l.Err())
+	case <-time.After(time.Minute):
+		_ = l.Resign(ctx)
+	}
+}

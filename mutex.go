@@ -31,6 +31,7 @@ func (m *Mutex) Name() string { return m.name }
 type Holding struct {
 	m       *Mutex
 	token   Token
+	session uint64
 	attempt uint64
 	turn    *turn // the turn at the name this holding ends
 	lost    chan struct{}

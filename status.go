@@ -112,6 +112,19 @@ func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
+	replies, err := c.statusReplies(ctx, lock, -1)
+	if err != nil {
+		return nil, err
+	}
+	return c.combine(lock, replies), nil
+}
+
+// statusReplies asks every server for its account of lock and returns the
+// replies once all servers answered, or grace after the q-th reply (grace <
+// 0: never), or when ctx ends or 2 s pass, whichever comes first.
+func (c *Client) statusReplies(ctx context.Context, lock string, grace time.Duration) (map[wire.ServerID]*wire.StatusReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	c.mu.Lock()
 	c.nextStatus++
 	req := statusReqBase + c.nextStatus
@@ -128,17 +141,25 @@ func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
 	}()
 
 	replies := make(map[wire.ServerID]*wire.StatusReply)
+	var graceUp <-chan time.Time
 	for len(replies) < c.cluster.N {
 		select {
 		case r := <-ch:
 			replies[r.Server] = r
+			if grace >= 0 && graceUp == nil && len(replies) >= c.cluster.Quorum {
+				t := time.NewTimer(grace)
+				defer t.Stop()
+				graceUp = t.C
+			}
+		case <-graceUp:
+			return replies, nil
 		case <-ctx.Done():
-			return c.combine(lock, replies), nil
+			return replies, nil
 		case <-c.closed:
 			return nil, ErrClosed
 		}
 	}
-	return c.combine(lock, replies), nil
+	return replies, nil
 }
 
 func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusReply) *Status {

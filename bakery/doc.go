@@ -11,5 +11,6 @@
 //	read.go       register reads and getSet (§2, Algorithm 1)
 //	ticket.go     the ticket rule N = 1 + max(J), shared with the servers
 //	token.go      fencing tokens and their order (§7)
+//	leader.go     an election's leader, decided from q servers' accounts (§11)
 //	events.go     what a step asks of the runtime: messages and events
 package bakery

@@ -25,6 +25,7 @@ type Mutant struct {
 var ownTests = map[string]string{
 	"address-rate-ignored":         "^TestQUICAcceptRatePerAddress$",
 	"connection-refusal-uncounted": "^TestQUICAcceptRatePerAddress$",
+	"proclaim-not-resent":          "^TestElectionValueSurvivesRestarts$",
 }
 
 // Catalogue is every mutant, grouped by the kind of rule it weakens.
@@ -364,6 +365,18 @@ var Catalogue = []Mutant{
 		"if len(by) <= c.cfg.F && c.answered(lock, id, answers) == nil {", "if len(by) < c.cfg.F && c.answered(lock, id, answers) == nil {"},
 	{"members-other-lock", "§3.2, change 28: a member named by at most f answers joins S' only by a statement of this lock", "bakery/vouch.go",
 		"if st, err := c.verify(cd.ss); err == nil && st.Lock == lock {", "if st, err := c.verify(cd.ss); err == nil {"},
+	{"leader-one-report", "§11: a register value counts toward the leader only when f+1 replies hold it", "bakery/leader.go",
+		"\t\tif count < f+1 {\n\t\t\tcontinue\n\t\t}\n\t\tt := Token", "\t\tif count < f {\n\t\t\tcontinue\n\t\t}\n\t\tt := Token"},
+	{"leader-value-one-report", "§11: a leader's value counts only when f+1 replies hold the same proclamation", "bakery/leader.go",
+		"if count < f+1 || b.Session != head.session", "if count < f || b.Session != head.session"},
+	{"leader-ticket-ahead", "§11: no leader while a counting Ticket is below the least Held", "bakery/leader.go",
+		"head, held = &c, c.phase == wire.PhaseHeld", "head, held = &c, true"},
+	{"proclaim-any-attempt", "§11: a server keeps a proclamation only for the client's present Ticket or Held", "server/core/proclaim.go",
+		"|| !b.Matches(held) {", "{"},
+	{"proclaim-older-rev", "§11: a lower Rev never replaces a kept proclamation", "server/core/proclaim.go",
+		"case b.Rev < old.body.Rev:", "case b.Rev < old.body.Rev && false:"},
+	{"proclaim-not-resent", "§11: the leader resends its latest proclamation on every new connection", "client.go",
+		"\t\t\t\tc.reproclaim(ev.From.Server)\n", ""},
 	{"own-view-by-body", "§3.2: a server skips the check of its own View in J only for the exact bytes it signed", "server/core/verifycache.go",
 		"for _, part := range [][]byte{v.Signed.Body, v.Signed.Sig} {", "for _, part := range [][]byte{v.Signed.Body} {"},
 	{"claim-never-resolved", "change 28, §3.3: a claim above a member's best is verified before the decision", "bakery/listen.go",

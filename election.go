@@ -1,0 +1,438 @@
+package bq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Leader election (docs/election.md, docs/protocol.md §11). An election is
+// a lock: a candidate campaigns by taking it, the leader is its holder, and
+// the term is the holding's fencing token. The leader's value is a
+// proclamation it signs, tied to its term; observers believe a leader, a
+// term and a value only when f+1 of q servers report them.
+
+// ErrNoLeader: the election has no leader at the moment (nobody holds its
+// lock, a handoff is under way, or the holder has not proclaimed a value).
+var ErrNoLeader = errors.New("bq: no leader")
+
+// observeEvery is how often Observe reads the servers.
+const observeEvery = 200 * time.Millisecond
+
+// leaderGrace is how long a read of the leader waits, once q servers
+// answered, for the others: more answers make f+1 matching ones likelier.
+const leaderGrace = 50 * time.Millisecond
+
+// Election is one election by name. It is cheap: make one per use.
+type Election struct {
+	c    *Client
+	name string
+}
+
+// Election returns the election name (a lock name: the same rules apply).
+func (c *Client) Election(name string) *Election { return &Election{c: c, name: name} }
+
+// Name is the election's name.
+func (e *Election) Name() string { return e.name }
+
+// Leader is an election's leader as observers see it.
+type Leader struct {
+	Client wire.ClientID
+	// Term is the leader's fencing token: terms only grow, and compare like
+	// lock tokens (Token.Less, Token.String, Token.Integer).
+	Term Token
+	// Rev counts the leader's proclamations in this term: 1 for Campaign's
+	// value, one more for each Proclaim.
+	Rev   uint64
+	Value string
+}
+
+// Leadership is this client's lead of an election, from Campaign until it
+// resigns or loses the lead.
+type Leadership struct {
+	e     *Election
+	h     *Holding
+	mu    sync.Mutex // serialises Proclaim
+	rev   uint64
+	value string
+	ended chan struct{}
+	once  sync.Once
+}
+
+// Term is the leadership's term: the fencing token of its holding.
+func (l *Leadership) Term() Token { return l.h.Token() }
+
+// Lost is closed the moment the lead is lost (the lease guarantee failed,
+// or the max-hold came): stop acting as leader at once. Err says why.
+func (l *Leadership) Lost() <-chan struct{} { return l.h.Lost() }
+
+// Err is nil while the lead lasts and, once Lost is closed, why it was lost.
+func (l *Leadership) Err() error { return l.h.Err() }
+
+// Value is the value last proclaimed by a quorum.
+func (l *Leadership) Value() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value
+}
+
+// Campaign waits until this client leads the election, proclaims value and
+// returns once q servers keep it. Candidates lead in the order they
+// campaigned (first come, first served).
+func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
+	if len(value) > wire.MaxProclaimedValue {
+		return nil, fmt.Errorf("bq: a leader's value of %d bytes (the limit is %d)", len(value), wire.MaxProclaimedValue)
+	}
+	h, err := e.c.Mutex(e.name).Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &Leadership{e: e, h: h, ended: make(chan struct{})}
+	if err := l.Proclaim(ctx, value); err != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), quitBudget)
+		defer cancel()
+		_ = l.Resign(rctx)
+		return nil, err
+	}
+	return l, nil
+}
+
+// quitBudget bounds the Exit of a Campaign that could not proclaim.
+const quitBudget = time.Second
+
+// Proclaim changes the leader's value without giving up the lead: it returns
+// once q servers keep the new value. Observers see it from then on.
+func (l *Leadership) Proclaim(ctx context.Context, value string) error {
+	if len(value) > wire.MaxProclaimedValue {
+		return fmt.Errorf("bq: a leader's value of %d bytes (the limit is %d)", len(value), wire.MaxProclaimedValue)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.h.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-l.ended:
+		return ErrNotHeld
+	default:
+	}
+	c := l.e.c
+	l.rev++
+	sp, err := wire.SignProclamation(c.key, c.cluster.ID(), &wire.ProclamationBody{Lock: l.e.name, Client: c.ID(),
+		Session: l.h.session, Attempt: l.h.attempt, N: l.h.token.N, Rev: l.rev, Value: []byte(value)})
+	if err != nil {
+		return fmt.Errorf("bq: %w", err)
+	}
+	c.mu.Lock()
+	c.proclaimed[l.e.name] = &proclaimedValue{signed: sp, lead: l}
+	c.mu.Unlock()
+	all := make([]wire.ServerID, c.cluster.N)
+	for i := range all {
+		all[i] = wire.ServerID(i)
+	}
+	if err := c.proclaim(ctx, l, all, sp, c.cluster.Quorum); err != nil {
+		return err
+	}
+	l.value = value
+	return nil
+}
+
+// Resign gives the lead up: the next candidate leads once the servers hear
+// of it.
+func (l *Leadership) Resign(ctx context.Context) error {
+	l.end()
+	return l.h.Unlock(ctx)
+}
+
+func (l *Leadership) end() {
+	l.once.Do(func() {
+		close(l.ended)
+		c := l.e.c
+		c.mu.Lock()
+		if p := c.proclaimed[l.e.name]; p != nil && p.lead == l {
+			delete(c.proclaimed, l.e.name)
+		}
+		c.mu.Unlock()
+	})
+}
+
+// over reports whether the lead ended (resigned or lost).
+func (l *Leadership) over() bool {
+	select {
+	case <-l.ended:
+		return true
+	case <-l.h.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// Run campaigns with value and, once leading, runs fn with a context that is
+// cancelled the moment the lead is lost — before any server could let
+// another candidate lead — or ctx ends. When fn returns, Run resigns. It
+// returns fn's error, or the reason the lead was lost (an ErrLockLost).
+func (e *Election) Run(ctx context.Context, value string, fn func(ctx context.Context, l *Leadership) error) error {
+	l, err := e.Campaign(ctx, value)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-l.Lost():
+			cancel(l.Err())
+		case <-stop:
+		}
+	}()
+	ferr := fn(runCtx, l)
+	close(stop)
+	cancel(nil)
+	if lerr := l.Err(); lerr != nil {
+		l.end()
+		return errors.Join(lerr, ferr)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	return errors.Join(ferr, l.Resign(rctx))
+}
+
+// Leader reads the election's leader from the servers: the holder of its
+// lock with its latest proclaimed value, as f+1 of at least q servers report
+// them. With no leader at the moment it returns an ErrNoLeader that says why.
+func (e *Election) Leader(ctx context.Context) (*Leader, error) {
+	if err := wire.CheckLockName(e.name); err != nil {
+		return nil, fmt.Errorf("bq: %w", err)
+	}
+	began := time.Now()
+	replies, err := e.c.statusReplies(ctx, e.name, leaderGrace)
+	if err != nil {
+		return nil, err
+	}
+	if len(replies) < e.c.cluster.Quorum {
+		what := fmt.Sprintf("a quorum of servers (%d of %d answered, need %d)", len(replies), e.c.cluster.N, e.c.cluster.Quorum)
+		if ctx.Err() != nil {
+			return nil, gaveUp(ctx, time.Since(began), what, true)
+		}
+		return nil, &Error{msg: "bq: no leader known: " + what, kinds: []error{ErrUnavailable}, what: what}
+	}
+	rs := make([]*wire.StatusReply, 0, len(replies))
+	for _, r := range replies {
+		rs = append(rs, r)
+	}
+	l, no := bakery.DecideLeader(e.c.cluster.ID(), e.c.cluster.F, e.name, rs)
+	if no != nil {
+		return nil, &Error{msg: fmt.Sprintf("bq: election %s: %s", e.name, no.Reason), kinds: []error{ErrNoLeader}}
+	}
+	return &Leader{Client: l.Client, Term: l.Term, Rev: l.Rev, Value: string(l.Value)}, nil
+}
+
+// Observe reads the leader every 200 ms and sends each leader (or new value
+// of a leader) it sees, in term order: a read older than the last one sent
+// (a lagging server's) is dropped, so terms and revisions only grow. A
+// leader that came and went between two reads may be missed. The channel is
+// closed when ctx ends or the client closes.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	ch := make(chan Leader)
+	go func() {
+		defer close(ch)
+		var last *Leader
+		t := time.NewTicker(observeEvery)
+		defer t.Stop()
+		for {
+			if l, err := e.Leader(ctx); err == nil && newer(l, last) {
+				select {
+				case ch <- *l:
+					last = l
+				case <-ctx.Done():
+					return
+				case <-e.c.closed:
+					return
+				}
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			case <-e.c.closed:
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// newer reports whether l comes after last: a higher term, or the same term
+// with a higher revision.
+func newer(l, last *Leader) bool {
+	if last == nil {
+		return true
+	}
+	if l.Term == last.Term {
+		return l.Rev > last.Rev
+	}
+	return last.Term.Less(l.Term)
+}
+
+// ---------------------------------------------------------------------------
+// Sending proclamations.
+
+const proclaimReqBase = uint64(1) << 61
+
+// proclaimedValue is a lead's latest proclamation.
+type proclaimedValue struct {
+	signed wire.SignedProclamation
+	lead   *Leadership
+}
+
+// proclaimWait is one proclamation waiting for acknowledgements.
+type proclaimWait struct{ ch chan proclaimReply }
+
+type proclaimReply struct {
+	server wire.ServerID
+	err    *wire.Error // nil: acknowledged
+}
+
+// proclaimAnswer routes a server's answer to a Proclaim and reports whether
+// m was one. c.mu must be held.
+func (c *Client) proclaimAnswer(s wire.ServerID, m *wire.Message) bool {
+	var req uint64
+	switch {
+	case m.Ack != nil:
+		req = m.Ack.Req
+	case m.Error != nil:
+		req = m.Error.Req
+	default:
+		return false
+	}
+	if req < proclaimReqBase || req >= statusReqBase {
+		return false
+	}
+	if w := c.proclaims[req]; w != nil {
+		select {
+		case w.ch <- proclaimReply{server: s, err: m.Error}:
+		default: // a server that repeats itself fills only its share
+		}
+	}
+	return true
+}
+
+// reproclaim sends the latest proclamation of every lead this client holds
+// to server s, which just (re)connected: a restarted server keeps none
+// (§11). c.mu must be held.
+func (c *Client) reproclaim(s wire.ServerID) {
+	for name, p := range c.proclaimed {
+		if p.lead.over() {
+			delete(c.proclaimed, name)
+			continue
+		}
+		go func(p *proclaimedValue) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = c.proclaim(ctx, p.lead, []wire.ServerID{s}, p.signed, 1)
+		}(p)
+	}
+}
+
+// proclaim sends sp to servers until need of them acknowledge it, the lead
+// ends, ctx ends, or so many refuse that need cannot be reached. A server
+// that answers "resend" has not seen the Held yet: it gets sp again 25 ms
+// later; one that does not answer, every 250 ms.
+func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.ServerID, sp wire.SignedProclamation, need int) error {
+	began := time.Now()
+	c.mu.Lock()
+	c.nextProclaim++
+	req := proclaimReqBase + c.nextProclaim
+	w := &proclaimWait{ch: make(chan proclaimReply, 4*c.cluster.N)}
+	c.proclaims[req] = w
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.proclaims, req)
+		c.mu.Unlock()
+	}()
+	send := func(s wire.ServerID) {
+		_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{Proclaim: &wire.Proclaim{Req: req, Proclamation: sp}})
+	}
+	for _, s := range servers {
+		send(s)
+	}
+	acked := make(map[wire.ServerID]bool)
+	refused := make(map[wire.ServerID]*wire.Error)
+	resend := make(map[wire.ServerID]bool)
+	soon := time.NewTicker(25 * time.Millisecond)
+	defer soon.Stop()
+	lastAll := time.Now()
+	for {
+		select {
+		case r := <-w.ch:
+			if acked[r.server] || refused[r.server] != nil {
+				continue
+			}
+			switch {
+			case r.err == nil:
+				acked[r.server] = true
+				if len(acked) >= need {
+					return nil
+				}
+			case r.err.Code == wire.ErrCodeResend:
+				resend[r.server] = true
+			default:
+				refused[r.server] = r.err
+				if len(servers)-len(refused) < need {
+					return proclaimRefused(l.e.name, refused)
+				}
+			}
+		case <-soon.C:
+			all := time.Since(lastAll) >= 250*time.Millisecond
+			if all {
+				lastAll = time.Now()
+			}
+			for _, s := range servers {
+				if !acked[s] && refused[s] == nil && (resend[s] || all) {
+					delete(resend, s)
+					send(s)
+				}
+			}
+		case <-l.h.Lost():
+			return l.h.Err()
+		case <-l.ended:
+			return ErrNotHeld
+		case <-ctx.Done():
+			return gaveUp(ctx, time.Since(began), fmt.Sprintf("the servers to keep the value of %s (%d of %d kept it, need %d)", l.e.name, len(acked), len(servers), need), true)
+		case <-c.closed:
+			return ErrClosed
+		}
+	}
+}
+
+// proclaimRefused is the error of a proclamation too many servers refused.
+func proclaimRefused(name string, refused map[wire.ServerID]*wire.Error) error {
+	ids := make([]int, 0, len(refused))
+	for s := range refused {
+		ids = append(ids, int(s))
+	}
+	sort.Ints(ids)
+	kind := ErrRefused
+	var why []string
+	for _, s := range ids {
+		e := refused[wire.ServerID(s)]
+		if e.Code == wire.ErrCodeForbidden || e.Code == wire.ErrCodeNotAllowed {
+			kind = ErrNotPermitted
+		}
+		why = append(why, fmt.Sprintf("%s: %s", wire.ServerID(s), e.Detail))
+	}
+	kinds := []error{ErrRefused}
+	if kind == ErrNotPermitted {
+		kinds = append(kinds, ErrNotPermitted)
+	}
+	return &Error{msg: fmt.Sprintf("bq: the servers refused the value of %s: %s", name, strings.Join(why, "; ")), kinds: kinds}
+}
