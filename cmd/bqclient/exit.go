@@ -16,8 +16,8 @@ const (
 	exitOK          = 0
 	exitError       = 1 // anything not below: a bad file, a full disk, a bug
 	exitUsage       = 2 // a mistake on the command line
-	exitBusy        = 3 // the lock is held (--try), or the timeout passed while someone held it
-	exitLost        = 4 // the lock was lost while held: the lease guarantee failed, or its max-hold came
+	exitBusy        = 3 // the lock is held (--try), or the timeout passed while someone held it; elect --leader: no leader
+	exitLost        = 4 // the lock (or lead) was lost while held: the lease guarantee failed, or its max-hold came
 	exitUnavailable = 5 // fewer than a quorum of servers answered
 	exitRefused     = 6 // the servers refused the request (a TTL out of their bounds, a limit, a ban)
 	// exitNotPermitted: a closed cluster does not let this identity do it:
@@ -30,14 +30,15 @@ Exit codes:
   0  ok
   1  error
   2  usage: a mistake on the command line
-  3  busy: the lock is held (--try), or --timeout passed while someone held it
-  4  lock lost while holding: the lease guarantee failed or the max-hold came (CMD got SIGTERM)
+  3  busy: the lock is held (--try), or --timeout passed while someone held it;
+     elect --leader: the election has no leader
+  4  lock (or lead) lost while holding: the lease guarantee failed or the max-hold came (CMD got SIGTERM)
   5  cluster unavailable: fewer than a quorum of servers answered
   6  refused by the servers (a TTL out of their bounds, a limit, a ban)
   7  not permitted: the cluster is closed and this identity is not enrolled, its
      certificate expired, it was revoked, or the lock name is outside its patterns
   128+N  ended by signal N while waiting
-  lock NAME -- CMD exits with CMD's own code once it ran.
+  lock NAME -- CMD and elect NAME VALUE -- CMD exit with CMD's own code once it ran.
 `
 
 // failure ends a command with an exit code and one line for stderr.

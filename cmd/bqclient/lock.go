@@ -203,7 +203,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 }
 
 // lostReason says why h was lost, in a few words.
-func lostReason(h *bq.Holding) string {
+func lostReason(h held) string {
 	err := h.Err()
 	switch {
 	case errors.Is(err, bq.ErrMaxHold):
@@ -212,6 +212,12 @@ func lostReason(h *bq.Holding) string {
 		return strings.TrimPrefix(err.Error(), "bq: ")
 	}
 	return "the lease guarantee failed"
+}
+
+// held is a holding or a lead: what a CMD runs under.
+type held interface {
+	Lost() <-chan struct{}
+	Err() error
 }
 
 // leave ends c's session and disconnects within quitBudget.
@@ -250,6 +256,12 @@ func release(c *bq.Client, h *bq.Holding) error {
 // bqclient gets meanwhile go to CMD.
 func runUnderLock(h *bq.Holding, name string, argv []string, ttl time.Duration, sigs <-chan os.Signal, stderr io.Writer) (int, error) {
 	env := append(os.Environ(), "BQ_LOCK_NAME="+name, "BQ_LOCK_TOKEN="+h.Token().String(), "BQ_LOCK_TOKEN_INT="+h.Token().Integer())
+	return runWhileHeld(h, "lock", "lock "+name+" lost", env, argv, ttl, sigs, stderr)
+}
+
+// runWhileHeld runs argv with env while h lasts (see runUnderLock); cmd
+// and lost word the line bqclient prints when h is lost.
+func runWhileHeld(h held, cmd, lost string, env, argv []string, ttl time.Duration, sigs <-chan os.Signal, stderr io.Writer) (int, error) {
 	ch, err := startChild(argv, env, max(ttl/10, 100*time.Millisecond))
 	if err != nil {
 		return 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
@@ -259,7 +271,7 @@ func runUnderLock(h *bq.Holding, name string, argv []string, ttl time.Duration, 
 		case <-ch.done:
 			return ch.exitCode(), nil
 		case <-h.Lost():
-			fmt.Fprintf(stderr, "bqclient lock: lock %s lost while %s ran (%s): stopping it (SIGTERM)\n", name, argv[0], lostReason(h))
+			fmt.Fprintf(stderr, "bqclient %s: %s while %s ran (%s): stopping it (SIGTERM)\n", cmd, lost, argv[0], lostReason(h))
 			ch.signal(syscall.SIGTERM)
 			<-ch.done
 			return exitLost, nil

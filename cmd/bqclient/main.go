@@ -43,7 +43,7 @@ func newRoot(std stdio) *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:   "bqclient",
-		Short: "Take, release and inspect bq locks",
+		Short: "Take, release and inspect bq locks; elect leaders",
 		Long: `bqclient takes, releases and inspects the locks of a bq cluster: a lock service that stays
 correct when up to f of its n servers, and any number of its clients, are malicious.
 
@@ -64,7 +64,7 @@ It needs the cluster's file (--cluster, or BQ_CLUSTER) and a client identity, a 
 			g.identity, g.identityDefault = defaultIdentity(), true
 		}
 	}
-	root.AddCommand(lockCmd(g, std), unlockCmd(g, std), statusCmd(g, std), keygenCmd(g, std), versionCmd(std))
+	root.AddCommand(lockCmd(g, std), unlockCmd(g, std), electCmd(g, std), statusCmd(g, std), keygenCmd(g, std), versionCmd(std))
 	return root
 }
 
