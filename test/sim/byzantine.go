@@ -46,7 +46,7 @@ type BehaviorInfo struct {
 
 var behaviors = []BehaviorInfo{
 	{"silent", "sends nothing at all (crashed, or withholding everything)", func() Behavior { return silent{} }},
-	{"stale", "replays older signed values: older statements in Updates, ReadReplies, MembersReplies, Forwards and in Views it re-signs (with a lower hw); re-sends older Updates", func() Behavior { return stale{} }},
+	{"stale", "replays older signed values: older statements in Updates, ReadReplies, MembersReplies, Forwards and in Views it re-signs (with a lower hw); re-sends older Updates; shows every past leader's Held and proclamations in Status replies", func() Behavior { return stale{} }},
 	{"lying-membership", "omits every other member from the Views it signs, from MembersReplies and Updates, claims them Absent, and answers Reads with nothing", func() Behavior { return lying{} }},
 	{"selective", "acks sessions and heartbeats (so it counts toward leases) but drops every reply to an access", func() Behavior { return selective{} }},
 	{"suspect-all", "signs a Suspect vote on every session of every client it sees, and keeps re-sending them", func() Behavior { return suspectAll{} }},
@@ -103,6 +103,9 @@ type Byz struct {
 	seen map[string]map[wire.ClientID][]seenStatement
 	// sessions: the highest session seen of each client.
 	sessions map[wire.ClientID]uint64
+	// proclaimed: the last proclamations received per lock and client
+	// (elections, docs/protocol.md §11).
+	proclaimed map[string]map[wire.ClientID][]wire.SignedProclamation
 	// updates: the last honest Updates sent to each client.
 	updates map[wire.ClientID][]*wire.Update
 	// votes: suspect-all's vote on each client's highest session.
@@ -137,10 +140,11 @@ type seenStatement struct {
 func newByz(self wire.ServerID, n int, key *crypto.PrivateKey, keys wire.Keyring, r *rand.Rand, names []string) (*Byz, error) {
 	b := &Byz{
 		Self: self, N: n, Key: key, Keys: keys, Rand: r,
-		seen:     make(map[string]map[wire.ClientID][]seenStatement),
-		sessions: make(map[wire.ClientID]uint64),
-		updates:  make(map[wire.ClientID][]*wire.Update),
-		votes:    make(map[wire.ClientID]vote),
+		seen:       make(map[string]map[wire.ClientID][]seenStatement),
+		proclaimed: make(map[string]map[wire.ClientID][]wire.SignedProclamation),
+		sessions:   make(map[wire.ClientID]uint64),
+		updates:    make(map[wire.ClientID][]*wire.Update),
+		votes:      make(map[wire.ClientID]vote),
 	}
 	for _, name := range names {
 		beh, err := NewBehavior(name)
@@ -159,6 +163,8 @@ func (b *Byz) observe(from wire.Peer, m *wire.Message) {
 		b.remember(m.Submit.Statement)
 	case m.Forward != nil:
 		b.remember(m.Forward.Statement)
+	case m.Proclaim != nil:
+		b.rememberProclamation(m.Proclaim.Proclamation)
 	case m.SessionOpen != nil && from.IsClient:
 		b.sessions[from.Client] = max(b.sessions[from.Client], m.SessionOpen.Session)
 	case m.Heartbeat != nil && from.IsClient:
@@ -191,6 +197,44 @@ func (b *Byz) remember(ss wire.SignedStatement) {
 		list = list[len(list)-32:]
 	}
 	byClient[st.Client] = list
+}
+
+// rememberProclamation keeps a proclamation (unverified), the last 8 per
+// lock and client.
+func (b *Byz) rememberProclamation(p wire.SignedProclamation) {
+	var body wire.ProclamationBody
+	if crypto.UnmarshalCanonical(p.Signed.Body, &body) != nil {
+		return
+	}
+	byClient := b.proclaimed[body.Lock]
+	if byClient == nil {
+		byClient = make(map[wire.ClientID][]wire.SignedProclamation)
+		b.proclaimed[body.Lock] = byClient
+	}
+	list := append(byClient[body.Client], p)
+	if len(list) > 8 {
+		list = list[len(list)-8:]
+	}
+	byClient[body.Client] = list
+}
+
+// pastLeaders are, for lock, the newest Held this server ever received of
+// every client, and every proclamation it keeps: what a faulty server can
+// show as a leader that may have left long ago.
+func (b *Byz) pastLeaders(lock string) ([]wire.SignedStatement, []wire.SignedProclamation) {
+	var held []wire.SignedStatement
+	var said []wire.SignedProclamation
+	for _, c := range sortedClientIDs(b.seen[lock]) {
+		list := b.seen[lock][c]
+		for i := len(list) - 1; i >= 0; i-- {
+			if list[i].st.Phase == wire.PhaseHeld {
+				held = append(held, list[i].ss)
+				break
+			}
+		}
+		said = append(said, b.proclaimed[lock][c]...)
+	}
+	return held, said
 }
 
 // older returns a random remembered statement of the same client and lock
@@ -346,6 +390,14 @@ func (stale) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
 		mr := *m.MembersReply
 		mr.Members = olderAll(mr.Members)
 		return one(o.To, &wire.Message{MembersReply: &mr})
+	case m.StatusReply != nil && m.StatusReply.Lock != "":
+		// Older values of the members, and every past leader with all its
+		// proclamations, as if still leading (§11: a stale read).
+		sr := *m.StatusReply
+		held, said := b.pastLeaders(sr.Lock)
+		sr.Members = append(olderAll(sr.Members), held...)
+		sr.Proclamations = said
+		return one(o.To, &wire.Message{StatusReply: &sr})
 	case m.ViewReply != nil:
 		vr := *m.ViewReply
 		vr.View = b.resignView(vr.View, func(v *wire.ViewBody) {

@@ -176,8 +176,11 @@ type Scenario struct {
 	// Closed: the servers have a client CA and admit the run's clients by
 	// certificate (admission.go); FaultRevoke needs it.
 	Closed bool
-	Locks  []string
-	Roles  []Role // one per client
+	// Elect: correct clients proclaim a value when they enter and client 0
+	// reads every lock's leader (election.go).
+	Elect bool
+	Locks []string
+	Roles []Role // one per client
 	// Malicious: one malicious client per entry, by behaviour (malclient.go).
 	Malicious     []string
 	Byzantine     []ByzServer

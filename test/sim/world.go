@@ -50,6 +50,9 @@ type RunStats struct {
 	MaxLocksPerClient int
 	// Pauses counts process pauses (servers and clients).
 	Pauses int
+	// LeaderReads counts the observer's decisions (Scenario.Elect), and
+	// LeadersNamed those that named a correct client, each checked.
+	LeaderReads, LeadersNamed int
 }
 
 // Result is the outcome of one run.
@@ -157,6 +160,8 @@ type World struct {
 	// one; revokedAt[c]: when the operator revoked client c.
 	ca        *crypto.PrivateKey
 	revokedAt map[int]Instant
+	// el is the elections' state (election.go), nil unless Scenario.Elect.
+	el *electionState
 }
 
 type event struct {
@@ -264,6 +269,9 @@ func Run(sc Scenario, opt RunOptions) (res *Result) {
 			res = w.result(start)
 		}
 	}()
+	if sc.Elect {
+		w.startElections()
+	}
 	if opt.Script != nil {
 		opt.Script(w)
 	}
@@ -603,6 +611,9 @@ func (w *World) result(start time.Time) *Result {
 	for i, c := range w.cli {
 		lastHB[i] = c.lastHB
 	}
+	if w.el != nil {
+		w.stats.LeaderReads, w.stats.LeadersNamed = w.el.decisions, w.el.named
+	}
 	return &Result{
 		Scenario: w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
 		Stats: w.stats, Wall: time.Since(start),
@@ -691,6 +702,9 @@ func (w *World) deliver(from, to int, data []byte, ep uint64, as wire.ClientID) 
 		return
 	}
 	c := to - w.sc.N
+	if w.electionAnswer(c, from, m) {
+		return
+	}
 	if m.Ack != nil {
 		w.noteExitAck(c, from, m.Ack.Req)
 	}
@@ -1381,6 +1395,9 @@ func (w *World) clientEvent(c int, ev bakery.Event) {
 		}
 		if ev.Token.Client != cl.c.ID() {
 			w.h.violate(CheckFencing, at, "c%d acquired %s with a token of %s", c, ev.Lock, ev.Token.Client)
+		}
+		if w.el != nil {
+			w.proclaim(c, ev)
 		}
 	case bakery.Lost:
 		w.stats.Lost++

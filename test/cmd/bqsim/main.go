@@ -45,6 +45,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stats := fs.Bool("stats", false, "print per-run statistics and wall time")
 	malicious := fs.String("malicious", "", "malicious clients for every run instead of the drawn ones: names from -list joined with +")
 	jobs := fs.Int("j", 1, "runs in parallel (results are printed in seed order either way)")
+	elect := fs.Bool("elect", false, "elections on: clients proclaim a value when they enter and client 0 reads every lock's leader, each decision checked (docs/election.md)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	perN, wallN := map[int]int{}, map[int]time.Duration{}
 	generate := func(s uint64) (sim.Scenario, error) {
 		sc, err := sim.GenerateCampaign(s, *n, *byz)
+		sc.Elect = *elect
 		if *malicious != "" {
 			sc.Malicious = strings.Split(*malicious, "+")
 		}
