@@ -5,12 +5,13 @@
 //
 //	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
 //	      [--schemes Ed25519,ML-DSA-44,...]
-//	      [--workloads uncontended,contended,scaling] [--profile DIR]
+//	      [--workloads uncontended,contended,scaling,failover] [--profile DIR]
 //	bench --attack [--json] [--quick] [attack sizes]
 //
 // --attack runs only the attack benchmark on bq (attack.go).
 //
-// It re-executes itself as "bench etcd-member ..." for each etcd member.
+// It re-executes itself as "bench etcd-member ..." for each etcd member, and
+// as "bench candidate ..." for each candidate of the failover workload.
 package main
 
 import (
@@ -35,6 +36,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "etcd-member" {
 		os.Exit(etcdMember(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "candidate" {
+		os.Exit(candidateMain(os.Args[2:]))
+	}
 	os.Exit(bench(os.Args[1:]))
 }
 
@@ -53,6 +57,7 @@ type options struct {
 
 	uncontendedWarm, uncontendedOps int
 	contenders                      int
+	failoverRounds                  int
 	warm, contended, step, timeout  time.Duration
 }
 
@@ -67,7 +72,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (logs, data) at the end; with ./run, give a --workdir outside its temporary directory")
 	systems := fs.String("systems", "bq,etcd", "systems to measure")
 	schemes := fs.String("schemes", "Ed25519", "bq's signature schemes, comma-separated (Ed25519, ML-DSA-44, Ed25519-Dilithium2): the first is measured as \"bq\", each other one as \"bq/SCHEME\", with the same workloads")
-	workloads := fs.String("workloads", "uncontended,contended,scaling", "workloads to run, for every system")
+	workloads := fs.String("workloads", "uncontended,contended,scaling,failover", "workloads to run, for every system")
+	fs.IntVar(&o.failoverRounds, "failover-rounds", 20, "kill -9 of the leader in the failover workload (--quick: 5)")
 	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
 	fs.IntVar(&o.uncontendedOps, "ops", 1000, "measured uncontended Lock+Unlock cycles (--quick: 500)")
 	fs.IntVar(&o.contenders, "contenders", 8, "clients in the contended run")
@@ -102,6 +108,9 @@ func parseFlags(args []string) (*options, error) {
 		}
 		if !set("step") {
 			o.step = 2 * time.Second
+		}
+		if !set("failover-rounds") {
+			o.failoverRounds = 5
 		}
 	}
 	o.systems, o.workloads = csvSet(*systems), csvSet(*workloads)
@@ -256,6 +265,9 @@ type sysResult struct {
 	// (the bakery breaks ticket ties by ClientID).
 	byID    []int
 	scaling []scalingRow
+	// failover is each measured failover: kill -9 of the leader to the
+	// next leader's Campaign returning.
+	failover durations
 }
 
 // scalingRow is one run with K contenders.
@@ -335,6 +347,15 @@ func runBQ(ctx context.Context, o *options, work, name, scheme string) (*sysResu
 			}
 			r.fenceErrors += f.bad
 			r.scaling = append(r.scaling, row)
+		}
+	}
+	if o.workloads["failover"] && name == "bq" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		if r.failover, err = bqFailover(ctx, o, work, self, name, b); err != nil {
+			return nil, fmt.Errorf("failover: %w", err)
 		}
 	}
 	return r, nil
@@ -515,6 +536,11 @@ func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
 				return nil, fmt.Errorf("scaling, %d contenders: %w", k, err)
 			}
 			r.scaling = append(r.scaling, row)
+		}
+	}
+	if o.workloads["failover"] {
+		if r.failover, err = etcdFailover(ctx, o, work, self, e); err != nil {
+			return nil, fmt.Errorf("failover: %w", err)
 		}
 	}
 	return r, nil

@@ -233,6 +233,21 @@ func (r *results) print(w io.Writer) {
 		}
 	}
 	r.printSideBySide(w)
+	if o.workloads["failover"] {
+		fmt.Fprintf(w, "\nfailover: kill -9 of the leader until the next candidate's Campaign returns, session TTL %v, %d rounds, %d candidates waiting:\n", failoverTTL, o.failoverRounds, failoverWaiting)
+		row("  failover p50 / p99 (ms)", func(s *sysResult) string {
+			if len(s.failover) == 0 {
+				return "-"
+			}
+			return pair0(s.failover.ms(.5), s.failover.ms(.99))
+		})
+		row("  failover min / max (ms)", func(s *sysResult) string {
+			if len(s.failover) == 0 {
+				return "-"
+			}
+			return pair0(s.failover.ms(0), s.failover.ms(1))
+		})
+	}
 	for _, s := range r.systems {
 		if !s.bq {
 			continue
@@ -415,6 +430,11 @@ func cell(s *sysResult, f func(*sysResult) string) string {
 
 func pair(a, b float64) string { return f3(a) + " / " + f3(b) }
 
+// pair0 is pair in whole milliseconds.
+func pair0(a, b float64) string {
+	return strconv.FormatFloat(a, 'f', 0, 64) + " / " + strconv.FormatFloat(b, 'f', 0, 64)
+}
+
 func f3(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "-"
@@ -468,6 +488,12 @@ func (s *sysResult) json() map[string]any {
 		m["fairness_max_over_min"] = jnum(f)
 		m["overlaps"] = c.Overlaps
 		s.stats(s.window, c.Acq).json(m, "contended_")
+	}
+	if len(s.failover) > 0 {
+		m["failover_rounds"] = len(s.failover)
+		m["failover_ttl_ms"] = failoverTTL.Milliseconds()
+		m["failover_p50_ms"], m["failover_p99_ms"] = jnum(s.failover.ms(.5)), jnum(s.failover.ms(.99))
+		m["failover_min_ms"], m["failover_max_ms"] = jnum(s.failover.ms(0)), jnum(s.failover.ms(1))
 	}
 	if s.bq {
 		m["fencing_errors"] = s.fenceErrors
