@@ -3,8 +3,10 @@ package core
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/bq-lock/bq/activeset"
+	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -74,13 +76,27 @@ func (k *Core) onProclaim(c wire.ClientID, m *wire.Proclaim, reply func(*wire.Me
 	reply(&wire.Message{Ack: &wire.Ack{Req: m.Req}})
 }
 
-// proclamations are the kept proclamations of lock's members.
+// maxStatusProclamations bounds the proclamations in one Status reply:
+// those of the Held members with the lowest tokens. An observer needs only
+// the lowest Held's (§11); the bound keeps a reply's size independent of
+// how many members (malicious ones, say) claim Held and proclaim.
+const maxStatusProclamations = 4
+
+// proclamations are the kept proclamations of lock's Held members, lowest
+// token first, at most maxStatusProclamations.
 func (k *Core) proclamations(lock string, members []*activeset.Entry) []wire.SignedProclamation {
-	var out []wire.SignedProclamation
+	var held []*activeset.Entry
 	for _, en := range members {
-		if jt, ok := k.justified[regKey{lock, en.St.Client}]; ok && jt.proc != nil && jt.proc.body.Matches(en.St) {
-			out = append(out, jt.proc.signed)
+		if jt, ok := k.justified[regKey{lock, en.St.Client}]; ok && jt.proc != nil && en.St.Phase == wire.PhaseHeld && jt.proc.body.Matches(en.St) {
+			held = append(held, en)
 		}
+	}
+	sort.Slice(held, func(i, j int) bool {
+		return bakery.Token{N: held[i].St.N, Client: held[i].St.Client}.Less(bakery.Token{N: held[j].St.N, Client: held[j].St.Client})
+	})
+	out := make([]wire.SignedProclamation, 0, min(len(held), maxStatusProclamations))
+	for _, en := range held[:min(len(held), maxStatusProclamations)] {
+		out = append(out, k.justified[regKey{lock, en.St.Client}].proc.signed)
 	}
 	return out
 }

@@ -88,3 +88,27 @@ func TestProclamationOutlivesTicketToHeld(t *testing.T) {
 	c.doorway(alice, "L", 1, 2)
 	require.Empty(t, c.kept(bob, "L"))
 }
+
+// A Status reply carries the proclamations of Held members only, lowest
+// token first, at most maxStatusProclamations: its size does not grow with
+// the members that claim Held and proclaim.
+func TestStatusProclamationsBounded(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	observer := c.newClient()
+	var values []string
+	for i := range maxStatusProclamations + 2 {
+		cl := c.newClient()
+		n := uint64(i + 1)
+		c.enterTicket(cl, "L", 1, 1, n)
+		v := string(rune('a' + i))
+		if i == 0 {
+			// The lowest ticket proclaims while still in Ticket phase: not shown.
+			require.Zero(t, c.proclaim(cl, cl.proclamation("L", 1, 1, n, 1, v)))
+			continue
+		}
+		c.submitAll(cl, cl.stmt("L", 1, 1, wire.PhaseHeld, n, nil))
+		require.Zero(t, c.proclaim(cl, cl.proclamation("L", 1, 1, n, 1, v)))
+		values = append(values, v)
+	}
+	require.Equal(t, values[:maxStatusProclamations], c.kept(observer, "L"))
+}

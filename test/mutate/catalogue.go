@@ -375,6 +375,8 @@ var Catalogue = []Mutant{
 		"|| !b.Matches(held) {", "{"},
 	{"proclaim-older-rev", "§11: a lower Rev never replaces a kept proclamation", "server/core/proclaim.go",
 		"case b.Rev < old.body.Rev:", "case b.Rev < old.body.Rev && false:"},
+	{"status-proclamations-unbounded", "§11: a Status reply carries at most 4 proclamations, of Held members, lowest token first", "server/core/proclaim.go",
+		"for _, en := range held[:min(len(held), maxStatusProclamations)] {", "for _, en := range held {"},
 	{"proclaim-not-resent", "§11: the leader resends its latest proclamation on every new connection", "client.go",
 		"\t\t\t\tc.reproclaim(ev.From.Server)\n", ""},
 	{"own-view-by-body", "§3.2: a server skips the check of its own View in J only for the exact bytes it signed", "server/core/verifycache.go",
