@@ -55,6 +55,7 @@ type Config struct {
 // at a time.
 type Client struct {
 	cluster *certs.Cluster
+	ttl     time.Duration // the session's lease
 	key     *crypto.PrivateKey
 	log     *slog.Logger
 	tr      transport.Transport
@@ -187,7 +188,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cluster: cluster, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
+		cluster: cluster, ttl: cfg.TTL, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
 		connRefused: make(map[wire.ServerID]string),
 		status:      make(map[uint64]*statusWait),

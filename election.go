@@ -95,7 +95,15 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, err
 		return nil, err
 	}
 	l := &Leadership{e: e, h: h, ended: make(chan struct{})}
-	if err := l.Proclaim(ctx, value); err != nil {
+	// A cluster that lets this client lead but does not keep its value
+	// (servers older than protocol 1.2 ignore Proclaim) must not keep the
+	// lead from everyone else: the first value has a bounded wait.
+	pctx, cancel := context.WithTimeout(ctx, max(2*e.c.ttl, 5*time.Second))
+	defer cancel()
+	if err := l.Proclaim(pctx, value); err != nil {
+		if ctx.Err() == nil && pctx.Err() != nil {
+			err = fmt.Errorf("%w (servers older than protocol 1.2 do not keep a leader's value)", err)
+		}
 		rctx, cancel := context.WithTimeout(context.Background(), quitBudget)
 		defer cancel()
 		_ = l.Resign(rctx)

@@ -2,12 +2,16 @@ package bq
 
 import (
 	"context"
+	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/transport"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -205,4 +209,37 @@ func TestElectionValueSurvivesRestarts(t *testing.T) {
 	waitLeader(t, watcher.Election("svc"), a.ID(), "v2")
 	require.NoError(t, la.Err(), "a quick restart of the cluster keeps the lead")
 	require.NoError(t, la.Resign(ctx))
+}
+
+// dropProclaims is a transport that never sends a Proclaim: servers that
+// ignore them (older than protocol 1.2) look like this to a candidate.
+type dropProclaims struct{ transport.Transport }
+
+func (d dropProclaims) Send(to transport.Peer, m *wire.Message) error {
+	if m.Proclaim != nil {
+		return nil
+	}
+	return d.Transport.Send(to, m)
+}
+
+// A Campaign whose value no server keeps gives the lead up after a bounded
+// wait, instead of holding the lock for ever as a leader nobody can see.
+func TestCampaignGivesUpWhenNoServerKeepsTheValue(t *testing.T) {
+	tc := newCluster(t, 4)
+	key, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+	old := tc.dial(Config{TTL: time.Second, Identity: key, newTransport: func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
+		tr, err := transport.DialClient(transport.ClientConfig{Key: key, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert})
+		return dropProclaims{tr}, err
+	}})
+	other := tc.dial(Config{})
+	ctx := ctxFor(t, 2*waitTimeout)
+	began := time.Now()
+	_, err = old.Election("svc").Campaign(ctx, "v")
+	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorContains(t, err, "protocol 1.2")
+	require.Less(t, time.Since(began), 10*time.Second)
+	lb, err := other.Election("svc").Campaign(ctx, "w")
+	require.NoError(t, err, "the lock was given up")
+	require.NoError(t, lb.Resign(ctx))
 }
