@@ -18,7 +18,7 @@ import (
 // unitPackages are the packages whose tests run first against every mutant:
 // the rules' own packages, all fast (a few seconds in total with -short).
 var unitPackages = []string{
-	"./quorum", "./bakery", "./activeset", "./detector",
+	"./quorum", "./bakery", "./omega", "./activeset", "./detector",
 	"./crypto", "./wire", "./server/core", "./server/store", "./certs",
 }
 
