@@ -35,6 +35,8 @@ type leaderRead struct {
 	sent    Instant
 	replies map[int]*wire.StatusReply
 	decided bool
+	// done, if set, takes the first q replies instead of the leader check.
+	done func(map[int]*wire.StatusReply)
 }
 
 // electionState is what the world keeps for Scenario.Elect.
@@ -56,15 +58,18 @@ type proclaimKey struct {
 }
 
 type pendingProclaim struct {
-	c    int
-	lock string
-	att  uint64
-	msg  []byte
+	c     int
+	lock  string
+	att   uint64
+	msg   []byte
+	onAck func(server int) // if set, called on each server's ack
 }
 
 func (w *World) startElections() {
 	w.el = &electionState{reads: make(map[uint64]*leaderRead), proclaimed: make(map[proclaimKey][]string), pending: make(map[uint64]*pendingProclaim)}
-	w.after(observeEvery, w.observeLeaders)
+	if w.sc.Elect {
+		w.after(observeEvery, w.observeLeaders)
+	}
 }
 
 // proclaim sends c's value for the holding ev began to every server.
@@ -79,6 +84,12 @@ func (w *World) proclaim(c int, ev bakery.Event) {
 	}
 	k := proclaimKey{c, ev.Lock, ev.Token.N}
 	w.el.proclaimed[k] = append(w.el.proclaimed[k], value)
+	w.sendProclamation(c, ev.Lock, ev.Attempt, sp, nil)
+}
+
+// sendProclamation sends sp of client c (for its attempt att on lock) to
+// every server; onAck, if set, hears each server's ack.
+func (w *World) sendProclamation(c int, lock string, att uint64, sp wire.SignedProclamation, onAck func(server int)) {
 	w.el.nextReq++
 	req := proclaimReqBase + w.el.nextReq
 	data, err := wire.Encode(&wire.Message{Proclaim: &wire.Proclaim{Req: req, Proclamation: sp}})
@@ -86,7 +97,23 @@ func (w *World) proclaim(c int, ev bakery.Event) {
 		w.h.violate(CheckCrash, w.instant(), "c%d cannot encode a proclamation: %v", c, err)
 		return
 	}
-	w.el.pending[req] = &pendingProclaim{c: c, lock: ev.Lock, att: ev.Attempt, msg: data}
+	w.el.pending[req] = &pendingProclaim{c: c, lock: lock, att: att, msg: data, onAck: onAck}
+	for s := range w.sc.N {
+		w.send(w.clientNode(c), s, data)
+	}
+}
+
+// readStatus has client c ask every server for lock's account and hands
+// the first q replies to done.
+func (w *World) readStatus(c int, lock string, done func(map[int]*wire.StatusReply)) {
+	w.el.nextReq++
+	req := leaderReqBase + w.el.nextReq
+	w.el.reads[req] = &leaderRead{lock: lock, sent: w.instant(), replies: make(map[int]*wire.StatusReply), done: done}
+	data, err := wire.Encode(&wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
+	if err != nil {
+		w.h.violate(CheckCrash, w.instant(), "cannot encode a Status: %v", err)
+		return
+	}
 	for s := range w.sc.N {
 		w.send(w.clientNode(c), s, data)
 	}
@@ -113,6 +140,9 @@ func (w *World) electionAnswer(c, server int, m *wire.Message) bool {
 		return false
 	}
 	p := w.el.pending[req]
+	if m.Ack != nil && p != nil && p.onAck != nil {
+		p.onAck(server)
+	}
 	if m.Error != nil && m.Error.Code == wire.ErrCodeResend && p != nil {
 		// The server has not seen the Held yet: again, while it lasts.
 		w.after(proclaimRetryDly, func() {
@@ -160,6 +190,10 @@ func (w *World) leaderReply(server int, r *wire.StatusReply) {
 	}
 	rd.decided = true
 	delete(w.el.reads, r.Req)
+	if rd.done != nil {
+		rd.done(rd.replies)
+		return
+	}
 	rs := make([]*wire.StatusReply, 0, len(rd.replies))
 	for s := range w.sc.N {
 		if x := rd.replies[s]; x != nil {

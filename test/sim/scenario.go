@@ -25,6 +25,8 @@ const (
 	RoleJoiner
 	// RoleReader reads other clients' registers (Read) and the active sets (GetSet).
 	RoleReader
+	// RoleCandidate is a candidate of the time-free oracle (omega.go).
+	RoleCandidate
 )
 
 func (r Role) String() string {
@@ -39,6 +41,8 @@ func (r Role) String() string {
 		return "joiner"
 	case RoleReader:
 		return "reader"
+	case RoleCandidate:
+		return "candidate"
 	}
 	return fmt.Sprintf("role(%d)", uint8(r))
 }
@@ -179,6 +183,9 @@ type Scenario struct {
 	// Elect: correct clients proclaim a value when they enter and client 0
 	// reads every lock's leader (election.go).
 	Elect bool
+	// Omega, if set, runs the time-free oracle among the RoleCandidate
+	// clients (omega.go).
+	Omega *OmegaScenario
 	Locks []string
 	Roles []Role // one per client
 	// Malicious: one malicious client per entry, by behaviour (malclient.go).

@@ -66,6 +66,9 @@ func (d *driver) wake() {
 	}
 	w := d.w
 	switch d.role {
+	case RoleCandidate:
+		w.candidateWake(d)
+		return
 	case RoleReader:
 		if d.ops < 2 {
 			lock := w.sc.Locks[w.rng.IntN(len(w.sc.Locks))]
@@ -129,6 +132,10 @@ func (d *driver) lockNext() {
 
 func (d *driver) onEvent(ev bakery.Event) {
 	w := d.w
+	if d.role == RoleCandidate {
+		w.candidateEvent(d, ev)
+		return
+	}
 	switch ev.Kind {
 	case bakery.ReadDone, bakery.SetDone:
 		d.ops--

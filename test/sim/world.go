@@ -57,6 +57,9 @@ type RunStats struct {
 
 // Result is the outcome of one run.
 type Result struct {
+	// OmegaTrust: each candidate's trusted candidate (as a client index, −1
+	// for one not a correct client) at the end (Scenario.Omega).
+	OmegaTrust map[int]int
 	Scenario   Scenario
 	Violations []Violation
 	TraceHash  [32]byte
@@ -160,8 +163,14 @@ type World struct {
 	// one; revokedAt[c]: when the operator revoked client c.
 	ca        *crypto.PrivateKey
 	revokedAt map[int]Instant
-	// el is the elections' state (election.go), nil unless Scenario.Elect.
+	// el is the elections' state (election.go), nil unless Scenario.Elect
+	// or Scenario.Omega.
 	el *electionState
+	// cands: the time-free oracle's candidates by client, candIDs and
+	// candClients in the oracle's order (omega.go); nil without Scenario.Omega.
+	cands       map[int]*simCandidate
+	candIDs     []wire.ClientID
+	candClients []int
 }
 
 type event struct {
@@ -269,8 +278,13 @@ func Run(sc Scenario, opt RunOptions) (res *Result) {
 			res = w.result(start)
 		}
 	}()
-	if sc.Elect {
+	if sc.Elect || sc.Omega != nil {
 		w.startElections()
+	}
+	if sc.Omega != nil {
+		if err := w.startOmega(); err != nil {
+			return &Result{Scenario: sc, Violations: []Violation{{Checker: "setup", Msg: err.Error()}}}
+		}
 	}
 	if opt.Script != nil {
 		opt.Script(w)
@@ -598,6 +612,9 @@ func (w *World) finish() {
 	w.trace("run ends")
 	w.checkMemory()
 	alive := func(c int) bool { return w.cli[c].alive }
+	if w.cands != nil && !w.sc.Omega.Unchecked {
+		w.checkOmega()
+	}
 	w.h.viol = w.h.checkAll(Instant{At: w.quiet}, w.instant(), w.sc.LivenessBound, alive)
 }
 
@@ -614,8 +631,19 @@ func (w *World) result(start time.Time) *Result {
 	if w.el != nil {
 		w.stats.LeaderReads, w.stats.LeadersNamed = w.el.decisions, w.el.named
 	}
+	var trust map[int]int
+	if w.cands != nil {
+		trust = make(map[int]int)
+		for c, cd := range w.cands {
+			trust[c] = -1
+			if x, ok := w.byID[cd.trust]; ok {
+				trust[c] = x
+			}
+		}
+	}
 	return &Result{
-		Scenario: w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
+		OmegaTrust: trust,
+		Scenario:   w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
 		Stats: w.stats, Wall: time.Since(start),
 		Holds: append([]Hold(nil), w.h.holds...), Silenced: w.h.crashed, LastHB: lastHB, Revoked: w.revokedAt,
 		ResetKnown: w.resetKnown, MalBanned: w.malBanned,
@@ -1396,7 +1424,7 @@ func (w *World) clientEvent(c int, ev bakery.Event) {
 		if ev.Token.Client != cl.c.ID() {
 			w.h.violate(CheckFencing, at, "c%d acquired %s with a token of %s", c, ev.Lock, ev.Token.Client)
 		}
-		if w.el != nil {
+		if w.sc.Elect {
 			w.proclaim(c, ev)
 		}
 	case bakery.Lost:
