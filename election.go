@@ -59,8 +59,9 @@ type Leader struct {
 type Leadership struct {
 	e     *Election
 	h     *Holding
-	mu    sync.Mutex // serialises Proclaim
+	mu    sync.Mutex // serialises Proclaim; guards rev
 	rev   uint64
+	vmu   sync.Mutex // guards value (Value does not wait for a Proclaim)
 	value string
 	ended chan struct{}
 	once  sync.Once
@@ -78,8 +79,8 @@ func (l *Leadership) Err() error { return l.h.Err() }
 
 // Value is the value last proclaimed by a quorum.
 func (l *Leadership) Value() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.vmu.Lock()
+	defer l.vmu.Unlock()
 	return l.value
 }
 
@@ -148,7 +149,9 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	if err := c.proclaim(ctx, l, all, sp, c.cluster.Quorum); err != nil {
 		return err
 	}
+	l.vmu.Lock()
 	l.value = value
+	l.vmu.Unlock()
 	return nil
 }
 
