@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -153,15 +151,7 @@ func runElect(g *globals, std stdio, name, value string, argv []string, o electO
 		return nil
 	}
 	fmt.Fprintf(std.out, "leading %s term=%s\n", name, l.Term())
-	eof := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, bufio.NewReader(std.in))
-		close(eof)
-	}()
-	select {
-	case <-sigCtx.Done():
-	case <-eof:
-	case <-l.Lost():
+	if lost := holdUntil(sigCtx, std.in, l); lost {
 		leave(c)
 		return &failure{Code: exitLost, Msg: fmt.Sprintf("lead of %s lost: %s", name, lostReason(l))}
 	}

@@ -183,15 +183,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 		return nil
 	}
 	fmt.Fprintf(std.out, "acquired %s token=%s\n", name, h.Token())
-	eof := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, bufio.NewReader(std.in))
-		close(eof)
-	}()
-	select {
-	case <-sigCtx.Done():
-	case <-eof:
-	case <-h.Lost():
+	if lost := holdUntil(sigCtx, std.in, h); lost {
 		quit()
 		return &failure{Code: exitLost, Msg: fmt.Sprintf("lock %s lost: %s", name, lostReason(h))}
 	}
@@ -212,6 +204,23 @@ func lostReason(h held) string {
 		return strings.TrimPrefix(err.Error(), "bq: ")
 	}
 	return "the lease guarantee failed"
+}
+
+// holdUntil waits for the first signal (sigCtx), the end of in, or the loss
+// of h, and reports whether it was the loss.
+func holdUntil(sigCtx context.Context, in io.Reader, h held) bool {
+	eof := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, bufio.NewReader(in))
+		close(eof)
+	}()
+	select {
+	case <-sigCtx.Done():
+	case <-eof:
+	case <-h.Lost():
+		return true
+	}
+	return false
 }
 
 // held is a holding or a lead: what a CMD runs under.
