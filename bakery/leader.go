@@ -3,6 +3,7 @@ package bakery
 import (
 	"fmt"
 
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/wire"
 )
@@ -36,10 +37,9 @@ type registerClaim struct {
 	n                uint64
 }
 
-// said is a proclamation as servers report it, by its bytes.
-type said struct {
-	client wire.ClientID
-	body   string
+// signedBytes names a signed object by its exact bytes.
+func signedBytes(key crypto.PublicKey, s crypto.Signed) string {
+	return string(key.Key) + "\x00" + string(s.Body) + "\x00" + string(s.Sig)
 }
 
 // DecideLeader decides lock's leader from the Status replies of distinct
@@ -48,56 +48,79 @@ type said struct {
 // Held with the least token if no counting Ticket is lower; its value is the
 // counting proclamation of its attempt with the highest Rev. Without one of
 // these there is no leader, and the error says why.
+//
+// Reports are grouped by their exact bytes before any signature is checked
+// (a client signs each value once and sends the same bytes to every server,
+// as change 28 relies on), and only a group that f+1 replies hold is
+// verified, once: what at most f servers alone report can never count, so a
+// faulty server that stuffs its reply costs decoding, not signature checks.
 func DecideLeader(cluster wire.ClusterID, f int, lock string, replies []*wire.StatusReply) (*Leader, *NoLeader) {
-	verified := make(map[string]*wire.Statement) // by key, body and signature
-	claims := make(map[registerClaim]int)
-	procs := make(map[said]int)
-	bodies := make(map[said]*wire.ProclamationBody)
+	type report struct {
+		st    *wire.Statement
+		ss    *wire.SignedStatement
+		count int
+	}
+	reports := make(map[string]*report)
+	type saying struct {
+		b     *wire.ProclamationBody
+		sp    *wire.SignedProclamation
+		count int
+	}
+	sayings := make(map[string]*saying)
 	for _, r := range replies {
-		seen := make(map[wire.ClientID]*wire.Statement) // one value per client and reply: the newest
+		// One value per client and reply: the newest it shows.
+		newest := make(map[wire.ClientID]*wire.SignedStatement)
+		decoded := make(map[wire.ClientID]*wire.Statement)
 		for i := range r.Members {
 			ss := &r.Members[i]
-			key := string(ss.Key.Key) + "\x00" + string(ss.Signed.Body) + "\x00" + string(ss.Signed.Sig)
-			st, ok := verified[key]
-			if !ok {
-				var err error
-				if st, err = ss.Verify(cluster); err != nil || st.Lock != lock {
-					st = nil
-				}
-				verified[key] = st
-			}
-			if st == nil {
+			st, err := ss.DecodeVouched(cluster)
+			if err != nil || st.Lock != lock {
 				continue
 			}
-			if old := seen[st.Client]; old == nil || quorum.TimestampOf(old).Compare(quorum.TimestampOf(st)) < 0 {
-				seen[st.Client] = st
+			if old := decoded[st.Client]; old == nil || quorum.TimestampOf(old).Compare(quorum.TimestampOf(st)) < 0 {
+				newest[st.Client], decoded[st.Client] = ss, st
 			}
 		}
-		for _, st := range seen {
+		for c, ss := range newest {
+			st := decoded[c]
 			if st.Phase != wire.PhaseTicket && st.Phase != wire.PhaseHeld {
 				continue // a Doorway or an Exit neither leads nor waits in line
 			}
-			claims[registerClaim{st.Client, st.Session, st.Attempt, st.Phase, st.N}]++
+			k := signedBytes(ss.Key, ss.Signed)
+			if reports[k] == nil {
+				reports[k] = &report{st: st, ss: ss}
+			}
+			reports[k].count++
 		}
 		told := make(map[wire.ClientID]bool)
-		for i := range r.Proclamations {
-			p := &r.Proclamations[i]
-			b, err := p.Verify(cluster)
+		for i := range r.Proclamations[:min(len(r.Proclamations), wire.MaxStatusProclamations)] {
+			sp := &r.Proclamations[i]
+			b, err := sp.DecodeVouched(cluster)
 			if err != nil || b.Lock != lock || told[b.Client] {
 				continue
 			}
 			told[b.Client] = true
-			k := said{b.Client, string(p.Signed.Body)}
-			procs[k]++
-			bodies[k] = b
+			k := signedBytes(sp.Key, sp.Signed)
+			if sayings[k] == nil {
+				sayings[k] = &saying{b: b, sp: sp}
+			}
+			sayings[k].count++
 		}
+	}
+	claims := make(map[registerClaim]bool)
+	for _, rp := range reports {
+		if rp.count < f+1 {
+			continue
+		}
+		if _, err := rp.ss.Verify(cluster); err != nil {
+			continue
+		}
+		st := rp.st
+		claims[registerClaim{st.Client, st.Session, st.Attempt, st.Phase, st.N}] = true
 	}
 	var head *registerClaim
 	var held bool
-	for c, count := range claims {
-		if count < f+1 {
-			continue
-		}
+	for c := range claims {
 		t := Token{N: c.n, Client: c.client}
 		switch {
 		case head == nil || t.Less(Token{N: head.n, Client: head.client}):
@@ -116,12 +139,15 @@ func DecideLeader(cluster wire.ClusterID, f int, lock string, replies []*wire.St
 			Reason: fmt.Sprintf("no leader at the moment: a handoff is under way (%s is next)", head.client)}
 	}
 	var best *wire.ProclamationBody
-	for k, count := range procs {
-		b := bodies[k]
-		if count < f+1 || b.Session != head.session || b.Attempt != head.attempt || b.N != head.n || b.Client != head.client {
+	for _, sy := range sayings {
+		b := sy.b
+		if sy.count < f+1 || b.Session != head.session || b.Attempt != head.attempt || b.N != head.n || b.Client != head.client {
 			continue
 		}
-		if best == nil || b.Rev > best.Rev {
+		if best != nil && b.Rev <= best.Rev {
+			continue
+		}
+		if _, err := sy.sp.Verify(cluster); err == nil {
 			best = b
 		}
 	}

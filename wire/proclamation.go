@@ -13,6 +13,11 @@ import (
 // MaxProclaimedValue bounds a proclamation's Value.
 const MaxProclaimedValue = 1 << 10
 
+// MaxStatusProclamations bounds the proclamations of one Status reply: a
+// server sends those of the Held members with the lowest tokens, and a
+// reader looks at no more (docs/protocol.md §11).
+const MaxStatusProclamations = 4
+
 // ProclamationBody is what a leader signs about its value.
 type ProclamationBody struct {
 	Cluster ClusterID `cbor:"1,keyasint"`
@@ -67,6 +72,17 @@ func SignProclamation(k *crypto.PrivateKey, cluster ClusterID, b *ProclamationBo
 // Verify checks the signature, decodes the body strictly and checks that it
 // is of cluster, signed by its own client, and within bounds.
 func (p *SignedProclamation) Verify(cluster ClusterID) (*ProclamationBody, error) {
+	return p.open(cluster, true)
+}
+
+// DecodeVouched makes the checks of Verify but the signature's: only for
+// bytes that f+1 servers sent, or to group claims that are verified before
+// they count (as SignedStatement.DecodeVouched).
+func (p *SignedProclamation) DecodeVouched(cluster ClusterID) (*ProclamationBody, error) {
+	return p.open(cluster, false)
+}
+
+func (p *SignedProclamation) open(cluster ClusterID, checkSig bool) (*ProclamationBody, error) {
 	if len(p.Signed.Body)+len(p.Signed.Sig) > crypto.MaxMessageSize {
 		return nil, invalid("proclamation: %v", crypto.ErrOversize)
 	}
@@ -74,8 +90,11 @@ func (p *SignedProclamation) Verify(cluster ClusterID) (*ProclamationBody, error
 	if err != nil {
 		return nil, invalid("proclamation key: %v", err)
 	}
+	if checkSig && !pub.Verify(crypto.DomainProclamation, p.Signed.Body, p.Signed.Sig) {
+		return nil, invalid("proclamation: %v (%s)", crypto.ErrBadSignature, crypto.DomainProclamation)
+	}
 	var b ProclamationBody
-	if err := crypto.Open(pub, crypto.DomainProclamation, p.Signed, &b); err != nil {
+	if err := crypto.UnmarshalCanonical(p.Signed.Body, &b); err != nil {
 		return nil, invalid("proclamation: %v", err)
 	}
 	if ClientID(pub.ID) != b.Client {

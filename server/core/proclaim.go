@@ -80,7 +80,7 @@ func (k *Core) onProclaim(c wire.ClientID, m *wire.Proclaim, reply func(*wire.Me
 // those of the Held members with the lowest tokens. An observer needs only
 // the lowest Held's (§11); the bound keeps a reply's size independent of
 // how many members (malicious ones, say) claim Held and proclaim.
-const maxStatusProclamations = 4
+const maxStatusProclamations = wire.MaxStatusProclamations
 
 // proclamations are the kept proclamations of lock's Held members, lowest
 // token first, at most maxStatusProclamations.
