@@ -183,29 +183,16 @@ func (o *Omega) run(ctx context.Context, lead *Leadership) {
 	}
 }
 
-// read is candidate cand's register as q servers show it: the newest whose
-// signature verifies, or nil.
+// read is candidate cand's register as q servers show it (omega.Newest).
 func (o *Omega) read(ctx context.Context, cand wire.ClientID) *omega.Register {
 	lock := omegaRegister(o.name, cand)
 	replies, err := o.c.statusReplies(ctx, lock, leaderGrace)
 	if err != nil || len(replies) < o.c.cluster.Quorum {
 		return nil
 	}
-	var best *omega.Register
+	rs := make([]*wire.StatusReply, 0, len(replies))
 	for _, r := range replies {
-		for i := range r.Proclamations {
-			b, err := r.Proclamations[i].Verify(o.c.cluster.ID())
-			if err != nil || b.Client != cand || b.Lock != lock {
-				continue
-			}
-			var reg omega.Register
-			if crypto.UnmarshalCanonical(b.Value, &reg) != nil {
-				continue
-			}
-			if best == nil || reg.Incarnation > best.Incarnation || (reg.Incarnation == best.Incarnation && reg.Alive > best.Alive) {
-				best = &reg
-			}
-		}
+		rs = append(rs, r)
 	}
-	return best
+	return omega.Newest(o.c.cluster.ID(), cand, lock, rs)
 }

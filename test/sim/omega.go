@@ -169,34 +169,18 @@ func (w *World) omegaRead(cd *simCandidate) {
 			continue
 		}
 		w.readStatus(cd.c, regLockOf(c), func(replies map[int]*wire.StatusReply) {
-			cd.regs[j] = w.newestRegister(replies, w.candIDs[j], regLockOf(c))
+			rs := make([]*wire.StatusReply, 0, len(replies))
+			for s := range w.sc.N {
+				if r := replies[s]; r != nil {
+					rs = append(rs, r)
+				}
+			}
+			cd.regs[j] = omega.Newest(w.keys.Cluster, w.candIDs[j], regLockOf(c), rs)
 			if cd.left--; cd.left == 0 {
 				w.omegaDecide(cd)
 			}
 		})
 	}
-}
-
-// newestRegister is a candidate's register as the replies show it: the
-// newest value whose signature verifies.
-func (w *World) newestRegister(replies map[int]*wire.StatusReply, id wire.ClientID, lock string) *omega.Register {
-	var best *omega.Register
-	for _, r := range replies {
-		for i := range r.Proclamations {
-			b, err := r.Proclamations[i].Verify(w.keys.Cluster)
-			if err != nil || b.Client != id || b.Lock != lock {
-				continue
-			}
-			var reg omega.Register
-			if crypto.UnmarshalCanonical(b.Value, &reg) != nil {
-				continue
-			}
-			if best == nil || reg.Incarnation > best.Incarnation || (reg.Incarnation == best.Incarnation && reg.Alive > best.Alive) {
-				best = &reg
-			}
-		}
-	}
-	return best
 }
 
 // omegaDecide feeds the round's reads to the oracle and schedules the next.
