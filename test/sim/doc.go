@@ -7,7 +7,7 @@
 // What a run does, in order:
 //
 //  1. Generate(seed, …) turns a seed into a Scenario: cluster size, faulty
-//     servers and their Behaviors (byzantine.go), client roles (workload.go),
+//     servers and their Behaviors (byzantine.go, byzantine_behaviors.go), client roles (workload.go),
 //     malicious clients (malclient.go), and a fault schedule (partitions, server crashes, silent clients) that
 //     ends at a fixed instant, the start of the quiet period.
 //  2. Run(scenario) builds the world: every key derives from the seed

@@ -1,0 +1,260 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
+)
+
+// The fault schedule: partitions, crashes and restarts of servers and
+// clients, silent clients.
+
+func (w *World) faultLinks(f Fault) [][2]int {
+	var out [][2]int
+	switch f.Kind {
+	case FaultIsolateServer:
+		for o := range w.cut {
+			if o != f.Server {
+				out = append(out, [2]int{f.Server, o})
+			}
+		}
+	case FaultIsolateClient:
+		for _, s := range f.Servers {
+			out = append(out, [2]int{s, w.clientNode(f.Client)})
+		}
+	case FaultSplitServers:
+		for a := range w.sc.N {
+			for b := range w.sc.N {
+				if contains(f.Servers, a) && !contains(f.Servers, b) {
+					out = append(out, [2]int{a, b})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func contains(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *World) startFault(f Fault) {
+	w.trace("fault starts: %s", f)
+	switch f.Kind {
+	case FaultCrashServer:
+		w.crashServer(f.Server)
+		return
+	case FaultPauseServer:
+		if f.Server < 0 {
+			for i := range w.sc.N {
+				w.freeze(i, f.Dur)
+			}
+		} else {
+			w.freeze(f.Server, f.Dur)
+		}
+		return
+	case FaultLagServers:
+		w.startLag(f)
+		return
+	case FaultRestartAll:
+		for i := range w.sc.N {
+			w.crashServer(i)
+		}
+		return
+	case FaultOverflow:
+		until := w.now + f.Dur
+		for _, s := range f.Servers {
+			w.overflowUntil[s] = max(w.overflowUntil[s], until)
+		}
+		return
+	case FaultRollingRestart:
+		down := f.Dur / time.Duration(w.sc.N)
+		for i := range w.sc.N {
+			w.after(time.Duration(i)*down, func() { w.crashServer(i) })
+			w.after(time.Duration(i+1)*down-time.Millisecond, func() { w.restartServer(i) })
+		}
+		return
+	case FaultRevoke:
+		w.revoke(f)
+		return
+	case FaultPauseClient:
+		if f.Client < len(w.cli) && w.cli[f.Client].alive {
+			if f.OnMessage {
+				w.armPause(f.Client, f.Dur)
+			} else {
+				w.freeze(w.clientNode(f.Client), f.Dur)
+			}
+		}
+		return
+	}
+	for _, l := range w.faultLinks(f) {
+		w.cutLink(l[0], l[1])
+	}
+}
+
+func (w *World) endFault(f Fault) {
+	w.trace("fault heals: %s", f)
+	switch f.Kind {
+	case FaultCrashServer:
+		w.restartServer(f.Server)
+		return
+	case FaultPauseServer, FaultPauseClient:
+		delete(w.armed, w.clientNode(f.Client)) // a pause armed on a message that never came
+		return
+	case FaultLagServers:
+		return // its channels catch up by themselves: what they held is due now
+	case FaultRestartAll:
+		for i := range w.sc.N {
+			w.restartServer(i)
+		}
+		return
+	case FaultRollingRestart:
+		return // each server came back on its own schedule
+	case FaultRevoke:
+		return // for good
+	case FaultOverflow:
+		return // the queues drained by themselves
+	}
+	for _, l := range w.faultLinks(f) {
+		w.healLink(l[0], l[1])
+	}
+}
+
+// crashServer loses the server's memory and in-flight messages; its disk stays.
+func (w *World) crashServer(i int) {
+	s := w.srv[i]
+	if !s.up {
+		return
+	}
+	w.stats.ServerCrashes++
+	delete(w.paused, i)
+	s.up, s.core = false, nil
+	s.gen++
+	s.order, s.diskFree, s.repair = core.Pipeline{}, 0, core.Repair{}
+	w.bumpEpochs(i)
+	for o := range w.sc.N {
+		if o != i && w.srv[o].up && w.cut[i][o] == 0 {
+			w.serverStep(o, core.Input{Kind: core.InputDisconnected, From: wire.ServerPeer(wire.ServerID(i))})
+		}
+	}
+}
+
+// restartServer builds a new core from the disk, checks that it kept every
+// statement it acknowledged, and reconnects it.
+func (w *World) restartServer(i int) {
+	s := w.srv[i]
+	if s.up {
+		return
+	}
+	c, err := core.New(s.cfg)
+	if err != nil {
+		panic(fmt.Sprintf("sim: building core: %v", err))
+	}
+	if err := c.Restore(s.disk); err != nil {
+		w.h.violate(CheckDurability, w.instant(), "s%d cannot restore its disk: %v", i, err)
+	}
+	s.core, s.up = c, true
+	at := w.trace("s%d restarts from its disk", i)
+	if s.byz == nil {
+		for _, k := range sortedRegKeys(s.acks) {
+			want := s.acks[k]
+			w.stats.DurabilityChecks++
+			id := w.cli[k.client].c.ID()
+			st := c.Register(k.lock, id)
+			if st == nil && want.Session <= c.ResetUpTo(id) {
+				continue // a reset certificate ended the session and collected the value
+			}
+			if st == nil || quorum.TimestampOf(st).Compare(want) < 0 {
+				got := "nothing"
+				if st != nil {
+					got = st.String()
+				}
+				w.h.violate(CheckDurability, at, "s%d acknowledged c%d's statement %+v on %s before crashing, but restarted with %s", i, k.client, want, k.lock, got)
+			}
+		}
+	}
+	clear(s.reset)
+	w.observeResets(i)
+	w.bumpEpochs(i)
+	for o := range w.cut {
+		if o != i && w.reachable(i, o) {
+			w.linkUp(i, o)
+		}
+	}
+}
+
+func sortedRegKeys[V any](m map[regKey]V) []regKey {
+	out := make([]regKey, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].lock != out[j].lock {
+			return out[i].lock < out[j].lock
+		}
+		return out[i].client < out[j].client
+	})
+	return out
+}
+
+// crashClient silences a client forever.
+func (w *World) crashClient(c int) {
+	cl := w.cli[c]
+	if !cl.alive {
+		return
+	}
+	w.stats.ClientCrashes++
+	at := w.trace("c%d goes silent (last heartbeat at %.6f)", c, cl.lastHB.Seconds())
+	w.h.crashed[c] = at
+	// A hold ends when the lease guarantee would have lapsed had the client
+	// lived, or lapsed already during a pause it dies in.
+	lapse := w.lapseOf(cl)
+	if p := w.paused[w.clientNode(c)]; p != nil {
+		lapse = min(lapse, p.lapse)
+	}
+	delete(w.paused, w.clientNode(c))
+	delete(w.armed, w.clientNode(c))
+	for i := range w.h.holds {
+		if hd := &w.h.holds[i]; hd.Client == c && hd.To == never {
+			hd.To = Instant{At: lapse}
+		}
+	}
+	for o := range w.sc.N {
+		if w.reachable(o, w.clientNode(c)) {
+			w.serverStep(o, core.Input{Kind: core.InputDisconnected, From: wire.ClientPeer(cl.c.ID())})
+		}
+	}
+	cl.alive = false
+	w.bumpEpochs(w.clientNode(c))
+	// Every correct server must reset it within 2×TTL of its last heartbeat
+	// (or of the quiet period, whichever is later).
+	deadline := max(cl.lastHB, w.quiet) + 2*w.sc.TTL
+	w.silentDeadlines = append(w.silentDeadlines, deadline)
+	w.At(deadline, func() { w.checkSilentReset(c) })
+}
+
+func (w *World) checkSilentReset(c int) {
+	id := w.cli[c].c.ID()
+	at := w.trace("check: is silent c%d out of every active set?", c)
+	for i, s := range w.srv {
+		if s.byz != nil || !s.up {
+			continue
+		}
+		for _, lock := range w.sc.Locks {
+			st := s.core.Register(lock, id)
+			if st != nil && st.Phase != wire.PhaseExit {
+				w.h.violate(CheckReset, at, "c%d went silent at %s (last heartbeat %.6fs) but s%d still holds its %s on %s, not reset (ResetUpTo=%d)",
+					c, w.h.crashed[c], w.cli[c].lastHB.Seconds(), i, st, lock, s.core.ResetUpTo(id))
+			}
+		}
+	}
+}
