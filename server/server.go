@@ -405,7 +405,7 @@ func coreInput(in transport.Inbound) (core.Input, bool) {
 	case transport.EventMessage:
 		return core.Input{Kind: core.InputMessage, From: in.From, Msg: in.Msg}, true
 	case transport.EventConnected:
-		return core.Input{Kind: core.InputConnected, From: in.From, Admission: in.Admission}, true
+		return core.Input{Kind: core.InputConnected, From: in.From, Admission: in.Admission, Observes: in.Observes}, true
 	case transport.EventDisconnected:
 		return core.Input{Kind: core.InputDisconnected, From: in.From}, true
 	}

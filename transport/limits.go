@@ -34,6 +34,10 @@ type Limits struct {
 	// 1). A newer connection beyond the cap replaces the oldest one; Send
 	// always uses the newest.
 	MaxConnsPerClient int
+	// MaxObserversPerClient caps the observer connections of one client
+	// (docs/protocol.md change 32; default 4): a newer one beyond the cap
+	// closes its oldest observer, never the client's own connection.
+	MaxObserversPerClient int
 	// AcceptRate is how many new connections per second a server starts to
 	// handshake (a token bucket of AcceptBurst); excess attempts are refused
 	// before any TLS work. Default 200/s; negative disables the limit.
@@ -67,6 +71,7 @@ func Defaults() Limits {
 		InboundLen:            1024,
 		MaxClientConns:        1024,
 		MaxConnsPerClient:     1,
+		MaxObserversPerClient: 4,
 		AcceptRate:            200,
 		AcceptBurst:           100,
 		AcceptRatePerAddress:  100,
@@ -110,6 +115,7 @@ func (l Limits) withDefaults() (Limits, error) {
 	fillInt("InboundLen", &l.InboundLen, d.InboundLen)
 	fillInt("MaxClientConns", &l.MaxClientConns, d.MaxClientConns)
 	fillInt("MaxConnsPerClient", &l.MaxConnsPerClient, d.MaxConnsPerClient)
+	fillInt("MaxObserversPerClient", &l.MaxObserversPerClient, d.MaxObserversPerClient)
 	if l.AcceptRate == 0 {
 		l.AcceptRate = d.AcceptRate
 	}

@@ -44,6 +44,9 @@ type MemNetwork struct {
 	linkOf   map[[2]Peer]*memLink
 	cuts     map[[2]Peer]bool // both orders
 	isolated map[Peer]bool
+	// observes: the client each observer endpoint observes as (change 32).
+	observes  map[Peer]*wire.ClientID
+	observers int // observer endpoints made, for their ids
 }
 
 // NewMemNetwork makes an empty network with the default Limits.
@@ -56,6 +59,7 @@ func NewMemNetwork() *MemNetwork {
 		linkOf:   make(map[[2]Peer]*memLink),
 		cuts:     make(map[[2]Peer]bool),
 		isolated: make(map[Peer]bool),
+		observes: make(map[Peer]*wire.ClientID),
 	}
 }
 
@@ -91,6 +95,20 @@ func (nw *MemNetwork) Server(id wire.ServerID) Transport {
 // client with that key is already live.
 func (nw *MemNetwork) Client(key *crypto.PrivateKey) Transport {
 	return nw.attach(ClientPeer(wire.ClientID(key.Public.ID)))
+}
+
+// Observer attaches an observer of the client of key (docs/protocol.md
+// change 32), bound to an ObserverID of its own as a QUIC server binds one;
+// servers learn whom it observes as with its EventConnected. Its id is
+// From of what the servers see (Transport.Self of the endpoint's peer).
+func (nw *MemNetwork) Observer(key *crypto.PrivateKey) (Transport, wire.ClientID) {
+	parent := wire.ClientID(key.Public.ID)
+	nw.mu.Lock()
+	nw.observers++
+	id := wire.ObserverID(parent, fmt.Appendf(nil, "mem-observer-%d", nw.observers))
+	nw.observes[ClientPeer(id)] = &parent
+	nw.mu.Unlock()
+	return nw.attach(ClientPeer(id)), id
 }
 
 // Partition cuts the links between a and b (both directions) until Heal.
@@ -277,7 +295,11 @@ func (nw *MemNetwork) setLinkLocked(l *memLink, up bool) {
 		nw.emitLocked(target, Inbound{Kind: EventDisconnected, From: about})
 		return
 	}
-	nw.emitLocked(target, Inbound{Kind: EventConnected, From: about})
+	in := Inbound{Kind: EventConnected, From: about}
+	if !target.IsClient {
+		in.Observes = nw.observes[about]
+	}
+	nw.emitLocked(target, in)
 	dst := nw.eps[l.to]
 	for i, f := range l.held {
 		dst.enqueueLocked(memItem{link: l, gen: l.gen, frame: f})

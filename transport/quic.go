@@ -54,8 +54,13 @@ type ServerConfig struct {
 
 // ClientConfig configures DialClient.
 type ClientConfig struct {
-	Key            *crypto.PrivateKey       // the client's signing key; its ClientID is the client's identity
-	Admission      *crypto.Signed           // its admission certificate, for a closed cluster (nil: none)
+	Key       *crypto.PrivateKey // the client's signing key; its ClientID is the client's identity
+	Admission *crypto.Signed     // its admission certificate, for a closed cluster (nil: none)
+	// Observe makes every connection an observer connection (docs/protocol.md
+	// change 32): it only reads, and each server binds it to an id of its
+	// own (wire.ObserverID), so it never displaces this key's session
+	// connection of another process.
+	Observe        bool
 	Cluster        wire.ClusterID           // the cluster the Hello is signed for; servers of another are refused
 	Servers        map[wire.ServerID]string // every server's address
 	CAPool         *x509.CertPool           // the cluster CA
@@ -160,6 +165,7 @@ func DialClient(cfg ClientConfig) (Transport, error) {
 	n.admission = cfg.Admission
 	n.cluster = cfg.Cluster
 	n.clientID = wire.ClientID(cfg.Key.Public.ID)
+	n.observe = cfg.Observe
 	n.caPool = cfg.CAPool
 	n.identify = cfg.IdentifyServer
 	n.version = versionOr(cfg.Version)
@@ -282,6 +288,7 @@ type node struct {
 	key       *crypto.PrivateKey // clients
 	admission *crypto.Signed     // clients
 	clientID  wire.ClientID      // clients
+	observe   bool               // clients: observer connections (change 32)
 	caPool    *x509.CertPool
 	identify  func(*x509.Certificate) (wire.ServerID, bool)
 
@@ -305,6 +312,10 @@ type node struct {
 	srvIn   map[wire.ServerID]*quic.Conn // accepted server connections
 	clients map[wire.ClientID][]*clientConn
 	// INVARIANT: clients[c] is non-empty, oldest first, at most MaxConnsPerClient long.
+	// observers: the observer connections of each client (change 32), oldest first.
+	// INVARIANT: observers[p] is non-empty and at most MaxObserversPerClient
+	// long, and each of its conns is also clients[its id]'s only conn.
+	observers   map[wire.ClientID][]*clientConn
 	accepted    int           // accepted connections not yet closed (ConnContext)
 	clientConns int           // client connections in handshake or bound
 	accept      *rate.Limiter // new connections started per second (Limits.AcceptRate)
@@ -319,10 +330,13 @@ type node struct {
 }
 
 type clientConn struct {
-	id   wire.ClientID
-	conn *quic.Conn
-	q    *sendQueue
-	slow atomic.Bool // its queue overflowed and its connection is being closed
+	id wire.ClientID
+	// observes is the client whose observer connection this is (nil: a
+	// client's own connection).
+	observes *wire.ClientID
+	conn     *quic.Conn
+	q        *sendQueue
+	slow     atomic.Bool // its queue overflowed and its connection is being closed
 }
 
 func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
@@ -342,6 +356,7 @@ func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
 		conns:      make(map[*quic.Conn]struct{}),
 		srvIn:      make(map[wire.ServerID]*quic.Conn),
 		clients:    make(map[wire.ClientID][]*clientConn),
+		observers:  make(map[wire.ClientID][]*clientConn),
 		accept:     acceptLimiter(lim),
 		perAddress: make(map[netip.Addr]*rate.Limiter),
 	}

@@ -191,17 +191,23 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 			fmt.Sprintf("this server speaks protocol %s, the client %s: upgrade the older side", n.version, m.Hello.Version))
 		return
 	}
-	id, err := verifyHello(m.Hello, n.cluster, nonce, exporter)
+	key, err := verifyHello(m.Hello, n.cluster, nonce, exporter)
 	if err != nil {
 		n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, err.Error())
 		return
 	}
 	var grant *wire.AdmissionBody
 	if n.admit != nil {
-		if grant, err = n.admit(id, m.Hello.Admission); err != nil {
-			n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, fmt.Sprintf("client %s is not admitted: %v", id, err))
+		// An observer is admitted as the key it proved (change 32).
+		if grant, err = n.admit(key, m.Hello.Admission); err != nil {
+			n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, fmt.Sprintf("client %s is not admitted: %v", key, err))
 			return
 		}
+	}
+	id := key
+	var observes *wire.ClientID
+	if m.Hello.Observe {
+		id, observes = wire.ObserverID(key, nonce), &key
 	}
 	if err := writeMsg(s, &wire.Message{Welcome: &wire.Welcome{Client: id}}); err != nil {
 		return
@@ -209,13 +215,13 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 	_ = s.SetDeadline(time.Time{})
 
 	peer := ClientPeer(id)
-	cc := &clientConn{id: id, conn: conn, q: newSendQueue(n.lim)}
+	cc := &clientConn{id: id, observes: observes, conn: conn, q: newSendQueue(n.lim)}
 	for _, old := range n.bind(cc) {
-		n.log.Info("transport: client connection replaced by a newer one", "peer", peer, "addr", old.conn.RemoteAddr())
+		n.log.Info("transport: client connection replaced by a newer one", "peer", ClientPeer(old.id), "addr", old.conn.RemoteAddr())
 		n.spawn(func() { _ = old.conn.CloseWithError(codeReplaced, "replaced by a newer connection of the same client") })
 	}
-	n.log.Debug("transport: client connected", "peer", peer, "addr", conn.RemoteAddr())
-	if !n.deliver(Inbound{Kind: EventConnected, From: peer, Admission: grant}) {
+	n.log.Debug("transport: client connected", "peer", peer, "addr", conn.RemoteAddr(), "observes", observes)
+	if !n.deliver(Inbound{Kind: EventConnected, From: peer, Admission: grant, Observes: observes}) {
 		n.unbind(cc)
 		return
 	}
@@ -276,10 +282,20 @@ func (n *node) peerWarn(msg string, args ...any) {
 }
 
 // bind makes cc the newest connection of its client and returns the ones it
-// pushes out.
+// pushes out. An observer connection has an id of its own and pushes out
+// only the oldest observer of its client beyond MaxObserversPerClient,
+// never the client's own connection (change 32).
 func (n *node) bind(cc *clientConn) (evicted []*clientConn) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if p := cc.observes; p != nil {
+		os := append(n.observers[*p], cc)
+		for len(os) > n.lim.MaxObserversPerClient {
+			evicted = append(evicted, os[0])
+			os = os[1:]
+		}
+		n.observers[*p] = os
+	}
 	cs := append(n.clients[cc.id], cc)
 	for len(cs) > n.lim.MaxConnsPerClient {
 		evicted = append(evicted, cs[0])
@@ -294,6 +310,13 @@ func (n *node) bind(cc *clientConn) (evicted []*clientConn) {
 func (n *node) unbind(cc *clientConn) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if p := cc.observes; p != nil {
+		if os := slices.DeleteFunc(n.observers[*p], func(o *clientConn) bool { return o == cc }); len(os) > 0 {
+			n.observers[*p] = os
+		} else {
+			delete(n.observers, *p)
+		}
+	}
 	cs := n.clients[cc.id]
 	i := slices.Index(cs, cc)
 	if i < 0 {
@@ -401,6 +424,11 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 		return 0, d.refused(fmt.Errorf("%s at %s speaks protocol %s, this %s %s: upgrade the older side",
 			d.id, d.addr, ch.Challenge.Version, n.role(), n.version))
 	}
+	if n.observe && ch.Challenge.Version.Minor < 3 {
+		_ = conn.CloseWithError(codeHandshake, "observer needs protocol 1.3")
+		return 0, d.refused(fmt.Errorf("%s at %s speaks protocol %s: an observer connection (status, leader reads) needs 1.3 or newer: upgrade the server",
+			d.id, d.addr, ch.Challenge.Version))
+	}
 	auth := "mutual TLS"
 	if !n.server {
 		auth = "server certificate and signed hello"
@@ -439,9 +467,13 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 	if err != nil {
 		return fmt.Errorf("TLS exporter: %w", err)
 	}
-	h, err := signHello(n.key, n.cluster, nonce, exporter)
+	h, err := signHello(n.key, n.cluster, nonce, exporter, n.observe)
 	if err != nil {
 		return err
+	}
+	want := n.clientID
+	if n.observe {
+		want = wire.ObserverID(n.clientID, nonce)
 	}
 	h.Version = n.version
 	h.Admission = n.admission
@@ -457,8 +489,8 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 		return &RefusedError{Code: m.Error.Code, Detail: m.Error.Detail}
 	case m.Welcome == nil:
 		return fmt.Errorf("expected a welcome, got %s", m)
-	case m.Welcome.Client != n.clientID:
-		return fmt.Errorf("welcomed as %s, not as %s", m.Welcome.Client, n.clientID)
+	case m.Welcome.Client != want:
+		return fmt.Errorf("welcomed as %s, not as %s", m.Welcome.Client, want)
 	}
 	return nil
 }
@@ -614,7 +646,7 @@ func exportHello(conn *quic.Conn) ([]byte, error) {
 // EventDisconnected follows.
 func (n *node) DisconnectClient(c wire.ClientID, reason string) {
 	n.mu.Lock()
-	cs := slices.Clone(n.clients[c])
+	cs := slices.Concat(n.clients[c], n.observers[c]) // its observers go with it (change 32)
 	n.mu.Unlock()
 	for _, cc := range cs {
 		n.spawn(func() { _ = cc.conn.CloseWithError(codeRefused, reason) })

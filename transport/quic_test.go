@@ -68,7 +68,7 @@ func (r *rawClient) send(t *testing.T, m *wire.Message) {
 
 func (r *rawClient) hello(t *testing.T, key *crypto.PrivateKey, nonce, exporter []byte) {
 	t.Helper()
-	h, err := signHello(key, wire.ClusterID{}, nonce, exporter)
+	h, err := signHello(key, wire.ClusterID{}, nonce, exporter, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestQUICHelloBinding(t *testing.T) {
 
 	// A Hello whose key is not the signer's.
 	r := dialRaw(t, qc.addrs[0])
-	h, err := signHello(newKey(t), wire.ClusterID{}, r.nonce, r.exporter(t))
+	h, err := signHello(newKey(t), wire.ClusterID{}, r.nonce, r.exporter(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +411,7 @@ func TestQUICHelloOfAnotherCluster(t *testing.T) {
 	if ch := r.challenge; ch.Cluster != ours {
 		t.Fatalf("challenge names cluster %s, want %s", ch.Cluster, ours)
 	}
-	h, err := signHello(key, theirs, r.nonce, r.exporter(t))
+	h, err := signHello(key, theirs, r.nonce, r.exporter(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func TestQUICHelloOfAnotherCluster(t *testing.T) {
 	// The same Hello with its Cluster field changed to ours does not verify:
 	// the signature covers the cluster.
 	r = dialRaw(t, qc.addrs[0])
-	h, err = signHello(key, theirs, r.nonce, r.exporter(t))
+	h, err = signHello(key, theirs, r.nonce, r.exporter(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,16 +129,17 @@ func (n *node) dialTLS(want wire.ServerID, addr string) *tls.Config {
 
 // signHello makes the Hello of key for cluster over a server's nonce and
 // this connection's exporter value.
-func signHello(key *crypto.PrivateKey, cluster wire.ClusterID, nonce, exporter []byte) (*wire.Hello, error) {
-	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter, Cluster: cluster})
+func signHello(key *crypto.PrivateKey, cluster wire.ClusterID, nonce, exporter []byte, observe bool) (*wire.Hello, error) {
+	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter, Cluster: cluster, Observe: observe})
 	if err != nil {
 		return nil, err
 	}
-	return &wire.Hello{Key: key.Public.Wire, Sig: key.Sign(crypto.DomainHello, body), Cluster: cluster, Version: wire.Current}, nil
+	return &wire.Hello{Key: key.Public.Wire, Sig: key.Sign(crypto.DomainHello, body), Cluster: cluster, Version: wire.Current, Observe: observe}, nil
 }
 
-// verifyHello checks that h is for cluster and signed by its key over nonce
-// and exporter, and returns the ClientID the connection is then bound to.
+// verifyHello checks that h is for cluster and signed by its key over nonce,
+// exporter and its Observe flag, and returns the ClientID of its key (the
+// id the connection is bound to, or, for an observer, the one it observes as).
 func verifyHello(h *wire.Hello, cluster wire.ClusterID, nonce, exporter []byte) (wire.ClientID, error) {
 	if h.Cluster != cluster {
 		return wire.ClientID{}, fmt.Errorf("hello of %s is for cluster %s, this server is of cluster %s (a client of another cluster file)",
@@ -148,7 +149,7 @@ func verifyHello(h *wire.Hello, cluster wire.ClusterID, nonce, exporter []byte) 
 	if err != nil {
 		return wire.ClientID{}, fmt.Errorf("hello key: %w", err)
 	}
-	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter, Cluster: cluster})
+	body, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: exporter, Cluster: cluster, Observe: h.Observe})
 	if err != nil {
 		return wire.ClientID{}, err
 	}

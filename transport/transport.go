@@ -99,6 +99,10 @@ type Inbound struct {
 	// Admission is what a closed cluster's client certificate grants
 	// (EventConnected of a client, when AdmitClient returned one).
 	Admission *wire.AdmissionBody
+	// Observes is set on EventConnected of an observer connection
+	// (docs/protocol.md change 32): the client it observes as, whose key
+	// proved itself; From is the connection's own ObserverID.
+	Observes *wire.ClientID
 }
 
 func (in Inbound) String() string {

@@ -203,6 +203,11 @@ func examples(tb testing.TB) []example {
 		Locks: []string{"ci/*"}, MaxHoldMillis: 60000, NotBefore: 1_700_000_000_000, NotAfter: 1_800_000_000_000})
 	require.NoError(tb, err)
 	admitted := func(h *wire.Hello) *wire.Hello { h.Admission = &admission; return h }
+	observer := func(k *crypto.PrivateKey) *wire.Hello {
+		b, err := crypto.Marshal(wire.HelloBody{Nonce: nonce, Exporter: []byte(strings.Repeat("E", 32)), Cluster: f.keys.Cluster, Observe: true})
+		require.NoError(tb, err)
+		return &wire.Hello{Key: k.Public.Wire, Sig: k.Sign(crypto.DomainHello, b), Cluster: f.keys.Cluster, Version: wire.Version{Major: 1, Minor: 3}, Observe: true}
+	}
 	revocation, err := wire.SignRevocation(f.dave, f.keys.Cluster, &wire.RevocationBody{Client: id(f.bob), Name: "ci", At: 1_750_000_000_000})
 	require.NoError(tb, err)
 	carolSays, err := wire.SignProclamation(f.carol, f.keys.Cluster, &wire.ProclamationBody{Lock: testLock, Client: id(f.carol),
@@ -217,6 +222,7 @@ func examples(tb testing.TB) []example {
 		{"Hello/ML-DSA-44", &wire.Message{Hello: hello(f.pq)}},
 		{"Hello/Ed25519-Dilithium2", &wire.Message{Hello: hello(f.hybrid)}},
 		{"Hello/admitted", &wire.Message{Hello: admitted(hello(f.bob))}},
+		{"Hello/observer", &wire.Message{Hello: admitted(observer(f.bob))}},
 		{"Welcome", &wire.Message{Welcome: &wire.Welcome{Client: id(f.alice)}}},
 		{"SessionOpen", &wire.Message{SessionOpen: &wire.SessionOpen{Session: 3, TTLMillis: 5000}}},
 		{"Heartbeat", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17}}},
@@ -253,7 +259,7 @@ func examples(tb testing.TB) []example {
 			Members:  sortMembers([]wire.SignedStatement{ticket, bobTicket, carolHeld}),
 			Locks:    []wire.LockSummary{{Name: testLock, Members: 3}, {Name: "locks/idle"}},
 			Suspects: []wire.ClientID{id(f.carol)}, Banned: []wire.ClientID{id(f.dave), id(f.hybrid)}, More: true,
-			Proclamations: []wire.SignedProclamation{carolSays}}}},
+			Proclamations: []wire.SignedProclamation{carolSays}, Names: []wire.ClientName{{Client: id(f.carol), Name: "nightly"}}}}},
 		{"SessionClose", &wire.Message{SessionClose: &wire.SessionClose{Req: 16, Session: 3}}},
 		{"Announce", &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{
 			{Lock: testLock, Client: id(f.alice), Session: 3, Attempt: 2, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&ticket)}}}}},

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 
@@ -17,6 +18,19 @@ type ClientID [32]byte
 
 // ClientIDOf returns the ClientID of a public key.
 func ClientIDOf(k crypto.PublicKey) ClientID { return ClientID(k.Fingerprint()) }
+
+// ObserverID is the id an observer connection of client parent is bound to
+// (docs/protocol.md change 32): SHA-256 over a domain tag, parent and the
+// server's Hello nonce, so each observer connection has an id of its own
+// that no key hashes to (a key's id is the hash of a scheme-tagged key, never
+// of this tag) and that never displaces parent's own connection.
+func ObserverID(parent ClientID, nonce []byte) ClientID {
+	h := sha256.New()
+	h.Write([]byte("bq/v1/observer\x00"))
+	h.Write(parent[:])
+	h.Write(nonce)
+	return ClientID(h.Sum(nil))
+}
 
 // String is the short form used in logs and traces: "c" + 8 hex digits.
 func (c ClientID) String() string { return "c" + hex.EncodeToString(c[:4]) }

@@ -246,9 +246,19 @@ type Hello struct {
 	// Admission is the client's admission certificate, for a closed
 	// cluster (change 23); an open one ignores it.
 	Admission *crypto.Signed `cbor:"5,keyasint,omitempty"`
+	// Observe asks for an observer connection (change 32): it only reads,
+	// opens no session, and is bound to ObserverID(key's id, nonce), not to
+	// the key's own id, so it never displaces the key's session connection.
+	// It is also in the signed HelloBody.
+	Observe bool `cbor:"6,keyasint,omitempty"`
 }
 
-func (h *Hello) String() string { return fmt.Sprintf("Hello(%s)", ClientIDOf(h.Key)) }
+func (h *Hello) String() string {
+	if h.Observe {
+		return fmt.Sprintf("Hello(%s observer)", ClientIDOf(h.Key))
+	}
+	return fmt.Sprintf("Hello(%s)", ClientIDOf(h.Key))
+}
 
 // HelloBody is what a Hello signs: the server's nonce and the connection's
 // TLS exporter value.
@@ -258,6 +268,9 @@ type HelloBody struct {
 	// Cluster is the cluster the client means to talk to (docs/protocol.md §1):
 	// the session the connection carries, and every ack on it, is bound to it.
 	Cluster ClusterID `cbor:"3,keyasint"`
+	// Observe: the key asks for an observer connection (change 32); signed,
+	// so the connection's kind is the key holder's choice.
+	Observe bool `cbor:"4,keyasint,omitempty"`
 }
 
 // Welcome accepts a Hello.
@@ -601,7 +614,19 @@ type StatusReply struct {
 	More bool `cbor:"8,keyasint,omitempty"`
 	// Proclamations are the kept proclamations of Lock's members (§11).
 	Proclamations []SignedProclamation `cbor:"9,keyasint,omitempty"`
+	// Names are the admission certificates' names of Lock's members that
+	// are connected there with one (change 32; at most MaxStatusNames).
+	Names []ClientName `cbor:"10,keyasint,omitempty"`
 }
+
+// ClientName is an enrolled client's name, as its certificate gives it.
+type ClientName struct {
+	Client ClientID `cbor:"1,keyasint"`
+	Name   string   `cbor:"2,keyasint"`
+}
+
+// MaxStatusNames bounds the names of one Status reply.
+const MaxStatusNames = 64
 
 func (s *StatusReply) String() string {
 	return fmt.Sprintf("StatusReply(req=%d by=%s %q members=%d locks=%d suspects=%d banned=%d)",

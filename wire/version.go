@@ -10,7 +10,11 @@ import "fmt"
 // and message kinds, never anything inside a signed body.
 const (
 	ProtocolMajor = 1
-	ProtocolMinor = 2 // 1.1: Listen.Hold and Update.Released (herd-free listening); 1.2: Proclaim, StatusReply.Proclamations (elections)
+	// 1.1: Listen.Hold and Update.Released (herd-free listening); 1.2: Proclaim,
+	// StatusReply.Proclamations (elections); 1.3: Hello.Observe (observer
+	// connections, change 32: a signed flag an older server cannot verify,
+	// so it refuses the observer instead of taking it for a session's connection).
+	ProtocolMinor = 3
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

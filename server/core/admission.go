@@ -33,6 +33,22 @@ func (k *Core) permitted(c wire.ClientID, lock string) error {
 	return fmt.Errorf("core: %q may not use lock %q: its certificate allows %s", g.Name, lock, g.Patterns())
 }
 
+// observerMay refuses what an observer connection of parent may not do
+// (change 32): anything but a Status, a GetSet or a Read, and anything at all
+// once parent is banned or revoked (its connection is closed then anyway).
+func (k *Core) observerMay(parent wire.ClientID, m *wire.Message) error {
+	if b := k.banned[parent]; b != nil {
+		return fmt.Errorf("core: %s was judged Byzantine (%s); this server ignores it and its observers", parent, b.Kind)
+	}
+	if _, revoked := k.revoked[parent]; revoked {
+		return fmt.Errorf("core: client %s was revoked by the cluster's operator", parent)
+	}
+	if m.Status == nil && m.GetSet == nil && m.Read == nil {
+		return fmt.Errorf("core: an observer connection only reads (status, getset, read), it may not send %s", m)
+	}
+	return nil
+}
+
 // lockOf is the lock name a client request is about, if any.
 func lockOf(m *wire.Message) (string, bool) {
 	switch { // a Submit's lock is in its signed statement: onSubmit checks it
@@ -76,6 +92,12 @@ func (k *Core) revoke(c wire.ClientID, signed crypto.Signed) {
 	k.mute.Revoke(c)
 	k.dropSubscriptions(c)
 	delete(k.grants, c)
+	for o, parent := range k.observers {
+		if parent == c {
+			k.dropSubscriptions(o) // observerMay refuses it all from now on
+			delete(k.grants, o)
+		}
+	}
 }
 
 // restoreRevocation puts back a persisted revocation.

@@ -25,6 +25,12 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		}
 		reply(errorMsg(req, code, err))
 	}
+	if parent, ok := k.observers[c]; ok {
+		if err := k.observerMay(parent, m); err != nil {
+			fail(requestID(m), wire.ErrCodeForbidden, err)
+			return
+		}
+	}
 	if k.banned[c] != nil {
 		fail(requestID(m), wire.ErrCodeBanned, fmt.Errorf("core: %s was judged Byzantine (%s); this server ignores it", c, k.banned[c].Kind))
 		return
@@ -97,7 +103,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		k.Stats.Accesses["status"]++
 		reply(&wire.Message{StatusReply: k.status(c, m.Status)})
 	case m.Proclaim != nil:
-		k.onProclaim(c, m.Proclaim, reply, fail)
+		k.onProclaim(c, m.Proclaim, reply, fail, e)
 	case m.Revoke != nil:
 		if err := k.onRevoke(m.Revoke.Revocation, e); err != nil {
 			fail(m.Revoke.Req, wire.ErrCodeRejected, err)
@@ -130,6 +136,7 @@ func (k *Core) status(c wire.ClientID, req *wire.Status) *wire.StatusReply {
 			members := lock.Members()
 			r.Members = activeset.Signed(members)
 			r.Proclamations = k.proclamations(req.Lock, members)
+			r.Names = k.names(members)
 		}
 		return r
 	}
@@ -148,6 +155,18 @@ func (k *Core) status(c wire.ClientID, req *wire.Status) *wire.StatusReply {
 		r.Locks = append(r.Locks, wire.LockSummary{Name: name, Members: uint32(k.locks[name].MemberCount())})
 	}
 	return r
+}
+
+// names are the certificate names of members connected here with one
+// (change 32), in the members' order, at most wire.MaxStatusNames.
+func (k *Core) names(members []*activeset.Entry) []wire.ClientName {
+	var out []wire.ClientName
+	for _, en := range members {
+		if g := k.grants[en.St.Client]; g != nil && len(out) < wire.MaxStatusNames {
+			out = append(out, wire.ClientName{Client: en.St.Client, Name: g.Name})
+		}
+	}
+	return out
 }
 
 func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error), e *Effects) {

@@ -198,6 +198,10 @@ type Core struct {
 	// cluster allows (change 23).
 	// INVARIANT: only clients with a live connection, none revoked.
 	grants map[wire.ClientID]*wire.AdmissionBody
+	// observers: each connected observer connection's id → the client it
+	// observes as (change 32); it may only read, with that client's grant.
+	// INVARIANT: only live connections; none of a revoked client.
+	observers map[wire.ClientID]wire.ClientID
 	// revoked: the client CA's revocations held here, each persisted
 	// (bucketRevoked) before it is acted on. Kept for good (§9).
 	// INVARIANT: every revoked client's leases are refused (mute.Revoke).
@@ -268,6 +272,7 @@ func New(cfg Config) (*Core, error) {
 		banned:       make(map[wire.ClientID]*wire.Evidence),
 		justified:    make(map[regKey]justifiedTicket),
 		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
+		observers:    make(map[wire.ClientID]wire.ClientID),
 		revoked:      make(map[wire.ClientID]crypto.Signed),
 		leastTickets: make(map[string]leastTicket),
 		holdsDirty:   make(map[string]struct{}),
@@ -287,6 +292,7 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 		if in.From.IsClient {
 			k.dropSubscriptions(in.From.Client)
 			delete(k.grants, in.From.Client)
+			delete(k.observers, in.From.Client)
 			k.connectedRates(in.From.Client, false)
 		}
 		return e
@@ -295,6 +301,9 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 			k.resync(in.From.Server, &e)
 		} else {
 			k.connectedRates(in.From.Client, true)
+			if in.Observes != nil {
+				k.observers[in.From.Client] = *in.Observes
+			}
 			if in.Admission != nil {
 				k.grants[in.From.Client] = in.Admission
 				k.mute.SetHoldLimit(in.From.Client, k.maxHoldOf(in.From.Client))

@@ -82,6 +82,9 @@ type Input struct {
 	// Admission is what a connecting client's certificate grants
 	// (InputConnected of a client of a closed cluster, change 23).
 	Admission *wire.AdmissionBody
+	// Observes is set when the connecting client is an observer connection
+	// of that client (InputConnected, change 32): it may only read.
+	Observes *wire.ClientID
 }
 
 // InputKind says what an Input is.

@@ -28,7 +28,9 @@ func proclamationSize(p *wire.SignedProclamation) int {
 
 // onProclaim keeps c's proclamation if it is for c's present Ticket or Held
 // at the lock and newer than the one kept.
-func (k *Core) onProclaim(c wire.ClientID, m *wire.Proclaim, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error)) {
+// A new value is pushed to the lock's GetSet subscribers as the holder's
+// statement again (change 32), so an observer hears of it at once.
+func (k *Core) onProclaim(c wire.ClientID, m *wire.Proclaim, reply func(*wire.Message), fail func(uint64, wire.ErrorCode, error), e *Effects) {
 	k.Stats.Accesses["proclaim"]++
 	b, err := m.Proclamation.Verify(k.cfg.Keys.Cluster)
 	if err != nil {
@@ -74,6 +76,9 @@ func (k *Core) onProclaim(c wire.ClientID, m *wire.Proclaim, reply func(*wire.Me
 	k.justified[rk] = jt
 	k.stateBytes += p.size
 	reply(&wire.Message{Ack: &wire.Ack{Req: m.Req}})
+	if lock := k.locks[b.Lock]; lock != nil {
+		k.sendPushes(lock.ChangedNotListens(c, k.mute.Certificate), e)
+	}
 }
 
 // maxStatusProclamations bounds the proclamations in one Status reply:
