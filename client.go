@@ -46,6 +46,15 @@ type Config struct {
 	TTL time.Duration
 	// Logger receives the client's logs (nil: discarded).
 	Logger *slog.Logger
+	// Observe dials an observer (docs/protocol.md change 32): it opens no
+	// session and only reads — Status, an Election's Leader and Observe — on
+	// connections the servers bind apart from the identity's own, so it
+	// works beside a process of the same identity that holds locks without
+	// disturbing it, and it takes no session counter. Lock, TryLock,
+	// Campaign and Release fail with ErrRefused. With no identity at all it
+	// uses a throwaway key, which only an open cluster admits. Dial returns
+	// once a quorum of servers welcomed it.
+	Observe bool
 
 	// newTransport replaces QUIC (tests).
 	newTransport func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error)
@@ -55,10 +64,14 @@ type Config struct {
 // at a time.
 type Client struct {
 	cluster *certs.Cluster
-	ttl     time.Duration // the session's lease
-	key     *crypto.PrivateKey
-	log     *slog.Logger
-	tr      transport.Transport
+	// observe: an observer client (Config.Observe): no session, no bakery
+	// steps; ready once a quorum welcomed it.
+	observe bool
+	observerState
+	ttl time.Duration // the session's lease
+	key *crypto.PrivateKey
+	log *slog.Logger
+	tr  transport.Transport
 
 	mu    sync.Mutex // guards bk, slots, ops, up, connRefused
 	bk    *bakery.Client
@@ -138,6 +151,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		}
 	}
 	key, admission := cfg.Identity, cfg.Admission
+	if key == nil && cfg.Observe && cfg.IdentityFile == "" {
+		var err error
+		if key, err = crypto.GenerateKey(cluster.Scheme, rand.Reader); err != nil {
+			return nil, err
+		}
+	}
 	if key == nil {
 		if cfg.IdentityFile == "" {
 			return nil, errors.New("bq: no identity: set Config.IdentityFile (or BQ_IDENTITY for bqclient)")
@@ -163,12 +182,17 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
 				Key: key, Admission: admission, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert, Logger: cfg.Logger,
+				Observe: cfg.Observe,
 			})
 		}
 	}
-	sessions, counter, err := sessionSource(cfg)
-	if err != nil {
-		return nil, err
+	var sessions bakery.SessionSource = &bakery.CountingSessions{}
+	var counter io.Closer = noCounter{}
+	if !cfg.Observe {
+		var err error
+		if sessions, counter, err = sessionSource(cfg); err != nil {
+			return nil, err
+		}
 	}
 	bk, err := bakery.NewClient(bakery.ClientConfig{
 		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Sessions: sessions,
@@ -177,10 +201,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		_ = counter.Close()
 		return nil, err
 	}
-	start, err := bk.Start(time.Now())
-	if err != nil {
-		_ = counter.Close()
-		return nil, fmt.Errorf("bq: %w", err)
+	var start bakery.Effects
+	if !cfg.Observe {
+		if start, err = bk.Start(time.Now()); err != nil {
+			_ = counter.Close()
+			return nil, fmt.Errorf("bq: %w", err)
+		}
 	}
 	tr, err := newTransport(key, cluster)
 	if err != nil {
@@ -188,7 +214,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cluster: cluster, ttl: cfg.TTL, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
+		cluster: cluster, observe: cfg.Observe, ttl: cfg.TTL,
+		observerState: observerState{watches: make(map[string]*watch), admission: admission}, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
 		connRefused: make(map[wire.ServerID]string),
 		status:      make(map[uint64]*statusWait),
@@ -305,6 +332,9 @@ func (c *Client) loop(every time.Duration) {
 		case <-c.closed:
 			return
 		case now := <-ticker.C:
+			if c.observe {
+				break
+			}
 			c.mu.Lock()
 			c.apply(c.bk.Tick(now))
 			c.mu.Unlock()
@@ -323,12 +353,20 @@ func (c *Client) loop(every time.Duration) {
 					c.statusReply(ev.From.Server, r)
 					break
 				}
+				if c.observe {
+					c.observerMessage(ev.From.Server, ev.Msg)
+					break
+				}
 				if c.proclaimAnswer(ev.From.Server, ev.Msg) {
 					break
 				}
 				c.apply(c.bk.Step(now, ev.From.Server, ev.Msg))
 			case transport.EventConnected:
 				c.up[ev.From.Server] = true
+				if c.observe {
+					c.observerConnected(ev.From.Server)
+					break
+				}
 				c.apply(c.bk.Reconnected(now, ev.From.Server))
 				c.reproclaim(ev.From.Server)
 			case transport.EventDisconnected:
@@ -443,11 +481,14 @@ func (c *Client) isClosing() bool { return c.closing.Load() }
 // the session but does not wait for them (they reset it after its TTL
 // anyway), and disconnects.
 func (c *Client) abort() {
+	c.closeObserver()
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		c.closing.Store(true)
-		_, eff := c.bk.CloseSession()
-		c.apply(eff)
+		if !c.observe {
+			_, eff := c.bk.CloseSession()
+			c.apply(eff)
+		}
 		c.mu.Unlock()
 		close(c.closed)
 		<-c.done
@@ -473,6 +514,11 @@ func (c *Client) Close() error {
 // session's lease runs out (about one TTL). A command that must end at once
 // (a signal, its own timeout) passes a short ctx.
 func (c *Client) Shutdown(ctx context.Context) error {
+	if c.observe {
+		c.abort() // nothing to release: an observer holds no session
+		return nil
+	}
+	c.closeObserver()
 	var err error
 	c.closeOnce.Do(func() {
 		c.mu.Lock()

@@ -39,10 +39,15 @@ type testCluster struct {
 
 // newCluster makes and starts an n-server cluster (f as large as n allows);
 // it is stopped when the test ends.
-func newCluster(t *testing.T, n int) *testCluster {
+func newCluster(t *testing.T, n int) *testCluster { return newClusterOf(t, n, false) }
+
+// newClosedCluster is newCluster with a client CA (docs/protocol.md change 23).
+func newClosedCluster(t *testing.T, n int) *testCluster { return newClusterOf(t, n, true) }
+
+func newClusterOf(t *testing.T, n int, closed bool) *testCluster {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "cluster")
-	cl, err := certs.Init(certs.InitOptions{Dir: dir, Servers: n, F: -1, Host: "127.0.0.1", PortBase: freePortBase(t, n)}, time.Now(), rand.Reader)
+	cl, err := certs.Init(certs.InitOptions{Dir: dir, Servers: n, F: -1, Host: "127.0.0.1", PortBase: freePortBase(t, n), Closed: closed}, time.Now(), rand.Reader)
 	require.NoError(t, err)
 	tc := &testCluster{t: t, dir: dir, cluster: cl, servers: make([]*server.Server, n)}
 	t.Cleanup(func() {

@@ -23,8 +23,10 @@ import (
 // lock, a handoff is under way, or the holder has not proclaimed a value).
 var ErrNoLeader = errors.New("bq: no leader")
 
-// observeEvery is how often Observe reads the servers.
-const observeEvery = 200 * time.Millisecond
+// observeEvery is how often Observe reads the servers when nothing was
+// pushed (a fallback: a faulty server may push nothing, a correct one's
+// push may be lost with its connection).
+var observeEvery = time.Second
 
 // leaderGrace is how long a read of the leader waits, once q servers
 // answered, for the others: more answers make f+1 matching ones likelier.
@@ -246,20 +248,49 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 	return &Leader{Client: l.Client, Term: l.Term, Rev: l.Rev, Value: string(l.Value)}, nil
 }
 
-// Observe reads the leader every 200 ms and sends each leader (or new value
-// of a leader) it sees, in term order: a read older than the last one sent
-// (a lagging server's) is dropped, so terms and revisions only grow. A
-// leader that came and went between two reads may be missed. The channel is
-// closed when ctx ends or the client closes.
+// Observe sends each leader (or new value of a leader) it sees, in term
+// order: a read older than the last one sent (a lagging server's) is dropped,
+// so terms and revisions only grow. It watches the election's lock at every
+// server (docs/protocol.md change 32): each push — a member's statement
+// changed, or the holder proclaimed — makes it read the leader at once, and
+// it decides, as Leader does, only on what f+1 of q replies hold; it also
+// reads once a second when nothing was pushed. A Client with a session
+// watches through an observer connection of its identity, dialed on first
+// use. The channel is closed when ctx ends or the client closes.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
+	every := observeEvery
 	go func() {
 		defer close(ch)
+		o, err := e.c.observerClient(ctx)
+		for err != nil { // not yet reachable: try again until ctx ends
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.c.closed:
+				return
+			case <-time.After(every):
+			}
+			o, err = e.c.observerClient(ctx)
+		}
+		w := o.watchLock(e.name)
+		defer o.unwatch(w)
+		oe := o.Election(e.name)
 		var last *Leader
-		t := time.NewTicker(observeEvery)
+		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
-			if l, err := e.Leader(ctx); err == nil && newer(l, last) {
+			select {
+			case <-w.wake:
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			case <-e.c.closed:
+				return
+			case <-o.closed:
+				return
+			}
+			if l, err := oe.Leader(ctx); err == nil && newer(l, last) {
 				select {
 				case ch <- *l:
 					last = l
@@ -269,13 +300,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 					return
 				}
 			}
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return
-			case <-e.c.closed:
-				return
-			}
+			t.Reset(every)
 		}
 	}()
 	return ch

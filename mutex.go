@@ -98,6 +98,9 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 	if err := wire.CheckLockName(m.name); err != nil {
 		return nil, fmt.Errorf("bq: %w", err)
 	}
+	if c.observe {
+		return nil, errObserver
+	}
 	s := c.slot(m)
 	if c.isClosing() {
 		return nil, ErrClosed
@@ -128,7 +131,7 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 		}
 		eff, err := c.bk.Lock(time.Now(), m.name, try)
 		if err != nil {
-			return nil, err
+			return nil, mapBakeryErr(err)
 		}
 		// The attempt's events come on its own channel: once the turn ends, a
 		// later attempt's goroutine may replace s.events.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/wire"
 )
@@ -62,7 +63,10 @@ type LockStatus struct {
 
 // Participant is one client in a lock's active set.
 type Participant struct {
-	Client     wire.ClientID
+	Client wire.ClientID
+	// Name is the client's enrolled name (its admission certificate's), on
+	// a closed cluster, when f+1 servers report the same one; "" otherwise.
+	Name       string
 	Phase      wire.Phase
 	Ticket     uint64
 	Session    uint64
@@ -219,6 +223,11 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 			banned[x]++
 		}
 	}
+	for x, name := range agreedNames(c.cluster.F, ids, replies) {
+		if p := best[x]; p != nil {
+			p.Name = name
+		}
+	}
 	var tickets, choosing []Participant
 	for _, p := range best {
 		switch p.Phase {
@@ -247,6 +256,31 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 	ls.Banned = flagged(banned)
 	st.Lock = ls
 	return st
+}
+
+// agreedNames are the names f+1 replies give a client alike (change 32):
+// at most f replies are a faulty server's, so such a name is one a correct
+// server read from the client's certificate. A name that is not a valid
+// client name (certs.CheckClientName) is not counted.
+func agreedNames(f int, ids []int, replies map[wire.ServerID]*wire.StatusReply) map[wire.ClientID]string {
+	votes := make(map[wire.ClientName]int)
+	for _, s := range ids {
+		seen := make(map[wire.ClientID]bool)
+		for _, cn := range replies[wire.ServerID(s)].Names {
+			if seen[cn.Client] || certs.CheckClientName(cn.Name) != nil {
+				continue
+			}
+			seen[cn.Client] = true
+			votes[cn]++
+		}
+	}
+	out := make(map[wire.ClientID]string)
+	for cn, n := range votes {
+		if n > f {
+			out[cn.Client] = cn.Name
+		}
+	}
+	return out
 }
 
 func flagged(m map[wire.ClientID]int) []Flagged {
@@ -286,6 +320,9 @@ func (c *Client) Release(ctx context.Context, lock string) (bool, error) {
 
 // runOp starts a bakery operation and waits for its event.
 func (c *Client) runOp(ctx context.Context, start func() (uint64, bakery.Effects, error)) (bakery.Event, error) {
+	if c.observe {
+		return bakery.Event{}, errObserver
+	}
 	began := time.Now()
 	ch := make(chan bakery.Event, 1)
 	c.mu.Lock()
@@ -314,6 +351,9 @@ func (c *Client) runOp(ctx context.Context, start func() (uint64, bakery.Effects
 // the session's lease runs out (about one TTL), then the servers reset them.
 // `bqclient lock --detach` uses it.
 func (c *Client) Detach() error {
+	if c.observe {
+		return c.Close()
+	}
 	var err error
 	c.closeOnce.Do(func() {
 		c.mu.Lock()

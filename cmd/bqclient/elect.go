@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/bq-lock/bq"
-	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/cmd/internal/cli"
-	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -191,7 +188,7 @@ func toJSON(name string, l *bq.Leader) leaderJSON {
 }
 
 // runObserve prints the leader once (--leader) or every change (--observe),
-// as an observer with a throwaway identity, like status.
+// as an observer of this identity, like status.
 func runObserve(g *globals, std stdio, name string, o electOpts) error {
 	sigCtx, _, stop := signals()
 	defer stop()
@@ -205,15 +202,7 @@ func runObserve(g *globals, std stdio, name string, o electOpts) error {
 		ctx, cancel = context.WithTimeout(sigCtx, timeout)
 		defer cancel()
 	}
-	cl, err := certs.LoadCluster(g.cluster)
-	if err != nil {
-		return err
-	}
-	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
-	if err != nil {
-		return err
-	}
-	c, err := bq.Dial(ctx, bq.Config{Cluster: cl, Identity: key})
+	c, err := dialObserver(ctx, g)
 	if err != nil {
 		return timedOut(err, timeout)
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,7 +15,6 @@ import (
 	"github.com/bq-lock/bq"
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/cmd/internal/cli"
-	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -25,8 +26,10 @@ func statusCmd(g *globals, std stdio) *cobra.Command {
 		Short: "Show the servers, the faults tolerated now, and a lock's holder and queue",
 		Long: `Show which servers answer and how many more may fail, and with NAME the lock's holder (with
 its fencing token), its queue in the order it will enter, and its suspected and banned clients.
-Without NAME, the locks in use. status only observes: it uses a throwaway identity, so it never
-disturbs this identity's sessions.`,
+Without NAME, the locks in use. status only observes: it connects with this identity (which a
+closed cluster must have enrolled) on observer connections that open no session, so it works while
+a bqclient lock of the same identity runs and never disturbs it. On an open cluster with no
+identity file yet it uses a throwaway key.`,
 		Example: `  bqclient status deploy
   bqclient status deploy --json | jq .lock.holder.token`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -49,15 +52,7 @@ disturbs this identity's sessions.`,
 			defer stop()
 			ctx, cancel := context.WithTimeout(sigCtx, timeout)
 			defer cancel()
-			cl, err := certs.LoadCluster(g.cluster)
-			if err != nil {
-				return fail(err)
-			}
-			key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
-			if err != nil {
-				return fail(err)
-			}
-			c, err := bq.Dial(ctx, bq.Config{Cluster: cl, Identity: key})
+			c, err := dialObserver(ctx, g)
 			if err != nil {
 				return fail(err)
 			}
@@ -78,6 +73,26 @@ disturbs this identity's sessions.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "give up after this long")
 	return cmd
+}
+
+// dialObserver connects as an observer (docs/protocol.md change 32) with the
+// user's identity, or, on an open cluster where the identity file does not
+// exist yet, with a throwaway key (nothing is created for a look).
+func dialObserver(ctx context.Context, g *globals) (*bq.Client, error) {
+	cl, err := certs.LoadCluster(g.cluster)
+	if err != nil {
+		return nil, err
+	}
+	cfg := bq.Config{Cluster: cl, IdentityFile: g.identity, Observe: true}
+	if _, err := os.Stat(g.identity); errors.Is(err, fs.ErrNotExist) {
+		if cl.Closed() {
+			return nil, &failure{Code: exitNotPermitted, Msg: fmt.Sprintf(
+				"cluster %q is closed: looking needs an enrolled identity, and there is none at %s (give one with --identity or BQ_IDENTITY; an operator on a server machine can use bqserver status --dir DIR)",
+				cl.Name, g.identity)}
+		}
+		cfg.IdentityFile = "" // open cluster: a throwaway key
+	}
+	return bq.Dial(ctx, cfg)
 }
 
 func printStatus(w io.Writer, st *bq.Status) {
@@ -110,7 +125,7 @@ func printStatus(w io.Writer, st *bq.Status) {
 	l := st.Lock
 	fmt.Fprintf(w, "lock %s\n", l.Name)
 	if l.Holder != nil {
-		fmt.Fprintf(w, "  holder: %s token=%s (reported by %d)\n", l.Holder.Client.Hex()[:16], l.Holder.Token(), l.Holder.ReportedBy)
+		fmt.Fprintf(w, "  holder: %s token=%s (reported by %d)\n", who(*l.Holder), l.Holder.Token(), l.Holder.ReportedBy)
 	} else {
 		fmt.Fprintln(w, "  holder: none")
 	}
@@ -119,9 +134,9 @@ func printStatus(w io.Writer, st *bq.Status) {
 	}
 	for i, p := range l.Queue {
 		if p.Ticket > 0 {
-			fmt.Fprintf(w, "  %2d. %s ticket=%d %s (reported by %d)\n", i+1, p.Client.Hex()[:16], p.Ticket, p.Phase, p.ReportedBy)
+			fmt.Fprintf(w, "  %2d. %s ticket=%d %s (reported by %d)\n", i+1, who(p), p.Ticket, p.Phase, p.ReportedBy)
 		} else {
-			fmt.Fprintf(w, "  %2d. %s choosing (reported by %d)\n", i+1, p.Client.Hex()[:16], p.ReportedBy)
+			fmt.Fprintf(w, "  %2d. %s choosing (reported by %d)\n", i+1, who(p), p.ReportedBy)
 		}
 	}
 	for _, s := range l.Suspected {
@@ -132,8 +147,18 @@ func printStatus(w io.Writer, st *bq.Status) {
 	}
 }
 
+// who names a participant: its enrolled name and short id on a closed
+// cluster, its short id alone otherwise.
+func who(p bq.Participant) string {
+	if p.Name != "" {
+		return fmt.Sprintf("%s (%s)", p.Name, p.Client.Hex()[:16])
+	}
+	return p.Client.Hex()[:16]
+}
+
 type jsonParticipant struct {
 	Client     string `json:"client"`
+	Name       string `json:"name,omitempty"`
 	Phase      string `json:"phase"`
 	Ticket     uint64 `json:"ticket,omitempty"`
 	Token      string `json:"token,omitempty"`
@@ -173,7 +198,7 @@ type jsonStatus struct {
 }
 
 func participantJSON(p bq.Participant) jsonParticipant {
-	jp := jsonParticipant{Client: p.Client.Hex(), Phase: p.Phase.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
+	jp := jsonParticipant{Client: p.Client.Hex(), Name: p.Name, Phase: p.Phase.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
 	if p.Ticket > 0 {
 		jp.Token = p.Token().String()
 		jp.TokenInt = p.Token().Integer()

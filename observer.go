@@ -1,0 +1,172 @@
+package bq
+
+import (
+	"context"
+	"sync"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Observers (docs/protocol.md change 32): a Client dialed with
+// Config.Observe opens no session and only reads. Its connections are
+// observer connections, which the servers bind to ids of their own, so it
+// never displaces the connection of a process that holds locks with the same
+// identity. It watches a lock by a GetSet subscription at every server: each
+// push (a member's statement changed, or its holder proclaimed a new value)
+// wakes the readers of that lock, which then read and decide as always, on
+// what f+1 of q replies hold. A push decides nothing by itself.
+
+// errObserver is what an observer answers to anything that writes.
+var errObserver = &Error{msg: "bq: this client is an observer (Config.Observe): it only reads (Status, Leader, Observe)", kinds: []error{ErrRefused}}
+
+// watchReqBase numbers the GetSet subscriptions of watches, apart from the
+// bakery's, the Status and the Proclaim requests.
+const watchReqBase = uint64(1) << 60
+
+// watch is one lock an observer keeps a subscription to.
+// INVARIANT: wake has capacity 1; a send never blocks (a pending wake
+// stands for every push since the last read).
+type watch struct {
+	lock string
+	req  uint64
+	refs int
+	wake chan struct{}
+}
+
+// observerConnected notes server s's welcome: the client is ready once a
+// quorum welcomed it, and every watch subscribes at s again (a new
+// connection has no subscription). c.mu must be held.
+func (c *Client) observerConnected(s wire.ServerID) {
+	n := 0
+	for _, up := range c.up {
+		if up {
+			n++
+		}
+	}
+	if n >= c.cluster.Quorum {
+		c.readyOnce.Do(func() { close(c.leaseReady) })
+	}
+	for _, w := range c.watches {
+		c.subscribe(s, w)
+	}
+}
+
+// observerMessage routes what server s sent an observer. c.mu must be held.
+func (c *Client) observerMessage(s wire.ServerID, m *wire.Message) {
+	switch {
+	case m.StatusReply != nil:
+		c.statusReply(s, m.StatusReply)
+	case m.Update != nil:
+		w := c.watches[m.Update.Lock]
+		if w == nil || m.Update.Req != w.req {
+			return
+		}
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		if m.Update.Last { // the server's bound T: subscribe again
+			c.subscribe(s, w)
+		}
+	case m.Error != nil:
+		c.log.Debug("a server refused an observer's request", "server", s.String(), "err", m.Error.Detail)
+	}
+}
+
+// subscribe asks server s for w's lock's active set and its changes. c.mu
+// must be held.
+func (c *Client) subscribe(s wire.ServerID, w *watch) {
+	_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{GetSet: &wire.GetSet{Req: w.req, Lock: w.lock}})
+}
+
+// watchLock subscribes to lock at every server (once for all its watchers)
+// and returns the watch; unwatch gives it back.
+func (c *Client) watchLock(lock string) *watch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.watches[lock]
+	if w == nil {
+		c.nextWatch++
+		w = &watch{lock: lock, req: watchReqBase + c.nextWatch, wake: make(chan struct{}, 1)}
+		c.watches[lock] = w
+		for s, up := range c.up {
+			if up {
+				c.subscribe(s, w)
+			}
+		}
+	}
+	w.refs++
+	return w
+}
+
+// unwatch drops one watcher of w; the last one forgets it (its
+// subscriptions end at the servers' bound T or with the connection).
+func (c *Client) unwatch(w *watch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.refs--; w.refs == 0 && c.watches[w.lock] == w {
+		delete(c.watches, w.lock)
+	}
+}
+
+// observerClient is the observer a Client watches through: itself when it
+// is one, otherwise an observer of the same identity that it dials on first
+// use and closes with itself (a session client's own subscriptions belong
+// to its bakery: a server keeps one per client and lock).
+func (c *Client) observerClient(ctx context.Context) (*Client, error) {
+	if c.observe {
+		return c, nil
+	}
+	c.obsMu.Lock()
+	o, closed := c.obs, c.obsClosed
+	c.obsMu.Unlock()
+	switch {
+	case closed:
+		return nil, ErrClosed
+	case o != nil:
+		return o, nil
+	}
+	// Dialed outside obsMu, so that Close never waits for a dial.
+	o, err := Dial(ctx, Config{Cluster: c.cluster, Identity: c.key, Admission: c.admission, Observe: true, Logger: c.log})
+	if err != nil {
+		return nil, err
+	}
+	c.obsMu.Lock()
+	defer c.obsMu.Unlock()
+	switch {
+	case c.obsClosed:
+		o.abort()
+		return nil, ErrClosed
+	case c.obs != nil: // another watcher dialed first
+		o.abort()
+	default:
+		c.obs = o
+	}
+	return c.obs, nil
+}
+
+// closeObserver closes the observer observerClient dialed, if any.
+func (c *Client) closeObserver() {
+	c.obsMu.Lock()
+	o := c.obs
+	c.obs, c.obsClosed = nil, true
+	c.obsMu.Unlock()
+	if o != nil {
+		o.abort()
+	}
+}
+
+// observerState is what a Client keeps for observing (embedded in Client).
+type observerState struct {
+	// watches: the locks this observer watches (c.mu).
+	watches   map[string]*watch
+	nextWatch uint64
+	// obs is the observer of a session client (observerClient).
+	// INVARIANT: once obsClosed is set, obs stays nil.
+	obsMu     sync.Mutex
+	obs       *Client
+	obsClosed bool
+	// admission is the identity's certificate, for the observer it dials.
+	admission *crypto.Signed
+}
