@@ -23,6 +23,7 @@ import (
 	"github.com/bq-lock/bq/cmd/internal/cli"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/server"
+	"github.com/bq-lock/bq/wire"
 )
 
 type devOpts struct {
@@ -115,12 +116,27 @@ func runDev(o devOpts, stdout, stderr io.Writer) error {
 		_ = stopAll()
 		return &cli.Exit{Code: 1, Msg: err.Error()}
 	}
-	check, err := selfCheck(ctx, cluster)
+	var ca *certs.ClientCA
+	identity := ""
+	if cluster.Closed() {
+		// A closed cluster (a dir made by a plain init): dev holds its client
+		// CA key, so it enrolls its self-check and an identity for the
+		// commands it suggests (docs/protocol.md change 23).
+		if ca, err = certs.LoadClientCA(o.dir); err != nil {
+			_ = stopAll()
+			return &cli.Exit{Code: 1, Msg: "cluster " + clusterFile + " is closed and dev cannot enroll its self-check: " + err.Error()}
+		}
+		if identity, err = devIdentity(ca, o.dir, stdout); err != nil {
+			_ = stopAll()
+			return &cli.Exit{Code: 1, Msg: err.Error()}
+		}
+	}
+	check, err := selfCheck(ctx, cluster, ca)
 	if err != nil {
 		_ = stopAll()
 		return &cli.Exit{Code: 1, Msg: "self-check failed: " + err.Error() + logHint(o, logFile)}
 	}
-	printBanner(stdout, o, cluster, servers, clusterFile, logFile, check)
+	printBanner(stdout, o, cluster, servers, clusterFile, logFile, identity, check)
 	if o.processes {
 		for _, s := range servers {
 			go func() {
@@ -234,7 +250,7 @@ func logHint(o devOpts, logFile string) string {
 }
 
 // printBanner says what runs where and what to try, after everything else.
-func printBanner(w io.Writer, o devOpts, cluster *certs.Cluster, servers []*devServer, clusterFile, logFile, check string) {
+func printBanner(w io.Writer, o devOpts, cluster *certs.Cluster, servers []*devServer, clusterFile, logFile, identity, check string) {
 	how := "in this process"
 	if o.processes {
 		how = fmt.Sprintf("as %d processes", cluster.N)
@@ -260,6 +276,15 @@ try it (from the repository root, in another shell):
   go run ./cmd/bqclient lock demo          # holds until Ctrl-C; run status in another shell:
   go run ./cmd/bqclient status demo
 `, clusterFile)
+	if identity != "" {
+		// Closed: the commands above need the enrolled identity, first.
+		s := b.String()
+		at := strings.Index(s, "  export BQ_CLUSTER=")
+		b.Reset()
+		b.WriteString(s[:at])
+		fmt.Fprintf(&b, "  export BQ_IDENTITY=%s   # enrolled by dev: the cluster is closed\n", identity)
+		b.WriteString(s[at:])
+	}
 	if o.processes {
 		last, next := cluster.N-1, cluster.N-2
 		fmt.Fprintf(&b, `fault drill (f = %d):
@@ -277,20 +302,29 @@ try it (from the repository root, in another shell):
 
 // selfCheck takes and releases one lock through the SDK, as a user would,
 // and returns the line that says so.
-func selfCheck(ctx context.Context, cluster *certs.Cluster) (string, error) {
+// On a closed cluster ca enrolls its throwaway key for ten minutes.
+func selfCheck(ctx context.Context, cluster *certs.Cluster, ca *certs.ClientCA) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	key, err := crypto.GenerateKey(cluster.Scheme, rand.Reader)
 	if err != nil {
 		return "", err
 	}
+	var admission *crypto.Signed
+	if ca != nil {
+		adm, _, err := ca.Enroll(certs.EnrollOptions{Name: "dev-self-check", Key: key.Public, Locks: []string{selfCheckLock}, Validity: 10 * time.Minute}, time.Now(), rand.Reader)
+		if err != nil {
+			return "", err
+		}
+		admission = &adm
+	}
 	start := time.Now()
-	c, err := bq.Dial(ctx, bq.Config{Cluster: cluster, Identity: key})
+	c, err := bq.Dial(ctx, bq.Config{Cluster: cluster, Identity: key, Admission: admission})
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	h, err := c.Mutex("bq-dev-self-check").Lock(ctx)
+	h, err := c.Mutex(selfCheckLock).Lock(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -299,5 +333,38 @@ func selfCheck(ctx context.Context, cluster *certs.Cluster) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("self-check: took lock %q (token %s) and released it, %v after connecting",
-		"bq-dev-self-check", h.Token(), took.Round(time.Millisecond)), nil
+		selfCheckLock, h.Token(), took.Round(time.Millisecond)), nil
+}
+
+// selfCheckLock is the lock dev's self-check takes.
+const selfCheckLock = "bq-dev-self-check"
+
+// devIdentityFile is the identity dev enrolls in a closed cluster's dir
+// for the commands it suggests.
+const devIdentityFile = "dev.id"
+
+// devIdentity returns DIR/dev.id, enrolling it as "dev" (every name, the
+// default validity) the first time, or again when its certificate no
+// longer admits it.
+func devIdentity(ca *certs.ClientCA, dir string, stdout io.Writer) (string, error) {
+	path := filepath.Join(dir, devIdentityFile)
+	if id, err := certs.LoadIdentity(path); err == nil && id.Admission != nil {
+		if b, err := wire.VerifyAdmission(ca.Cluster.ClientCA, ca.Cluster.ID(), *id.Admission); err == nil && b.ValidAt(time.Now()) == nil {
+			return path, nil
+		}
+		return "", fmt.Errorf("%s holds no valid admission certificate for this cluster any more: remove it and run dev again to enroll a new one", path)
+	}
+	key, err := crypto.GenerateKey(ca.Cluster.Scheme, rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	signed, _, err := ca.Enroll(certs.EnrollOptions{Name: "dev", Key: key.Public, Validity: certs.DefaultAdmissionValidity, Record: true}, time.Now(), rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("enrolling dev's identity: %w", err)
+	}
+	if err := certs.WriteIdentity(path, &certs.Identity{Key: key, Admission: &signed}); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stdout, "the cluster is closed: enrolled %q and wrote its identity to %s\n", "dev", path)
+	return path, nil
 }
