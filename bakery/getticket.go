@@ -24,6 +24,9 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 		}
 		c.reopen = false
 	}
+	if err := c.maxHoldFits(); err != nil {
+		return e, err
+	}
 	a := &attempt{lock: lock, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly, since: now}
 	c.forgetExit(lock) // this attempt's statements supersede the last one's Exit
 	c.nextAtt++

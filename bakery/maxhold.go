@@ -52,6 +52,23 @@ func (c *Client) maxHoldMargin(mh time.Duration) time.Duration {
 	return c.cfg.Margin + mh/20
 }
 
+// maxHoldFits refuses an attempt whose holding the max-hold would end
+// within its margin (docs/protocol.md change 24): a client gives a holding
+// up at max-hold − margin, so when the margin (the lease's ε·TTL and a
+// twentieth of the max-hold) takes more than half the max-hold, a lock
+// would be granted only to be taken back at once. The error says which
+// bound and the longest TTL that fits.
+func (c *Client) maxHoldFits() error {
+	mh := c.MaxHold()
+	if mh <= 0 || mh-c.maxHoldMargin(mh) >= mh/2 {
+		return nil
+	}
+	// The TTL whose margin leaves half (the margin is ε·TTL and mh/20).
+	fit := time.Duration(float64(mh/2-mh/20) * float64(c.cfg.TTL) / float64(c.cfg.Margin))
+	return fmt.Errorf("%w: the servers let this identity hold a lock for at most %v (its max-hold), and with a lease TTL of %v a holding is given up %v before that, more than half of it: use a TTL of at most %v, or ask the operator for a longer max-hold",
+		ErrRefused, mh, c.cfg.TTL, c.maxHoldMargin(mh), fit.Truncate(time.Millisecond))
+}
+
 // checkMaxHold gives up every holding at its max-hold, less the margin.
 func (c *Client) checkMaxHold(now time.Time, e *Effects) {
 	mh := c.MaxHold()

@@ -71,6 +71,12 @@ Without it the servers' max_hold setting applies (none by default).`,
 			if maxHold < 0 {
 				return cli.Usagef("--max-hold must be ≥ 0")
 			}
+			if maxHold > 0 && maxHold < minMaxHold {
+				// The SDK refuses a Lock whose holding the max-hold would
+				// end within its margin (docs/protocol.md change 24); below a
+				// second a holding is mostly margin whatever the TTL.
+				return cli.Usagef("--max-hold %v is too short: at least %v (a client gives a holding up ε·TTL + max-hold/20 before the max-hold, and must hold it for at least half of it)", maxHold, minMaxHold)
+			}
 			if err := certs.CheckClientName(name); err != nil {
 				return cli.Usagef("%v", err)
 			}
@@ -123,6 +129,9 @@ Without it the servers' max_hold setting applies (none by default).`,
 	f.DurationVar(&validFor, "valid-for", certs.DefaultAdmissionValidity, "how long the certificate is valid")
 	return cmd
 }
+
+// minMaxHold is the shortest max-hold client add enrolls.
+const minMaxHold = time.Second
 
 // holdNote words a certificate's max-hold for the enrolment message.
 func holdNote(b *wire.AdmissionBody) string {
