@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // Session numbers (docs/protocol.md §2, §5): every session a client opens must be
@@ -69,9 +68,9 @@ func OpenSessionCounter(path string, rand io.Reader) (*SessionCounter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certs: opening the session counter %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if locked, err := TryLockFile(f); !locked {
 		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if err == nil {
 			return nil, fmt.Errorf("%w: %s is locked by another process of this machine (give each process its own identity)", ErrIdentityInUse, path)
 		}
 		return nil, fmt.Errorf("certs: locking the session counter %s: %w", path, err)
@@ -132,7 +131,7 @@ func (s *SessionCounter) Close() error {
 	if s.f == nil {
 		return nil
 	}
-	_ = syscall.Flock(int(s.f.Fd()), syscall.LOCK_UN)
+	_ = UnlockFile(s.f)
 	err := s.f.Close()
 	s.f = nil
 	return err

@@ -127,6 +127,22 @@ func TestSessionCounterOneProcessAtATime(t *testing.T) {
 	require.Contains(t, other(), "helper: opened")
 }
 
+// Two opens of one counter in one process exclude each other too (two
+// Clients of one identity in one program), with the same error.
+func TestSessionCounterTwoOpens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "id.session")
+	sc, err := OpenSessionCounter(path, rand.Reader)
+	require.NoError(t, err)
+	_, err = OpenSessionCounter(path, rand.Reader)
+	require.ErrorIs(t, err, ErrIdentityInUse)
+	require.EqualError(t, err, "certs: identity in use by another process: "+path+
+		" is locked by another process of this machine (give each process its own identity)")
+	require.NoError(t, sc.Close())
+	sc, err = OpenSessionCounter(path, rand.Reader)
+	require.NoError(t, err, "free once the first is closed")
+	require.NoError(t, sc.Close())
+}
+
 // TestSessionCounterHelper is the other process of the test above.
 func TestSessionCounterHelper(t *testing.T) {
 	path := os.Getenv("BQ_TEST_COUNTER_PATH")

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
+
+	"github.com/bq-lock/bq/certs"
 )
 
 // lockIdentity takes an exclusive OS lock on IDENTITY.lock so that two
@@ -24,17 +24,17 @@ func lockIdentity(ctx context.Context, identity string, try bool) (func(), error
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	release := func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = certs.UnlockFile(f)
 		_ = f.Close()
 	}
 	wait := 5 * time.Millisecond
 	start := time.Now()
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
+		locked, err := certs.TryLockFile(f)
+		if locked {
 			return release, nil
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		if err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("cannot lock %s: %w", path, err)
 		}
