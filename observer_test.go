@@ -10,6 +10,7 @@ import (
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
 )
 
 // Observers (docs/protocol.md change 32).
@@ -114,4 +115,24 @@ func TestObserveIsPushed(t *testing.T) {
 	next("10.0.0.1")
 	require.NoError(t, l.Proclaim(ctx, "10.0.0.2"))
 	next("10.0.0.2")
+}
+
+// A member's name is shown only when f+1 replies give the same one, and
+// never when it is not a valid client name (change 32).
+func TestStatusNamesNeedFPlusOne(t *testing.T) {
+	x, y := wire.ClientID{1}, wire.ClientID{2}
+	reply := func(names ...wire.ClientName) *wire.StatusReply { return &wire.StatusReply{Names: names} }
+	replies := map[wire.ServerID]*wire.StatusReply{
+		0: reply(wire.ClientName{Client: x, Name: "ci"}, wire.ClientName{Client: y, Name: "liar"}),
+		1: reply(wire.ClientName{Client: x, Name: "ci"}, wire.ClientName{Client: y, Name: "nightly"}),
+		2: reply(wire.ClientName{Client: x, Name: "ci"}, wire.ClientName{Client: x, Name: "ci"}, wire.ClientName{Client: y, Name: "bad\x1b[2J"}),
+		3: reply(wire.ClientName{Client: y, Name: "bad\x1b[2J"}),
+	}
+	got := agreedNames(1, []int{0, 1, 2, 3}, replies)
+	require.Equal(t, map[wire.ClientID]string{x: "ci"}, got, "f=1: a name needs 2 servers; one server repeating itself counts once; a bad name never")
+	got = agreedNames(1, []int{0, 1}, map[wire.ServerID]*wire.StatusReply{0: replies[0], 1: replies[1]})
+	require.Equal(t, map[wire.ClientID]string{x: "ci"}, got)
+	delete(replies, 0)
+	got = agreedNames(2, []int{1, 2, 3}, replies)
+	require.Empty(t, got, "f=2: two reports are not enough")
 }

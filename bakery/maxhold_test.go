@@ -105,3 +105,20 @@ func TestRepeatedRateRefusalsKeepOneRetry(t *testing.T) {
 	}
 	require.Equal(t, 1, c.PendingRetries())
 }
+
+// A Lock whose holding the max-hold would end within its margin is refused
+// at once, naming the bound and the TTL that fits; one that keeps half the
+// max-hold is let in (docs/protocol.md change 24). With TTL 5 s the margin
+// is 500 ms + max-hold/20: a max-hold of 1 s would leave 450 ms (refused),
+// one of 1.2 s leaves 640 ms (let in).
+func TestLockRefusedWhenTheMaxHoldIsMostlyMargin(t *testing.T) {
+	short := newNetWith(t, 1, func(c *core.Config) { c.MaxHold = time.Second })
+	_, err := short.clients[0].Lock(short.now, "L", false)
+	require.ErrorIs(t, err, bakery.ErrRefused)
+	require.ErrorContains(t, err, "at most 1s (its max-hold)")
+	require.ErrorContains(t, err, "use a TTL of at most 4.5s")
+
+	fits := newNetWith(t, 1, func(c *core.Config) { c.MaxHold = 1200 * time.Millisecond })
+	fits.lock(0)
+	require.Equal(t, []int{0}, fits.acquired())
+}

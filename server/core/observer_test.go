@@ -91,3 +91,27 @@ func TestObserverEndsWithItsClientsRevocation(t *testing.T) {
 	require.NotNil(t, rs[0].Error)
 	require.Contains(t, rs[0].Error.Detail, "revoked")
 }
+
+// A holder's new proclamation is pushed to the lock's GetSet subscribers
+// (an observer hears the new value at once); a resend of the kept one is
+// not (change 32).
+func TestProclamationIsPushedToObservers(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	alice, watcher := c.newClient(), c.newClient()
+	const lock = "elect/a"
+	c.enterTicket(alice, lock, 1, 1, 1)
+	c.submitAll(alice, alice.stmt(lock, 1, 1, wire.PhaseHeld, 1, nil))
+	obs := wire.ObserverID(watcher.id, []byte("n"))
+	c.connectObserver(watcher, obs, nil)
+	c.fromClient(0, obs, &wire.Message{GetSet: &wire.GetSet{Req: 5, Lock: lock}})
+	require.Len(t, c.replies(obs), 1, "the snapshot")
+
+	p := alice.proclamation(lock, 1, 1, 1, 1, "10.0.0.1")
+	require.Equal(t, wire.ErrorCode(0), c.proclaim(alice, p))
+	rs := c.replies(obs)
+	require.Len(t, rs, 1, "a push for the new value")
+	require.NotNil(t, rs[0].Update)
+	require.Equal(t, uint64(5), rs[0].Update.Req)
+	require.Equal(t, wire.ErrorCode(0), c.proclaim(alice, p))
+	require.Empty(t, c.replies(obs), "a resend changes nothing")
+}

@@ -26,6 +26,10 @@ var ownTests = map[string]string{
 	"address-rate-ignored":         "^TestQUICAcceptRatePerAddress$",
 	"connection-refusal-uncounted": "^TestQUICAcceptRatePerAddress$",
 	"proclaim-not-resent":          "^TestElectionValueSurvivesRestarts$",
+	"observer-bound-to-client":     "^TestQUICObserver",
+	"observers-unbounded":          "^TestQUICObserver",
+	"observers-survive-revocation": "^TestQUICObserver",
+	"names-from-one-server":        "^TestStatusNamesNeedFPlusOne$",
 }
 
 // Catalogue is every mutant, grouped by the kind of rule it weakens.
@@ -179,6 +183,24 @@ var Catalogue = []Mutant{
 		"return vals[c.cfg.F]", "return vals[0]"},
 	{"maxhold-client-no-margin", "change 24: a client gives a holding up a margin before its max-hold", "bakery/maxhold.go",
 		"return c.cfg.Margin + mh/20", "return 0"},
+	{"maxhold-fits-third", "change 24: a Lock whose holding would be more than half margin is refused", "bakery/maxhold.go",
+		"mh-c.maxHoldMargin(mh) >= mh/2 {", "mh-c.maxHoldMargin(mh) >= mh/3 {"},
+
+	// Observer connections (change 32).
+	{"observer-may-submit", "change 32: an observer connection only reads", "server/core/admission.go",
+		"if m.Status == nil && m.GetSet == nil && m.Read == nil {", "if m.Status == nil && m.GetSet == nil && m.Read == nil && m.Submit == nil {"},
+	{"observer-outlives-revocation", "change 32: an observer of a revoked client is refused everything", "server/core/admission.go",
+		"if _, revoked := k.revoked[parent]; revoked {", "if _, revoked := k.revoked[parent]; false && revoked {"},
+	{"proclaim-not-pushed", "change 32: a new proclamation is pushed to the lock's GetSet subscribers", "server/core/proclaim.go",
+		"k.sendPushes(lock.ChangedNotListens(c, k.mute.Certificate), e)", "_ = lock"},
+	{"observer-bound-to-client", "change 32: an observer connection is bound to an id of its own", "transport/quic_conn.go",
+		"id, observes = wire.ObserverID(key, nonce), &key", "observes = &key"},
+	{"observers-unbounded", "change 32: a client has at most MaxObserversPerClient observers at a server", "transport/quic_conn.go",
+		"for len(os) > n.lim.MaxObserversPerClient {", "for len(os) > n.lim.MaxObserversPerClient+1 {"},
+	{"observers-survive-revocation", "change 32: a revoked client's observers are closed with it", "transport/quic_conn.go",
+		"cs := slices.Concat(n.clients[c], n.observers[c])", "cs := slices.Clone(n.clients[c])"},
+	{"names-from-one-server", "change 32: a member's name is shown when f+1 servers report it", "status.go",
+		"if n > f {\n\t\t\tout[cn.Client] = cn.Name", "if n >= f {\n\t\t\tout[cn.Client] = cn.Name"},
 
 	// Limits (change 25).
 	{"client-rate-ignored", "change 25: one identity's requests are a token bucket", "server/core/limits.go",
