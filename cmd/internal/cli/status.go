@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/bq-lock/bq"
+)
+
+// A cluster's status as the commands print it (bqclient status, bqserver
+// status): text for people, JSON for programs.
+
+// PrintStatus writes st for people.
+func PrintStatus(w io.Writer, st *bq.Status) {
+	fmt.Fprintf(w, "servers: %d of %d reachable (quorum %d)", st.Reachable, st.N, st.Quorum)
+	switch {
+	case st.FaultsTolerated < 0:
+		fmt.Fprintf(w, "; CANNOT SERVE LOCKS: need %d more\n", -st.FaultsTolerated)
+	default:
+		fmt.Fprintf(w, "; tolerates %d more faulty server(s) now (f=%d)\n", st.FaultsTolerated, st.F)
+	}
+	for _, s := range st.Servers {
+		state := "up"
+		if !s.Reachable {
+			state = "UNREACHABLE"
+		}
+		fmt.Fprintf(w, "  %-4s %-22s %s\n", s.ID, s.Address, state)
+	}
+	if st.Lock == nil {
+		if len(st.Locks) == 0 {
+			fmt.Fprintln(w, "locks: none in use")
+		}
+		for _, l := range st.Locks {
+			fmt.Fprintf(w, "lock %s: %d member(s)\n", l.Name, l.Members)
+		}
+		if st.LocksTruncated {
+			fmt.Fprintln(w, "(the list is cut at a server's reply limit: some locks are missing; name a lock to see it)")
+		}
+		return
+	}
+	l := st.Lock
+	fmt.Fprintf(w, "lock %s\n", l.Name)
+	if l.Holder != nil {
+		fmt.Fprintf(w, "  holder: %s token=%s (reported by %d)\n", who(*l.Holder), l.Holder.Token(), l.Holder.ReportedBy)
+	} else {
+		fmt.Fprintln(w, "  holder: none")
+	}
+	if len(l.Queue) == 0 {
+		fmt.Fprintln(w, "  queue: empty")
+	}
+	for i, p := range l.Queue {
+		if p.Ticket > 0 {
+			fmt.Fprintf(w, "  %2d. %s ticket=%d %s (reported by %d)\n", i+1, who(p), p.Ticket, p.Phase, p.ReportedBy)
+		} else {
+			fmt.Fprintf(w, "  %2d. %s choosing (reported by %d)\n", i+1, who(p), p.ReportedBy)
+		}
+	}
+	for _, s := range l.Suspected {
+		fmt.Fprintf(w, "  suspected: %s (by %d server(s))\n", s.Client.Hex()[:16], s.ReportedBy)
+	}
+	for _, b := range l.Banned {
+		fmt.Fprintf(w, "  banned: %s (by %d server(s))\n", b.Client.Hex()[:16], b.ReportedBy)
+	}
+}
+
+// who names a participant: its enrolled name and short id on a closed
+// cluster, its short id alone otherwise.
+func who(p bq.Participant) string {
+	if p.Name != "" {
+		return fmt.Sprintf("%s (%s)", p.Name, p.Client.Hex()[:16])
+	}
+	return p.Client.Hex()[:16]
+}
+
+type jsonParticipant struct {
+	Client     string `json:"client"`
+	Name       string `json:"name,omitempty"`
+	Phase      string `json:"phase"`
+	Ticket     uint64 `json:"ticket,omitempty"`
+	Token      string `json:"token,omitempty"`
+	TokenInt   string `json:"token_int,omitempty"`
+	ReportedBy int    `json:"reported_by"`
+}
+
+type jsonFlagged struct {
+	Client     string `json:"client"`
+	ReportedBy int    `json:"reported_by"`
+}
+
+type jsonServer struct {
+	ID        int    `json:"id"`
+	Address   string `json:"address"`
+	Reachable bool   `json:"reachable"`
+}
+
+type jsonLock struct {
+	Name      string            `json:"name"`
+	Holder    *jsonParticipant  `json:"holder"`
+	Queue     []jsonParticipant `json:"queue"`
+	Suspected []jsonFlagged     `json:"suspected"`
+	Banned    []jsonFlagged     `json:"banned"`
+}
+
+type jsonStatus struct {
+	N               int              `json:"n"`
+	F               int              `json:"f"`
+	Quorum          int              `json:"quorum"`
+	Reachable       int              `json:"reachable"`
+	FaultsTolerated int              `json:"faults_tolerated"`
+	Servers         []jsonServer     `json:"servers"`
+	Lock            *jsonLock        `json:"lock,omitempty"`
+	Locks           []map[string]any `json:"locks,omitempty"`
+	LocksTruncated  bool             `json:"locks_truncated,omitempty"`
+}
+
+func participantJSON(p bq.Participant) jsonParticipant {
+	jp := jsonParticipant{Client: p.Client.Hex(), Name: p.Name, Phase: p.Phase.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
+	if p.Ticket > 0 {
+		jp.Token = p.Token().String()
+		jp.TokenInt = p.Token().Integer()
+	}
+	return jp
+}
+
+// StatusJSON is st for programs.
+func StatusJSON(st *bq.Status) jsonStatus {
+	out := jsonStatus{N: st.N, F: st.F, Quorum: st.Quorum, Reachable: st.Reachable, FaultsTolerated: st.FaultsTolerated, LocksTruncated: st.LocksTruncated}
+	for _, s := range st.Servers {
+		out.Servers = append(out.Servers, jsonServer{ID: int(s.ID), Address: s.Address, Reachable: s.Reachable})
+	}
+	for _, l := range st.Locks {
+		out.Locks = append(out.Locks, map[string]any{"name": l.Name, "members": l.Members})
+	}
+	if l := st.Lock; l != nil {
+		jl := &jsonLock{Name: l.Name, Queue: []jsonParticipant{}, Suspected: []jsonFlagged{}, Banned: []jsonFlagged{}}
+		if l.Holder != nil {
+			p := participantJSON(*l.Holder)
+			jl.Holder = &p
+		}
+		for _, p := range l.Queue {
+			jl.Queue = append(jl.Queue, participantJSON(p))
+		}
+		for _, f := range l.Suspected {
+			jl.Suspected = append(jl.Suspected, jsonFlagged{Client: f.Client.Hex(), ReportedBy: f.ReportedBy})
+		}
+		for _, f := range l.Banned {
+			jl.Banned = append(jl.Banned, jsonFlagged{Client: f.Client.Hex(), ReportedBy: f.ReportedBy})
+		}
+		out.Lock = jl
+	}
+	return out
+}
