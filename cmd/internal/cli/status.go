@@ -101,7 +101,8 @@ type jsonLock struct {
 	Banned    []jsonFlagged     `json:"banned"`
 }
 
-type jsonStatus struct {
+// JSONStatus is a Status in the commands' JSON.
+type JSONStatus struct {
 	N               int              `json:"n"`
 	F               int              `json:"f"`
 	Quorum          int              `json:"quorum"`
@@ -123,8 +124,8 @@ func participantJSON(p bq.Participant) jsonParticipant {
 }
 
 // StatusJSON is st for programs.
-func StatusJSON(st *bq.Status) jsonStatus {
-	out := jsonStatus{N: st.N, F: st.F, Quorum: st.Quorum, Reachable: st.Reachable, FaultsTolerated: st.FaultsTolerated, LocksTruncated: st.LocksTruncated}
+func StatusJSON(st *bq.Status) JSONStatus {
+	out := JSONStatus{N: st.N, F: st.F, Quorum: st.Quorum, Reachable: st.Reachable, FaultsTolerated: st.FaultsTolerated, LocksTruncated: st.LocksTruncated}
 	for _, s := range st.Servers {
 		out.Servers = append(out.Servers, jsonServer{ID: int(s.ID), Address: s.Address, Reachable: s.Reachable})
 	}
