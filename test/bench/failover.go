@@ -35,6 +35,8 @@ const (
 	failoverWaiting      = 2 // candidates queued behind the leader in each round
 	candidateCampaigning = "bench: campaigning"
 	candidateLeads       = "bench: leading at "
+	observerReady        = "bench: observing"
+	observerSaw          = "bench: observed "
 	etcdElectionKey      = "/election/bench"
 )
 
@@ -109,15 +111,100 @@ func candidateMain(args []string) int {
 	return 0
 }
 
+// observerMain is "bench observer": dial, observe the election, and print
+// each leader's value with the instant it was seen. With --poll (bq only)
+// it reads the leader that often instead: what Election.Observe did before
+// it was pushed (docs/protocol.md change 32).
+func observerMain(args []string) int {
+	fs := flag.NewFlagSet("observer", flag.ContinueOnError)
+	system := fs.String("system", "", "bq or etcd")
+	cluster := fs.String("cluster", "", "bq: cluster file")
+	endpoints := fs.String("endpoints", "", "etcd: client URLs, comma-separated")
+	poll := fs.Duration("poll", 0, "bq: read the leader this often instead of observing (0: Observe)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	saw := func(value string) { fmt.Printf("%s%s at %d\n", observerSaw, value, time.Now().UnixNano()) }
+	switch *system {
+	case "bq":
+		c, err := bq.Dial(ctx, bq.Config{ClusterFile: *cluster, Observe: true})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "observer:", err)
+			return 1
+		}
+		defer c.Close()
+		e := c.Election("bench")
+		fmt.Println(observerReady)
+		if *poll == 0 {
+			for l := range e.Observe(ctx) {
+				saw(l.Value)
+			}
+			return 0
+		}
+		last := ""
+		for ctx.Err() == nil {
+			if l, err := e.Leader(ctx); err == nil && l.Value != last {
+				last = l.Value
+				saw(l.Value)
+			}
+			select {
+			case <-time.After(*poll):
+			case <-ctx.Done():
+			}
+		}
+	case "etcd":
+		cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ","), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "observer:", err)
+			return 1
+		}
+		defer cli.Close()
+		s, err := concurrency.NewSession(cli)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "observer:", err)
+			return 1
+		}
+		defer s.Close()
+		fmt.Println(observerReady)
+		for resp := range concurrency.NewElection(s, etcdElectionKey).Observe(ctx) {
+			if len(resp.Kvs) > 0 {
+				saw(string(resp.Kvs[0].Value))
+			}
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "observer: --system bq or etcd")
+		return 2
+	}
+	return 0
+}
+
+// failoverResult is what the failover workload measures.
+type failoverResult struct {
+	// failover: kill -9 of the leader to the next leader's Campaign returning.
+	failover durations
+	// observed: the next leader's Campaign returning to an observer
+	// printing its value (negative when the observer saw it first).
+	observed durations
+}
+
 // failoverRounds measures rounds failovers: candidates are started by
 // start (a fresh one each time), the leader is killed with SIGKILL, and the
 // time from the kill to the instant the next leader's Campaign returned is
-// recorded.
-func failoverRounds(ctx context.Context, name string, rounds int, start func(i int) (*child, error)) (durations, error) {
+// recorded; and the time from that instant to the one observer printing
+// the new leader's value.
+func failoverRounds(ctx context.Context, name string, rounds int, start func(i int) (*child, error), observer *child) (failoverResult, error) {
 	logf("%s: failover, %d kill -9 of the leader (session TTL %v)", name, rounds, failoverTTL)
+	var res failoverResult
+	if err := observer.waitLog(observerReady, 1, 30*time.Second); err != nil {
+		return res, err
+	}
 	next := 0
+	values := make(map[*child]string)
 	spawn := func() (*child, error) {
 		c, err := start(next)
+		values[c] = fmt.Sprint("c", next)
 		next++
 		if err != nil {
 			return nil, err
@@ -126,24 +213,24 @@ func failoverRounds(ctx context.Context, name string, rounds int, start func(i i
 	}
 	leader, err := spawn()
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	if err := leader.waitLog(candidateLeads, 1, 30*time.Second); err != nil {
-		return nil, err
+		return res, err
 	}
 	var waiting []*child
 	for range failoverWaiting {
 		c, err := spawn()
 		if err != nil {
-			return nil, err
+			return res, err
 		}
 		waiting = append(waiting, c)
 	}
-	var out durations
+	out := &res.failover
 	for range rounds {
 		// Let the waiting candidates queue (their Campaign is under way).
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
-			return out, err
+			return res, err
 		}
 		killed := time.Now()
 		_ = leader.cmd.Process.Kill()
@@ -159,17 +246,31 @@ func failoverRounds(ctx context.Context, name string, rounds int, start func(i i
 				break
 			}
 			if time.Now().After(deadline) {
-				return out, fmt.Errorf("no candidate led within %v of the leader's kill -9", 10*failoverTTL)
+				return res, fmt.Errorf("no candidate led within %v of the leader's kill -9", 10*failoverTTL)
 			}
 			if err := sleep(ctx, 2*time.Millisecond); err != nil {
-				return out, err
+				return res, err
 			}
 		}
 		at, err := leadsAt(led.output())
 		if err != nil {
-			return out, err
+			return res, err
 		}
-		out = append(out, time.Unix(0, at).Sub(killed))
+		*out = append(*out, time.Unix(0, at).Sub(killed))
+		seen := observerSaw + values[led] + " at "
+		if err := observer.waitLog(seen, 1, 10*failoverTTL); err != nil {
+			return res, err
+		}
+		log := observer.output()
+		f := strings.Fields(log[strings.Index(log, seen)+len(seen):])
+		if len(f) == 0 {
+			return res, fmt.Errorf("bad observer log: %q", log)
+		}
+		obsAt, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return res, err
+		}
+		res.observed = append(res.observed, time.Duration(obsAt-at))
 		rest := waiting[:0]
 		for _, c := range waiting {
 			if c != led {
@@ -179,11 +280,11 @@ func failoverRounds(ctx context.Context, name string, rounds int, start func(i i
 		leader, waiting = led, rest
 		c, err := spawn()
 		if err != nil {
-			return out, err
+			return res, err
 		}
 		waiting = append(waiting, c)
 	}
-	return out, nil
+	return res, nil
 }
 
 // leadsAt is the instant (Unix ns) a candidate's log says it began to lead.
@@ -197,17 +298,27 @@ func leadsAt(log string) (int64, error) {
 }
 
 // bqFailover runs the failover workload on b.
-func bqFailover(ctx context.Context, o *options, work, self, name string, b *bqCluster) (durations, error) {
+func bqFailover(ctx context.Context, o *options, work, self, name string, b *bqCluster) (failoverResult, error) {
+	obs, err := startChild(name+" observer", filepath.Join(work, strings.ReplaceAll(name, "/", "-")+"-observer.log"),
+		self, "observer", "--system", "bq", "--cluster", filepath.Join(b.dir, "cluster.yaml"), "--poll", o.observePoll.String())
+	if err != nil {
+		return failoverResult{}, err
+	}
 	return failoverRounds(ctx, name, o.failoverRounds, func(i int) (*child, error) {
 		return startChild(fmt.Sprintf("%s candidate %d", name, i), filepath.Join(work, fmt.Sprintf("%s-candidate-%d.log", strings.ReplaceAll(name, "/", "-"), i)),
 			self, "candidate", "--system", "bq", "--cluster", filepath.Join(b.dir, "cluster.yaml"), "--name", fmt.Sprint("c", i), "--ttl", failoverTTL.String())
-	})
+	}, obs)
 }
 
 // etcdFailover runs the failover workload on e.
-func etcdFailover(ctx context.Context, o *options, work, self string, e *etcdCluster) (durations, error) {
+func etcdFailover(ctx context.Context, o *options, work, self string, e *etcdCluster) (failoverResult, error) {
+	obs, err := startChild("etcd observer", filepath.Join(work, "etcd-observer.log"),
+		self, "observer", "--system", "etcd", "--endpoints", strings.Join(e.endpoints, ","))
+	if err != nil {
+		return failoverResult{}, err
+	}
 	return failoverRounds(ctx, "etcd", o.failoverRounds, func(i int) (*child, error) {
 		return startChild(fmt.Sprintf("etcd candidate %d", i), filepath.Join(work, fmt.Sprintf("etcd-candidate-%d.log", i)),
 			self, "candidate", "--system", "etcd", "--endpoints", strings.Join(e.endpoints, ","), "--name", fmt.Sprint("c", i), "--ttl", failoverTTL.String())
-	})
+	}, obs)
 }

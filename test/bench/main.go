@@ -11,7 +11,8 @@
 // --attack runs only the attack benchmark on bq (attack.go).
 //
 // It re-executes itself as "bench etcd-member ..." for each etcd member, and
-// as "bench candidate ..." for each candidate of the failover workload.
+// as "bench candidate ..." for each candidate of the failover workload and
+// "bench observer ..." for its observer.
 package main
 
 import (
@@ -39,6 +40,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "candidate" {
 		os.Exit(candidateMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "observer" {
+		os.Exit(observerMain(os.Args[2:]))
+	}
 	os.Exit(bench(os.Args[1:]))
 }
 
@@ -58,6 +62,7 @@ type options struct {
 	uncontendedWarm, uncontendedOps int
 	contenders                      int
 	failoverRounds                  int
+	observePoll                     time.Duration
 	warm, contended, step, timeout  time.Duration
 }
 
@@ -74,6 +79,7 @@ func parseFlags(args []string) (*options, error) {
 	schemes := fs.String("schemes", "Ed25519", "bq's signature schemes, comma-separated (Ed25519, ML-DSA-44, Ed25519-Dilithium2): the first is measured as \"bq\", each other one as \"bq/SCHEME\", with the same workloads")
 	workloads := fs.String("workloads", "uncontended,contended,scaling,failover", "workloads to run, for every system")
 	fs.IntVar(&o.failoverRounds, "failover-rounds", 20, "kill -9 of the leader in the failover workload (--quick: 5)")
+	fs.DurationVar(&o.observePoll, "observe-poll", 0, "bq's observer in the failover workload reads the leader this often instead of Observe (200ms: Observe before it was pushed)")
 	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
 	fs.IntVar(&o.uncontendedOps, "ops", 1000, "measured uncontended Lock+Unlock cycles (--quick: 500)")
 	fs.IntVar(&o.contenders, "contenders", 8, "clients in the contended run")
@@ -266,8 +272,8 @@ type sysResult struct {
 	byID    []int
 	scaling []scalingRow
 	// failover is each measured failover: kill -9 of the leader to the
-	// next leader's Campaign returning.
-	failover durations
+	// next leader's Campaign returning, and an observer's lag behind it.
+	failover failoverResult
 }
 
 // scalingRow is one run with K contenders.

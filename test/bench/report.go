@@ -236,16 +236,22 @@ func (r *results) print(w io.Writer) {
 	if o.workloads["failover"] {
 		fmt.Fprintf(w, "\nfailover: kill -9 of the leader until the next candidate's Campaign returns, session TTL %v, %d rounds, %d candidates waiting:\n", failoverTTL, o.failoverRounds, failoverWaiting)
 		row("  failover p50 / p99 (ms)", func(s *sysResult) string {
-			if len(s.failover) == 0 {
+			if len(s.failover.failover) == 0 {
 				return "-"
 			}
-			return pair0(s.failover.ms(.5), s.failover.ms(.99))
+			return pair0(s.failover.failover.ms(.5), s.failover.failover.ms(.99))
+		})
+		row("  observer lag p50 / p99 (ms)", func(s *sysResult) string {
+			if len(s.failover.observed) == 0 {
+				return "-"
+			}
+			return pair0(s.failover.observed.ms(.5), s.failover.observed.ms(.99))
 		})
 		row("  failover min / max (ms)", func(s *sysResult) string {
-			if len(s.failover) == 0 {
+			if len(s.failover.failover) == 0 {
 				return "-"
 			}
-			return pair0(s.failover.ms(0), s.failover.ms(1))
+			return pair0(s.failover.failover.ms(0), s.failover.failover.ms(1))
 		})
 	}
 	for _, s := range r.systems {
@@ -489,11 +495,12 @@ func (s *sysResult) json() map[string]any {
 		m["overlaps"] = c.Overlaps
 		s.stats(s.window, c.Acq).json(m, "contended_")
 	}
-	if len(s.failover) > 0 {
-		m["failover_rounds"] = len(s.failover)
+	if len(s.failover.failover) > 0 {
+		m["failover_rounds"] = len(s.failover.failover)
 		m["failover_ttl_ms"] = failoverTTL.Milliseconds()
-		m["failover_p50_ms"], m["failover_p99_ms"] = jnum(s.failover.ms(.5)), jnum(s.failover.ms(.99))
-		m["failover_min_ms"], m["failover_max_ms"] = jnum(s.failover.ms(0)), jnum(s.failover.ms(1))
+		m["failover_p50_ms"], m["failover_p99_ms"] = jnum(s.failover.failover.ms(.5)), jnum(s.failover.failover.ms(.99))
+		m["failover_min_ms"], m["failover_max_ms"] = jnum(s.failover.failover.ms(0)), jnum(s.failover.failover.ms(1))
+		m["observer_lag_p50_ms"], m["observer_lag_p99_ms"] = jnum(s.failover.observed.ms(.5)), jnum(s.failover.observed.ms(.99))
 	}
 	if s.bq {
 		m["fencing_errors"] = s.fenceErrors
