@@ -331,8 +331,8 @@ var Catalogue = []Mutant{
 	// Numbers are never reused (§2).
 	{"session-counter-not-persisted", "§2: a session number is on disk before it is used", "certs/sessions.go",
 		"if err := s.persist(next); err != nil {\n\t\treturn 0, err\n\t}", "_ = s.persist"},
-	{"session-counter-shared-lock", "§2, §5: one identity, one process: the counter file is locked exclusively", "certs/sessions.go",
-		"syscall.LOCK_EX|syscall.LOCK_NB", "syscall.LOCK_SH|syscall.LOCK_NB"},
+	{"session-counter-shared-lock", "§2, §5: one identity, one process: the counter file is locked exclusively", "certs/flock_unix.go",
+		"unix.LOCK_EX|unix.LOCK_NB", "unix.LOCK_SH|unix.LOCK_NB"},
 	{"session-counter-no-crc", "§2: a damaged counter is refused, never guessed", "certs/sessions.go",
 		"uint32(want) != crc32.Checksum([]byte(digits), castagnoli)", "uint32(want) != uint32(want)"},
 	{"session-source-may-repeat", "§2: a new session is above the last one", "bakery/session.go",
