@@ -277,6 +277,7 @@ func (s *Server) loop(ctx context.Context) {
 			}
 		}
 		s.revoke(eff.Revoked)
+		s.expire(eff.Expired)
 		s.orderMu.Lock()
 		recs, now, late := s.order.Batch(eff, tick)
 		s.orderMu.Unlock()
@@ -395,6 +396,18 @@ func (s *Server) revoke(clients []wire.ClientID) {
 		}
 		if d, ok := s.transport.(clientDisconnecter); ok {
 			d.DisconnectClient(c, "revoked by the cluster's operator")
+		}
+	}
+}
+
+// expire closes the connections of clients whose admission certificate
+// expired while they were connected (docs/protocol.md change 23); the door
+// refuses them from then on.
+func (s *Server) expire(clients []wire.ClientID) {
+	for _, c := range clients {
+		s.log.Warn("a connected client's admission certificate expired: closing its connection", "client", c.String())
+		if d, ok := s.transport.(clientDisconnecter); ok {
+			d.DisconnectClient(c, "its admission certificate expired")
 		}
 	}
 }

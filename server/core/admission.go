@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
@@ -84,6 +85,37 @@ func (k *Core) onRevoke(signed crypto.Signed, e *Effects) error {
 	e.Revoked = append(e.Revoked, r.Client)
 	k.toServers(&wire.Message{Revoke: &wire.Revoke{Revocation: signed}}, e)
 	return nil
+}
+
+// grantValid refuses a request of a client whose certificate's window does
+// not hold now: the door checked it at connection time, and a connection
+// may outlive it. Sessions get no exception (unlike a revocation's, whose
+// leases the detector refuses): an expired client's connection is closed
+// (expireGrants) and the door refuses it from then on, so its leases run
+// out and are reset by the ordinary certificate.
+func (k *Core) grantValid(now time.Time, c wire.ClientID) error {
+	g := k.grants[c]
+	if g == nil {
+		return nil
+	}
+	if err := g.ValidAt(now); err != nil {
+		return fmt.Errorf("core: %w: ask the cluster's operator for a new one", err)
+	}
+	return nil
+}
+
+// expireGrants names, once, each connected client whose certificate's
+// window ended, for the runtime to close its connection.
+func (k *Core) expireGrants(now time.Time, e *Effects) {
+	var out []wire.ClientID
+	for c, g := range k.grants {
+		if _, done := k.expired[c]; !done && g.ValidAt(now) != nil {
+			k.expired[c] = struct{}{}
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	e.Expired = append(e.Expired, out...)
 }
 
 // revoke records c's revocation in memory.

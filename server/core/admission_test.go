@@ -2,6 +2,7 @@ package core
 
 import (
 	"crypto/rand"
+	"math"
 	"testing"
 	"time"
 
@@ -23,11 +24,23 @@ func newClosedCluster(t *testing.T, n, f int) *cluster {
 	return c
 }
 
-// connect delivers cl's connection to every server with what its certificate grants.
+// connect delivers cl's connection to every server with what its
+// certificate grants (a grant without a window gets one that covers the
+// test, as a real certificate always has one).
 func (c *cluster) connect(cl *client, grant *wire.AdmissionBody) {
+	grant = windowed(grant)
 	for s := range c.cores {
 		c.effects(s, c.cores[s].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(cl.id), Admission: grant}))
 	}
+}
+
+func windowed(g *wire.AdmissionBody) *wire.AdmissionBody {
+	if g == nil || g.NotAfter != 0 {
+		return g
+	}
+	w := *g
+	w.NotAfter = math.MaxInt64
+	return &w
 }
 
 func (c *cluster) revocation(cl *client, by *crypto.PrivateKey) crypto.Signed {
@@ -99,7 +112,7 @@ func TestPermissionsRefuseNamesOutsideTheCertificate(t *testing.T) {
 	require.NotContains(t, c.cores[0].grants, cl.id)
 	c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: 8, Lock: "ci/1"}})
 	require.Equal(t, []wire.ErrorCode{wire.ErrCodeForbidden}, errorCodes(c.replies(cl.id)))
-	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(cl.id), Admission: &wire.AdmissionBody{Name: "ci", Client: cl.id}}))
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(cl.id), Admission: windowed(&wire.AdmissionBody{Name: "ci", Client: cl.id})}))
 	c.fromClient(0, cl.id, &wire.Message{GetSet: &wire.GetSet{Req: 8, Lock: "prod/db"}})
 	rs = c.replies(cl.id)
 	require.Len(t, rs, 1)

@@ -31,6 +31,10 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			return
 		}
 	}
+	if err := k.grantValid(now, c); err != nil {
+		fail(requestID(m), wire.ErrCodeNotAllowed, err)
+		return
+	}
 	if k.banned[c] != nil {
 		fail(requestID(m), wire.ErrCodeBanned, fmt.Errorf("core: %s was judged Byzantine (%s); this server ignores it", c, k.banned[c].Kind))
 		return

@@ -202,6 +202,10 @@ type Core struct {
 	// observes as (change 32); it may only read, with that client's grant.
 	// INVARIANT: only live connections; none of a revoked client.
 	observers map[wire.ClientID]wire.ClientID
+	// expired: connected clients whose certificate's window has ended,
+	// already named in Effects.Expired (expireGrants).
+	// INVARIANT: a subset of grants' keys.
+	expired map[wire.ClientID]struct{}
 	// revoked: the client CA's revocations held here, each persisted
 	// (bucketRevoked) before it is acted on. Kept for good (§9).
 	// INVARIANT: every revoked client's leases are refused (mute.Revoke).
@@ -273,6 +277,7 @@ func New(cfg Config) (*Core, error) {
 		justified:    make(map[regKey]justifiedTicket),
 		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
 		observers:    make(map[wire.ClientID]wire.ClientID),
+		expired:      make(map[wire.ClientID]struct{}),
 		revoked:      make(map[wire.ClientID]crypto.Signed),
 		leastTickets: make(map[string]leastTicket),
 		holdsDirty:   make(map[string]struct{}),
@@ -293,6 +298,7 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 			k.dropSubscriptions(in.From.Client)
 			delete(k.grants, in.From.Client)
 			delete(k.observers, in.From.Client)
+			delete(k.expired, in.From.Client)
 			k.connectedRates(in.From.Client, false)
 		}
 		return e
@@ -327,6 +333,7 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	k.settleHolds(now)
 	k.tickHolds(now)
 	k.sweepRates(now)
+	k.expireGrants(now, &e)
 	k.compactSettled(now, &e)
 	k.cache.age(now)
 	k.views.age(now)

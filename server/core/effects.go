@@ -60,6 +60,10 @@ type Effects struct {
 	// Revoked: clients revoked in this step (change 23); the runtime stops
 	// admitting them and closes their connections, once Persist is durable.
 	Revoked []wire.ClientID
+	// Expired: connected clients whose admission certificate's window
+	// ended (change 23); the runtime closes their connections. Each is
+	// named once per connection.
+	Expired []wire.ClientID
 }
 
 // Append adds o's effects after e's.
@@ -67,6 +71,7 @@ func (e *Effects) Append(o Effects) {
 	e.Persist = append(e.Persist, o.Persist...)
 	e.Send = append(e.Send, o.Send...)
 	e.Revoked = append(e.Revoked, o.Revoked...)
+	e.Expired = append(e.Expired, o.Expired...)
 }
 
 // Reader reads what earlier runs persisted, one bucket at a time.

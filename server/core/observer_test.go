@@ -13,6 +13,7 @@ import (
 // connectObserver delivers an observer connection of cl, bound to id, to
 // every server, with cl's grant.
 func (c *cluster) connectObserver(cl *client, id wire.ClientID, grant *wire.AdmissionBody) {
+	grant = windowed(grant)
 	for s := range c.cores {
 		c.effects(s, c.cores[s].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(id), Admission: grant, Observes: &cl.id}))
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/bq-lock/bq/crypto"
@@ -39,7 +40,8 @@ func (w *World) grantFor(node int) *wire.AdmissionBody {
 		return nil
 	}
 	p := w.peerOf(node)
-	return &wire.AdmissionBody{Name: w.nodeName(node), Client: p.Client}
+	// A window that covers every run (a real certificate always has one).
+	return &wire.AdmissionBody{Name: w.nodeName(node), Client: p.Client, NotAfter: math.MaxInt64}
 }
 
 // admitAll hands every server the certificate of every client at the start
