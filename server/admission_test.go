@@ -1,0 +1,140 @@
+package server
+
+import (
+	"crypto/rand"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// The door of a closed cluster (docs/protocol.md change 23), one rule at a
+// time: each case is refused with its reason, and the case beside it that
+// keeps the rule is welcomed.
+
+// doorFixture is a closed cluster, its client CA, and another closed
+// cluster's, with the door of the first.
+type doorFixture struct {
+	t           *testing.T
+	dir         string // ours
+	cluster     *certs.Cluster
+	ca, otherCA *certs.ClientCA
+	door        *admission
+	now         time.Time
+}
+
+func newDoor(t *testing.T) *doorFixture {
+	t.Helper()
+	now := time.Now().Truncate(time.Millisecond)
+	base := t.TempDir()
+	mk := func(name string) *certs.ClientCA {
+		dir := filepath.Join(base, name)
+		_, err := certs.Init(certs.InitOptions{Dir: dir, Servers: 4, F: -1, Host: "127.0.0.1", PortBase: 7400, Name: name, Closed: true}, now, rand.Reader)
+		require.NoError(t, err)
+		ca, err := certs.LoadClientCA(dir)
+		require.NoError(t, err)
+		return ca
+	}
+	d := &doorFixture{t: t, dir: filepath.Join(base, "ours"), ca: mk("ours"), otherCA: mk("theirs"), now: now}
+	d.cluster = d.ca.Cluster
+	d.door = newAdmission(d.cluster, nil)
+	d.door.now = func() time.Time { return d.now }
+	return d
+}
+
+func (d *doorFixture) key() *crypto.PrivateKey {
+	k, err := crypto.GenerateKey(d.cluster.Scheme, rand.Reader)
+	require.NoError(d.t, err)
+	return k
+}
+
+// cert is a certificate signed by signer for cluster, naming key, valid
+// over [from, until).
+func (d *doorFixture) cert(signer *crypto.PrivateKey, cluster wire.ClusterID, key *crypto.PrivateKey, from, until time.Time) *crypto.Signed {
+	s, err := wire.SignAdmission(signer, cluster, &wire.AdmissionBody{Serial: 1, Name: "ci", Client: wire.ClientID(key.Public.ID),
+		NotBefore: from.UnixMilli(), NotAfter: until.UnixMilli()})
+	require.NoError(d.t, err)
+	return &s
+}
+
+// good is a certificate of this cluster's client CA for key, valid for an hour around now.
+func (d *doorFixture) good(key *crypto.PrivateKey) *crypto.Signed {
+	return d.cert(d.ca.Key, d.cluster.ID(), key, d.now.Add(-time.Hour), d.now.Add(time.Hour))
+}
+
+func (d *doorFixture) refused(c wire.ClientID, cert *crypto.Signed, why string) {
+	d.t.Helper()
+	_, err := d.door.admit(c, cert)
+	require.Error(d.t, err, "want refused: %s", why)
+	require.Contains(d.t, err.Error(), why)
+}
+
+func (d *doorFixture) welcomed(c wire.ClientID, cert *crypto.Signed) {
+	d.t.Helper()
+	b, err := d.door.admit(c, cert)
+	require.NoError(d.t, err)
+	require.Equal(d.t, c, b.Client)
+}
+
+// The certificate must name the key that proved itself on this connection:
+// a certificate is no secret, so anyone who saw one must not connect with
+// it and their own key.
+func TestDoorCertificateNamesTheProvenKey(t *testing.T) {
+	d := newDoor(t)
+	alice, mallory := d.key(), d.key()
+	d.refused(wire.ClientID(mallory.Public.ID), d.good(alice), "is for client")
+	d.welcomed(wire.ClientID(alice.Public.ID), d.good(alice))
+}
+
+// The validity window holds at the door: not before NotBefore, not at or
+// after NotAfter.
+func TestDoorValidityWindow(t *testing.T) {
+	d := newDoor(t)
+	k := d.key()
+	id := wire.ClientID(k.Public.ID)
+	from, until := d.now.Add(-time.Hour), d.now.Add(time.Hour)
+	cert := d.cert(d.ca.Key, d.cluster.ID(), k, from, until)
+
+	d.now = from.Add(-time.Millisecond)
+	d.refused(id, cert, "valid only from")
+	d.now = from
+	d.welcomed(id, cert)
+	d.now = until.Add(-time.Millisecond)
+	d.welcomed(id, cert)
+	d.now = until
+	d.refused(id, cert, "expired")
+}
+
+// A revoked client is refused at the door, whatever certificate it shows.
+func TestDoorRefusesRevoked(t *testing.T) {
+	d := newDoor(t)
+	k, other := d.key(), d.key()
+	d.door.revoke(wire.ClientID(k.Public.ID))
+	d.refused(wire.ClientID(k.Public.ID), d.good(k), "revoked")
+	d.welcomed(wire.ClientID(other.Public.ID), d.good(other))
+}
+
+// The certificate must be of this cluster's client CA and for this
+// cluster: not another cluster's client CA, not one of this cluster's
+// other keys (a server's signing key), not this CA's signature over another
+// cluster's id; and a closed cluster refuses a key with no certificate.
+func TestDoorRefusesOtherCAsAndClusters(t *testing.T) {
+	d := newDoor(t)
+	k := d.key()
+	id := wire.ClientID(k.Public.ID)
+	from, until := d.now.Add(-time.Hour), d.now.Add(time.Hour)
+	server, err := certs.LoadServer(d.dir, 0)
+	require.NoError(t, err)
+	d.refused(id, d.cert(d.otherCA.Key, d.otherCA.Cluster.ID(), k, from, until), "not signed by this cluster's client CA")
+	d.refused(id, d.cert(server.SigningKey, d.cluster.ID(), k, from, until), "not signed by this cluster's client CA")
+	d.refused(id, d.cert(d.otherCA.Key, d.cluster.ID(), k, from, until), "not signed by this cluster's client CA")
+	d.refused(id, d.cert(d.key(), d.cluster.ID(), k, from, until), "not signed by this cluster's client CA")
+	d.refused(id, d.cert(d.ca.Key, d.otherCA.Cluster.ID(), k, from, until), "cluster")
+	d.refused(id, nil, "no admission certificate")
+	d.welcomed(id, d.cert(d.ca.Key, d.cluster.ID(), k, from, until))
+}
