@@ -19,14 +19,21 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if code, ok := harnessRole(); ok {
+		os.Exit(code) // a process of TestHarnessFailureEndsInSeconds
+	}
+	if os.Getenv(innerEnv) != "" {
+		os.Exit(m.Run()) // TestHarnessInnerFailure needs no binaries
+	}
 	dir, err := os.MkdirTemp("", "bq-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// (Before m.Run, go test's -timeout does not run yet: the build has its own.)
 	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../cmd/bqserver", "../../cmd/bqclient", "../cmd/bqserver-byzantine")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
+	if err := runBounded(cmd, 10*time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, "building binaries:", err)
 		os.Exit(1)
 	}
@@ -49,9 +56,11 @@ func freePortBase(t *testing.T, n int) int {
 // initCluster runs bqserver init for n servers and returns the directory.
 func initCluster(t *testing.T, n int) string {
 	dir := filepath.Join(t.TempDir(), "cluster")
-	out, err := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", fmt.Sprint(n),
-		"--port-base", fmt.Sprint(freePortBase(t, n)), "--open").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	cmd := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", fmt.Sprint(n),
+		"--port-base", fmt.Sprint(freePortBase(t, n)), "--open")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, runBounded(cmd, time.Minute), "%s", out.String())
 	return dir
 }
 
@@ -74,23 +83,23 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 	return w.p.out.Write(b)
 }
 
+// start starts a process for the test; the test's cleanup kills it with
+// its process group and its descendants, waits for it (at most waitDelay
+// for its output pipes) and, if the test failed, prints its output.
 func start(t *testing.T, name string, env []string, args ...string) *proc {
 	p := &proc{t: t, name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = lockedWriter{p}, lockedWriter{p}
+	b := bound(p.cmd)
 	require.NoError(t, p.cmd.Start())
 	go func() {
 		p.err = p.cmd.Wait()
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		b.kill() // also when it ended: what it left behind
+		<-p.done
 		if t.Failed() {
 			t.Logf("--- output of %s:\n%s", p.name, p.output())
 		}
@@ -172,12 +181,15 @@ func runServers(t *testing.T, dir string, n int) []*proc {
 // its own identity, taking one lock with a critical section that claims a
 // mkdir probe (it fails if another holder is inside: exit 99) and records the
 // holder's fencing token. Checked from outside: no overlap, growing tokens.
+// The loops are bounded as start's processes are; the test's cleanup kills
+// those still running and prints their output if the test failed.
 type lockLoops struct {
 	t      *testing.T
 	tokens string
 	wg     sync.WaitGroup
+	ended  chan struct{} // closed when every loop ended
 	errs   []error
-	outs   [][]byte
+	outs   []bytes.Buffer // read only once the loops ended
 }
 
 // startLockLoops starts n loops. head is the shell loop header (e.g.
@@ -185,23 +197,54 @@ type lockLoops struct {
 // name on bqclient's command line.
 func startLockLoops(t *testing.T, clusterDir, lock string, n int, head string, lockArgs ...string) *lockLoops {
 	work := t.TempDir()
-	l := &lockLoops{t: t, tokens: filepath.Join(work, "tokens"), errs: make([]error, n), outs: make([][]byte, n)}
+	l := &lockLoops{t: t, tokens: filepath.Join(work, "tokens"), ended: make(chan struct{}), errs: make([]error, n), outs: make([]bytes.Buffer, n)}
 	probe := filepath.Join(work, "probe")
 	cs := filepath.Join(work, "cs.sh")
 	require.NoError(t, os.WriteFile(cs, []byte(fmt.Sprintf("mkdir '%s' || exit 99\necho \"$BQ_LOCK_TOKEN\" >> '%s'\nsleep 0.005\nrmdir '%s'\n",
 		probe, l.tokens, probe)), 0o755))
 	script := fmt.Sprintf(`%s; do '%s' --cluster '%s' lock %s %s -- sh '%s' || exit $?; done`,
 		head, bin("bqclient"), filepath.Join(clusterDir, "cluster.yaml"), lock, strings.Join(lockArgs, " "), cs)
+	var loops []*bounded
+	t.Cleanup(func() {
+		endedBefore := false // then wait reported how they ended
+		select {
+		case <-l.ended:
+			endedBefore = true
+		default:
+		}
+		for _, b := range loops {
+			b.kill() // also when they ended: what they left behind
+		}
+		l.wg.Wait() // at most waitDelay after the kill
+		if t.Failed() && !endedBefore {
+			for i := range loops {
+				t.Logf("--- output of lock loop %d (%v):\n%s", i, l.errs[i], tail(l.outs[i].String(), 8<<10))
+			}
+		}
+	})
 	for i := range n {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = append(os.Environ(), "BQ_IDENTITY="+filepath.Join(work, fmt.Sprintf("loop-%d.key", i)))
+		cmd.Stdout, cmd.Stderr = &l.outs[i], &l.outs[i]
+		b := bound(cmd)
+		require.NoError(t, cmd.Start())
+		loops = append(loops, b)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			cmd := exec.Command("sh", "-c", script)
-			cmd.Env = append(os.Environ(), "BQ_IDENTITY="+filepath.Join(work, fmt.Sprintf("loop-%d.key", i)))
-			l.outs[i], l.errs[i] = cmd.CombinedOutput()
+			l.errs[i] = cmd.Wait()
 		}()
 	}
+	go func() { l.wg.Wait(); close(l.ended) }()
 	return l
+}
+
+// tail is the end of s, at most n bytes.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
 }
 
 // holdings is how many holdings the loops have recorded so far.
@@ -211,15 +254,13 @@ func (l *lockLoops) holdings() int { return countLines(l.tokens) }
 // failure) and requires each to have succeeded.
 func (l *lockLoops) wait(timeout time.Duration) {
 	l.t.Helper()
-	done := make(chan struct{})
-	go func() { l.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-l.ended:
 	case <-time.After(timeout):
 		l.t.Fatalf("the loops did not finish within %v (liveness)", timeout)
 	}
 	for i := range l.errs {
-		require.NoError(l.t, l.errs[i], "loop %d (exit 99: two holders overlapped):\n%s", i, l.outs[i])
+		require.NoError(l.t, l.errs[i], "loop %d (exit 99: two holders overlapped):\n%s", i, l.outs[i].String())
 	}
 }
 
