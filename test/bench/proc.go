@@ -34,7 +34,11 @@ var (
 )
 
 // startChild starts args[0] with its output in logPath. The child gets
-// SIGKILL if the bench dies (Pdeathsig), and stopAll ends it otherwise.
+// SIGKILL if the bench dies (Pdeathsig), and stopAll ends it otherwise. It
+// leads a process group of its own, and stop kills the group: what the
+// child started goes with it. (Wait returns at once once it is killed: the
+// log is a file, not a pipe a grandchild could hold; WaitDelay bounds it
+// should that change.)
 func startChild(name, logPath string, args ...string) (*child, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -43,7 +47,8 @@ func startChild(name, logPath string, args ...string) (*child, error) {
 	c := &child{name: name, logPath: logPath, done: make(chan struct{})}
 	c.cmd = exec.Command(args[0], args[1:]...)
 	c.cmd.Stdout, c.cmd.Stderr = f, f
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	c.cmd.WaitDelay = 5 * time.Second
 	if err := c.cmd.Start(); err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -94,7 +99,7 @@ func (c *child) waitLog(sub string, n int, timeout time.Duration) error {
 	}
 }
 
-// stop sends SIGTERM, and SIGKILL after grace.
+// stop sends SIGTERM, and SIGKILL to the child's process group after grace.
 func (c *child) stop(grace time.Duration) {
 	select {
 	case <-c.done:
@@ -105,9 +110,19 @@ func (c *child) stop(grace time.Duration) {
 	select {
 	case <-c.done:
 	case <-time.After(grace):
-		_ = c.cmd.Process.Kill()
+		c.killGroup()
 		<-c.done
 	}
+}
+
+// killGroup sends SIGKILL to the child and its process group. Signal goes
+// to the child itself (a pidfd, never a reused pid): nil means it is not
+// reaped yet, so its pid is still its group's id and no other's.
+func (c *child) killGroup() {
+	if c.cmd.Process.Signal(syscall.Signal(0)) == nil {
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	_ = c.cmd.Process.Kill()
 }
 
 // stopAll stops every child still running, all at once.
