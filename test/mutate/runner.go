@@ -202,13 +202,18 @@ func campaignKiller(line string) string {
 	return name
 }
 
-// goCmd runs the go command in dir and returns its stdout and stderr.
+// goCmd runs the go command in dir and returns its stdout and stderr. On
+// the timeout the go command's whole process group is killed (its test
+// binaries and what they started too, not only go), and Wait returns even if
+// something out of the group still holds the output pipes (WaitDelay).
 func (r *runner) goCmd(dir string, args ...string) (string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opt.timeout+time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	cmd.Env = r.env
+	killGroupOnCancel(cmd)
+	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if r.opt.verbose {
