@@ -89,6 +89,10 @@ type clientState struct {
 	// and voted on without one), so none is acked "ok" again. A lease that
 	// only leads to a vote (Observe, on f+1 votes) may still be made.
 	votedUpTo uint64
+	// spokeUpTo is the highest session the client itself opened,
+	// heartbeat or sent a statement in on its own connection to this
+	// server (docs/protocol.md change 33; not persisted).
+	spokeUpTo uint64
 	// ttls: the TTL the client asked for each of its sessions not yet reset
 	// (SessionOpen), persisted by the caller and restored after a restart,
 	// when each becomes a lease again with the client's own TTL.
@@ -202,6 +206,7 @@ func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now tim
 	if err != nil {
 		return false, err
 	}
+	cs.spokeUpTo = max(cs.spokeUpTo, sess)
 	l.ttl = ttl
 	l.until = now.Add(ttl)
 	if cs.ttls[sess] != ttl {
@@ -321,6 +326,7 @@ func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error 
 	if err != nil {
 		return err
 	}
+	cs.spokeUpTo = max(cs.spokeUpTo, sess)
 	l.until = now.Add(l.ttl)
 	return nil
 }
@@ -331,6 +337,21 @@ func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error 
 func (m *Muteness) Observe(c wire.ClientID, sess uint64, now time.Time) error {
 	_, err := m.lease(m.client(c), sess, m.cfg.DefaultTTL, now)
 	return err
+}
+
+// Spoke notes that the client itself sent a statement of session sess on
+// its own connection here (docs/protocol.md change 33).
+func (m *Muteness) Spoke(c wire.ClientID, sess uint64) {
+	cs := m.client(c)
+	cs.spokeUpTo = max(cs.spokeUpTo, sess)
+}
+
+// SpokeUpTo is the highest session c itself spoke in here (0: none known).
+func (m *Muteness) SpokeUpTo(c wire.ClientID) uint64 {
+	if cs := m.clients[c]; cs != nil {
+		return cs.spokeUpTo
+	}
+	return 0
 }
 
 // known reports whether c's session sess has a lease here.

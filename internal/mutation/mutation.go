@@ -44,6 +44,10 @@ const (
 	// LazyEveryRecord: every record counts as lazy, so a batch's messages
 	// never wait for its records (§9; core.Eager).
 	LazyEveryRecord
+	// NoProbation: servers take, by forward, any session of a client a
+	// certificate reset while they knew it only from others (change 33;
+	// core.forwardRefused), so a drip-feed never ends.
+	NoProbation
 )
 
 var names = []struct {
@@ -57,6 +61,7 @@ var names = []struct {
 	{AckBeforeDurable, "ack-before-durable"},
 	{NoAnnounce, "no-announce"},
 	{LazyEveryRecord, "lazy-every-record"},
+	{NoProbation, "no-probation"},
 }
 
 func (m Mutation) String() string {

@@ -132,21 +132,24 @@ func (c *Config) Validate() error {
 
 // Stats counts what the core did (for metrics and tests).
 type Stats struct {
-	Accesses     map[string]uint64 // by kind: doorway, ticket, held, exit, listen, getset, read
-	Pushes       uint64
-	ListensHeld  uint64 // Listens with Hold not answered at once (change 27: answered by one push later)
-	Forwards     uint64 // statements, votes, certificates and evidence sent to servers
-	Announced    uint64 // statement references announced (counted once, not per server)
-	Pulled       uint64 // statements this server asked another for
-	VotesCast    uint64
-	Resets       uint64
-	Rejected     uint64 // client requests refused with an error, stale statements aside
-	Stale        uint64 // client statements older than the one held (refused; a resend or a late copy)
-	Bans         uint64
-	CacheHits    uint64
-	CacheMisses  uint64
-	Equivocation uint64
-	Limited      map[string]uint64 // requests refused by a limit, by its name (change 25)
+	Accesses    map[string]uint64 // by kind: doorway, ticket, held, exit, listen, getset, read
+	Pushes      uint64
+	ListensHeld uint64 // Listens with Hold not answered at once (change 27: answered by one push later)
+	Forwards    uint64 // statements, votes, certificates and evidence sent to servers
+	Announced   uint64 // statement references announced (counted once, not per server)
+	Pulled      uint64 // statements this server asked another for
+	// ForwardsRefused: forwarded statements of a client on probation in a
+	// session this server does not know (change 33).
+	ForwardsRefused uint64
+	VotesCast       uint64
+	Resets          uint64
+	Rejected        uint64 // client requests refused with an error, stale statements aside
+	Stale           uint64 // client statements older than the one held (refused; a resend or a late copy)
+	Bans            uint64
+	CacheHits       uint64
+	CacheMisses     uint64
+	Equivocation    uint64
+	Limited         map[string]uint64 // requests refused by a limit, by its name (change 25)
 }
 
 // Core is one server's protocol state.
@@ -206,6 +209,13 @@ type Core struct {
 	// already named in Effects.Expired (expireGrants).
 	// INVARIANT: a subset of grants' keys.
 	expired map[wire.ClientID]struct{}
+	// stalled: clients on probation (stalled.go, change 33), with the
+	// highest session a certificate that put them there ended;
+	// stalledOrder is their order of arrival.
+	// INVARIANT: stalledOrder holds stalled's keys, each once, at most
+	// maxStalled of them.
+	stalled      map[wire.ClientID]uint64
+	stalledOrder []wire.ClientID
 	// revoked: the client CA's revocations held here, each persisted
 	// (bucketRevoked) before it is acted on. Kept for good (§9).
 	// INVARIANT: every revoked client's leases are refused (mute.Revoke).
@@ -278,6 +288,7 @@ func New(cfg Config) (*Core, error) {
 		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
 		observers:    make(map[wire.ClientID]wire.ClientID),
 		expired:      make(map[wire.ClientID]struct{}),
+		stalled:      make(map[wire.ClientID]uint64),
 		revoked:      make(map[wire.ClientID]crypto.Signed),
 		leastTickets: make(map[string]leastTicket),
 		holdsDirty:   make(map[string]struct{}),
@@ -400,13 +411,17 @@ type acceptResult struct {
 // newer timestamps win; a Ticket must be exactly justified by J; a Held must
 // follow this server's copy of its Ticket. A newly accepted statement is
 // persisted, forwarded once to every other server, and pushed to listeners.
-func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, e *Effects) acceptResult {
+// forwarded: st came from another server, not from its client.
+func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, forwarded bool, e *Effects) acceptResult {
 	c := st.Client
 	if k.banned[c] != nil {
 		return acceptResult{code: wire.ErrCodeBanned, err: fmt.Errorf("core: %s was judged Byzantine", c)}
 	}
 	if st.Session <= k.mute.ResetUpTo(c) {
 		return acceptResult{code: wire.ErrCodeSuspected, err: fmt.Errorf("core: session %d of %s was reset; open a newer session", st.Session, c)}
+	}
+	if !forwarded {
+		k.mute.Spoke(c, st.Session) // change 33
 	}
 	if st.Phase != wire.PhaseExit {
 		if err := k.mute.Observe(c, st.Session, now); err != nil {
@@ -542,6 +557,7 @@ func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added b
 func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
 	ttls := k.mute.SessionTTLs(cert.Client)
 	votes := k.mute.OwnVoteSessions(cert.Client)
+	unheard := k.mute.SpokeUpTo(cert.Client) < cert.Session
 	fresh, err := k.mute.ApplyCertificate(cert)
 	if err != nil || !fresh {
 		return
@@ -562,6 +578,9 @@ func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
 		}
 	}
 	k.collect(cert.Client, cert.Session, e)
+	if unheard {
+		k.probation(cert.Client, cert.Session, e) // change 33
+	}
 	k.noteReset(cert.Client)
 	k.toServers(&wire.Message{Reset: cert}, e)
 }

@@ -22,11 +22,16 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		if err != nil {
 			return // a faulty server relayed garbage; nothing to do
 		}
+		if k.forwardRefused(st.Client, st.Session, st.Phase) {
+			k.Stats.ForwardsRefused++
+			k.showProbation(s, st.Client, e) // a session of a client on probation (change 33)
+			return
+		}
 		lock, err := k.lockFor(st.Client, st.Lock)
 		if err != nil {
 			return
 		}
-		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, e)
+		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, true, e)
 		k.releaseIfUnused(st.Client, lock)
 	case m.Announce != nil && m.Announce.Want:
 		k.handleWant(s, m.Announce, e)
@@ -87,9 +92,17 @@ func (k *Core) flushAnnounce(e *Effects) {
 // ask it for something, which costs one message.
 func (k *Core) handleAnnounce(s wire.ServerID, a *wire.Announce, e *Effects) {
 	var want []wire.StatementRef
+	shown := make(map[wire.ClientID]bool)
 	for _, ref := range a.Items {
 		c := ref.Client
 		if k.banned[c] != nil || ref.Session <= k.mute.ResetUpTo(c) {
+			continue
+		}
+		if k.forwardRefused(c, ref.Session, ref.Phase) {
+			if !shown[c] {
+				shown[c] = true
+				k.showProbation(s, c, e)
+			}
 			continue
 		}
 		if lock := k.locks[ref.Lock]; lock != nil {
@@ -232,7 +245,14 @@ func (k *Core) resync(s wire.ServerID, e *Effects) {
 // the certificate: the voter missed it.
 func (k *Core) answerLateVote(s wire.ServerID, v *wire.SignedSuspect, e *Effects) {
 	var body wire.SuspectBody
-	if crypto.Unmarshal(v.Signed.Body, &body) != nil || body.Session > k.mute.ResetUpTo(body.Client) {
+	if crypto.Unmarshal(v.Signed.Body, &body) != nil {
+		return
+	}
+	if upTo, ok := k.stalled[body.Client]; ok && body.Session > upTo && k.mute.SpokeUpTo(body.Client) < body.Session {
+		k.showProbation(s, body.Client, e) // change 33
+		return
+	}
+	if body.Session > k.mute.ResetUpTo(body.Client) {
 		return
 	}
 	if cert := k.mute.Certificate(body.Client); cert != nil {

@@ -67,6 +67,9 @@ func (k *Core) Restore(r Reader) error {
 		if _, err := k.mute.ApplyCertificate(&cert); err != nil {
 			return err
 		}
+		// Who spoke in which session is not on disk: after a restart,
+		// every client with a certificate is on probation (change 33).
+		k.onProbation(cert.Client, cert.Session)
 		return nil
 	})
 	if err != nil {
@@ -77,6 +80,7 @@ func (k *Core) Restore(r Reader) error {
 			return fmt.Errorf("a settled record of %d and %d bytes", len(key), len(v))
 		}
 		k.mute.RestoreSettled(wire.ClientID(key), binary.BigEndian.Uint64(v))
+		k.onProbation(wire.ClientID(key), binary.BigEndian.Uint64(v))
 		return nil
 	})
 	if err != nil {

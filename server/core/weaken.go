@@ -11,3 +11,4 @@ func noAnnounce() bool       { return false }
 func dropHighWater() bool    { return false }
 func lazyEveryRecord() bool  { return false }
 func ackBeforeDurable() bool { return false }
+func noProbation() bool      { return false }

@@ -11,3 +11,4 @@ func noAnnounce() bool       { return mutation.On(mutation.NoAnnounce) }
 func dropHighWater() bool    { return mutation.On(mutation.DropHighWater) }
 func lazyEveryRecord() bool  { return mutation.On(mutation.LazyEveryRecord) }
 func ackBeforeDurable() bool { return mutation.On(mutation.AckBeforeDurable) }
+func noProbation() bool      { return mutation.On(mutation.NoProbation) }
