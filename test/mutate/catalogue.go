@@ -213,6 +213,20 @@ var Catalogue = []Mutant{
 	{"maxhold-fits-third", "change 24: a Lock whose holding would be more than half margin is refused", "bakery/maxhold.go",
 		"mh-c.maxHoldMargin(mh) >= mh/2 {", "mh-c.maxHoldMargin(mh) >= mh/3 {"},
 
+	// Probation (change 33).
+	{"probation-one-more", "change 33: a client on probation gets no newer session by forward only", "server/core/stalled.go",
+		"phase != wire.PhaseExit && sess > upTo &&", "phase != wire.PhaseExit && sess > upTo+1 &&"},
+	{"probation-refuses-exit", "change 33: an Exit is taken by forward even on probation", "server/core/stalled.go",
+		"return ok && phase != wire.PhaseExit && sess > upTo", "return ok && sess > upTo"},
+	{"probation-never-set", "change 33: a reset of a session the client never spoke in here puts it on probation", "server/core/core.go",
+		"\tif unheard {\n", "\tif false && unheard {\n"},
+	{"open-not-heard", "change 33: a session the client opened here is one it spoke in", "detector/muteness.go",
+		"cs.spokeUpTo = max(cs.spokeUpTo, sess)\n\tl.ttl = ttl", "l.ttl = ttl"},
+	{"probation-keeps-taken", "change 33: probation drops what was taken of the client's unheard newer sessions", "server/core/stalled.go",
+		"if en == nil || en.St.Session <= upTo ||", "if true || en == nil || en.St.Session <= upTo ||"},
+	{"probation-not-shown", "change 33: a server shows the certificate of a probation to a server that offers a newer session", "server/core/stalled.go",
+		"if cert := k.mute.Certificate(c); cert != nil {", "if cert := k.mute.Certificate(c); cert != nil && false {"},
+
 	// Observer connections (change 32).
 	{"observer-may-submit", "change 32: an observer connection only reads", "server/core/admission.go",
 		"if m.Status == nil && m.GetSet == nil && m.Read == nil {", "if m.Status == nil && m.GetSet == nil && m.Read == nil && m.Submit == nil {"},

@@ -65,6 +65,20 @@ var behaviors = []BehaviorInfo{
 	{"self-cert", "builds reset certificates from its own votes only (one vote repeated q times; q votes on one session that differ in the reason) and shows them to clients and servers", func() Behavior { return selfCert{} }},
 	{"self-justify", "holds a colluding client's key and forwards its Tickets with N = 1 justified by q Views that this server alone signed", func() Behavior { return selfJustify{} }},
 	{"replay-foreign", "replays what the same client and server keys signed for a second cluster: Exits of every member it reports (to clients, and forwarded to servers) and reset certificates of every server's genuine vote", func() Behavior { return replayForeign{} }},
+	{"drip-feed", "holds a silent colluding client's key, as if it had pre-signed Doorways for sessions 1, 2, 3, …, and forwards the next session's Doorway on every lock to every server each time the previous session was reset (docs/protocol.md change 33)", func() Behavior { return dripFeed{} }},
+}
+
+// drawnBehaviors are the behaviours "-byzantine all" draws from a seed's
+// main stream: every one but those added since, which a stream of their own
+// adds (scenario.go), so every earlier seed keeps the scenario it had.
+func drawnBehaviors() []string {
+	var out []string
+	for _, b := range behaviors {
+		if b.Name != "drip-feed" {
+			out = append(out, b.Name)
+		}
+	}
+	return out
 }
 
 // Behaviors lists every behaviour, in a fixed order.
@@ -124,6 +138,12 @@ type Byz struct {
 	// nextSelfTicket, selfAttempt: self-justify's schedule and its colluder's attempts.
 	nextSelfTicket time.Time
 	selfAttempt    uint64
+	// resetUpTo: the highest session of each client a reset certificate
+	// this server received ended; dripSession, dripNext: drip-feed's last
+	// session fed and when it feeds the next one at the latest.
+	resetUpTo   map[wire.ClientID]uint64
+	dripSession uint64
+	dripNext    time.Time
 }
 
 type vote struct {
@@ -145,6 +165,7 @@ func newByz(self wire.ServerID, n int, key *crypto.PrivateKey, keys wire.Keyring
 		sessions:   make(map[wire.ClientID]uint64),
 		updates:    make(map[wire.ClientID][]*wire.Update),
 		votes:      make(map[wire.ClientID]vote),
+		resetUpTo:  make(map[wire.ClientID]uint64),
 	}
 	for _, name := range names {
 		beh, err := NewBehavior(name)
@@ -169,6 +190,8 @@ func (b *Byz) observe(from wire.Peer, m *wire.Message) {
 		b.sessions[from.Client] = max(b.sessions[from.Client], m.SessionOpen.Session)
 	case m.Heartbeat != nil && from.IsClient:
 		b.sessions[from.Client] = max(b.sessions[from.Client], m.Heartbeat.Session)
+	case m.Reset != nil:
+		b.resetUpTo[m.Reset.Client] = max(b.resetUpTo[m.Reset.Client], m.Reset.Session)
 	}
 }
 

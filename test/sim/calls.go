@@ -100,36 +100,6 @@ func (w *World) Core(i int) *core.Core { return w.srv[i].core }
 // Holds returns the holdings recorded so far.
 func (w *World) Holds() []Hold { return append([]Hold(nil), w.h.holds...) }
 
-// checkMalGone: a malicious client that stopped at the quiet period is, by
-// now, out of every correct server's active sets (reset, exited or banned);
-// and a ban is unanimous: evidence is transferable (docs/protocol.md §6), so if
-// one correct server banned it, every correct server has.
-func (w *World) checkMalGone(m *malClient) {
-	at := w.trace("check: is malicious %s (%s) out of every active set?", m.name(), m.kind)
-	banned, upCorrect := 0, 0
-	for i, s := range w.srv {
-		if s.byz != nil || !s.up {
-			continue
-		}
-		upCorrect++
-		if s.core.Banned(m.id) {
-			banned++
-			continue
-		}
-		for _, lock := range w.sc.Locks {
-			st := s.core.Register(lock, m.id)
-			if st != nil && st.Phase != wire.PhaseExit {
-				w.h.violate(CheckCaught, at, "malicious %s (%s) stopped at %.3fs but s%d still holds its %s on %s, neither reset nor banned",
-					m.name(), m.kind, w.quiet.Seconds(), i, st, lock)
-			}
-		}
-	}
-	if banned > 0 && banned < upCorrect {
-		w.h.violate(CheckCaught, at, "malicious %s (%s) is banned at %d of %d correct servers: the evidence did not spread", m.name(), m.kind, banned, upCorrect)
-	}
-	w.malBanned[m.idx] = banned > 0 && banned == upCorrect
-}
-
 // checkNoneFramed: no correct server ever bans a correct client (docs/protocol.md
 // §6: the automaton moves to byz only on what no correct client can produce).
 func (w *World) checkNoneFramed() {

@@ -30,7 +30,13 @@ package sim
 //   - no-crash (§8): nothing panics; every honest message encodes and decodes.
 //   - caught-or-harmless (§6): a malicious client, stopped at the quiet
 //     period, is out of every correct server's active sets within 2.5×TTL
-//     (reset, exited or banned), and a ban is at every correct server or none.
+//     of the later of the quiet period and the moment that server first held
+//     its statement (reset, exited or banned), and a ban is at every correct
+//     server or none (malgone.go).
+//   - drip-bounded (change 33): from the quiet period on, a correct server
+//     holds a faulty server's colluder's statements for at most two default
+//     TTLs and two TTLs in all: a drip-feed of pre-signed Doorways ends at
+//     the first reset of one it knew only from others (malgone.go).
 //   - bounded-memory (§6): what a correct server holds for any one client
 //     (locks, subscriptions, listened members, sessions, pending votes) stays
 //     within the configured bounds, checked every 100 ms and at the end.
@@ -96,6 +102,7 @@ const (
 	CheckOneSigner  = "one-signer-ticket"
 	CheckFramed     = "correct-never-banned"
 	CheckTraffic    = "bounded-traffic"
+	CheckDrip       = "drip-bounded"
 )
 
 // Hold is one interval during which a client held a lock: from its Acquired

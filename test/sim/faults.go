@@ -163,6 +163,7 @@ func (w *World) restartServer(i int) {
 		w.h.violate(CheckDurability, w.instant(), "s%d cannot restore its disk: %v", i, err)
 	}
 	s.core, s.up = c, true
+	s.restarts++
 	at := w.trace("s%d restarts from its disk", i)
 	if s.byz == nil {
 		for _, k := range sortedRegKeys(s.acks) {

@@ -41,6 +41,8 @@ var mutationCases = []mutationCase{
 		nil, []string{CheckDurability, CheckMutex, CheckFCFS}},
 	{mutation.NoAnnounce, "servers never pass on the statements they accept", 4, "none", 1, 300,
 		[]string{"partial-talk", "partial-exit", "no-doorway"}, []string{CheckCaught, CheckLiveness, CheckReset}},
+	{mutation.NoProbation, "servers take any forwarded session of a client reset while known from others only", 4, "drip-feed", 1, 300,
+		nil, []string{CheckDrip}},
 }
 
 // findViolation runs the case's scenarios, seed after seed, until one

@@ -86,15 +86,17 @@ func (r *Result) Replay() string {
 }
 
 type simServer struct {
-	id    wire.ServerID
-	key   *crypto.PrivateKey
-	cfg   core.Config
-	core  *core.Core
-	disk  *disk
-	up    bool
-	byz   *Byz
-	acks  map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
-	reset map[int]uint64              // ResetUpTo last seen per client
+	id   wire.ServerID
+	key  *crypto.PrivateKey
+	cfg  core.Config
+	core *core.Core
+	disk *disk
+	up   bool
+	byz  *Byz
+	acks map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
+	// restarts: how often it restarted from its disk.
+	restarts int
+	reset    map[int]uint64 // ResetUpTo last seen per client
 	// The commit pipeline, as server runs it: a batch's records
 	// reach the disk CommitMin..CommitMax after its step, batches in order;
 	// its messages wait for that, except those that only report
@@ -149,6 +151,13 @@ type World struct {
 	ended                bool
 	// malBanned[m]: malicious client m was banned at every correct server by its deadline.
 	malBanned map[int]bool
+	// heldSince: since when each correct server holds each malicious
+	// client's and colluder's present statement on each lock, sampled by
+	// monitor (malgone.go).
+	heldSince map[heldKey]heldAt
+	// colluderHeld[i]: how long, after the quiet period, correct server i
+	// held some colluder's statement (sampled every 100 ms).
+	colluderHeld map[int]time.Duration
 	// paused: nodes in a process pause (pause.go); armed: clients that pause
 	// when their next message arrives, for how long.
 	paused map[int]*pause
@@ -306,6 +315,8 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		resetKnown:    make(map[[2]int]time.Duration),
 		malByID:       make(map[wire.ClientID]int),
 		malBanned:     make(map[int]bool),
+		heldSince:     make(map[heldKey]heldAt),
+		colluderHeld:  make(map[int]time.Duration),
 		paused:        make(map[int]*pause),
 		armed:         make(map[int]time.Duration),
 		overflowUntil: make(map[int]time.Duration),
@@ -514,6 +525,9 @@ func (w *World) schedule() {
 		})
 	}
 	w.At(w.quiet, func() { w.trace("quiet period begins: every fault healed") })
+	if w.hasBehavior("drip-feed") {
+		w.silentDeadlines = append(w.silentDeadlines, w.quiet+w.dripWatch())
+	}
 	w.At(w.stop, func() { w.trace("workload stops starting operations") })
 	w.After(100*time.Millisecond, w.monitor)
 }
@@ -554,6 +568,7 @@ func (w *World) holding(c int) bool {
 func (w *World) monitor() {
 	w.checkMemory()
 	w.checkColluders()
+	w.sampleHeld()
 	if w.now >= w.stop && w.idle() {
 		done := true
 		for _, d := range w.silentDeadlines {
@@ -614,6 +629,7 @@ func (w *World) finish() {
 		w.checkOmega()
 	}
 	w.h.viol = w.h.checkAll(Instant{At: w.quiet}, w.instant(), w.sc.LivenessBound, alive)
+	w.checkDrip()
 }
 
 func (w *World) result(start time.Time) *Result {
