@@ -46,6 +46,14 @@ type Config struct {
 	TTL time.Duration
 	// Logger receives the client's logs (nil: discarded).
 	Logger *slog.Logger
+	// LossGrace is how long before the lease guarantee would lapse a
+	// holding is reported lost (Holding.Lost is closed): the time the work
+	// done under the lock needs to stop before any correct server may let
+	// the next client in (docs/protocol.md change 34). A holding is
+	// granted only while the guarantee holds that long ahead. Zero (the
+	// default): Lost at the lapse itself, when the servers still wait the
+	// clock-drift margin ε·TTL. At most TTL/3; bqclient uses TTL/5.
+	LossGrace time.Duration
 	// Observe dials an observer (docs/protocol.md change 32): it opens no
 	// session and only reads — Status, an Election's Leader and Observe — on
 	// connections the servers bind apart from the identity's own, so it
@@ -194,8 +202,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, err
 		}
 	}
+	if cfg.LossGrace < 0 || cfg.LossGrace > cfg.TTL/3 {
+		_ = counter.Close()
+		return nil, fmt.Errorf("bq: LossGrace %v is outside [0, TTL/3 = %v]: heartbeats go every TTL/3", cfg.LossGrace, cfg.TTL/3)
+	}
 	bk, err := bakery.NewClient(bakery.ClientConfig{
-		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Sessions: sessions,
+		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Sessions: sessions, Grace: cfg.LossGrace,
 	})
 	if err != nil {
 		_ = counter.Close()
@@ -238,10 +250,16 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		reach := c.reachable()
 		c.mu.Lock()
 		refusal := c.bk.LastRefusal()
+		acked, suspected := c.bk.LeaseAcks()
 		c.mu.Unlock()
 		c.abort()
 		what := fmt.Sprintf("a quorum of the cluster: %d of %d servers answered, need %d (is the cluster running? check %s)",
 			reach, cluster.N, cluster.Quorum, clusterWhere(cfg))
+		if reach >= cluster.Quorum && !cfg.Observe {
+			// Connected, yet no quorum acknowledged the session: say so.
+			what = fmt.Sprintf("a quorum of the cluster to acknowledge this client's session: %d of %d servers connected, %d acknowledged it and %d suspected it, need %d acknowledgements",
+				reach, cluster.N, acked, suspected, cluster.Quorum)
+		}
 		if refusal != "" {
 			what += "; refused by " + refusal
 		}

@@ -21,6 +21,12 @@ type ClientConfig struct {
 	TTL time.Duration
 	// Margin is the clock-drift allowance ε·TTL (§5); default TTL/10.
 	Margin time.Duration
+	// Grace is how long before its lease guarantee would lapse a holding is
+	// reported Lost, and so how long the guarantee must still hold for the
+	// client to enter: the time the holder's work needs to stop before any
+	// correct server may let the next client in (docs/protocol.md change
+	// 34). Zero: at the lapse itself. At most TTL/3.
+	Grace time.Duration
 	// Sessions hands out the session numbers this client opens, each above
 	// every session its key used before (docs/protocol.md §2: numbers are never
 	// reused). The SDK's comes from a counter persisted next to the identity
@@ -147,6 +153,10 @@ type Client struct {
 	nextHB    time.Time
 	leaseHeld bool
 	opened    time.Time // when this session was opened
+	// reopenAt: when a session that failed before its guarantee ever held
+	// is replaced by a fresh one without waiting for a Lock (zero: none
+	// due). INVARIANT: set only while reopen is.
+	reopenAt time.Time
 	// reopen: the session failed; the next Lock opens a new one. Opening it
 	// at once let a faulty server that acks and then suspects every session
 	// make a client churn through sessions without end (test/sim).
@@ -200,6 +210,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.Margin <= 0 {
 		cfg.Margin = cfg.TTL / 10
+	}
+	if cfg.Grace < 0 || cfg.Grace > cfg.TTL/3 {
+		return nil, fmt.Errorf("bakery: a loss grace of %v is outside [0, TTL/3 = %v] (heartbeats go every TTL/3)", cfg.Grace, cfg.TTL/3)
 	}
 	if cfg.Sessions == nil {
 		cfg.Sessions = &CountingSessions{}

@@ -22,7 +22,7 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 		if err := c.openSession(now, &e); err != nil {
 			return e, err
 		}
-		c.reopen = false
+		c.reopen, c.reopenAt = false, time.Time{}
 	}
 	if err := c.maxHoldFits(); err != nil {
 		return e, err

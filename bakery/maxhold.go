@@ -49,7 +49,7 @@ func (c *Client) MaxHold() time.Duration {
 // the lease margin (clock drift) and a twentieth of the max-hold, so the
 // Exit reaches the servers before their clocks run out.
 func (c *Client) maxHoldMargin(mh time.Duration) time.Duration {
-	return c.cfg.Margin + mh/20
+	return c.cfg.Margin + c.cfg.Grace + mh/20
 }
 
 // maxHoldFits refuses an attempt whose holding the max-hold would end
@@ -63,8 +63,13 @@ func (c *Client) maxHoldFits() error {
 	if mh <= 0 || mh-c.maxHoldMargin(mh) >= mh/2 {
 		return nil
 	}
-	// The TTL whose margin leaves half (the margin is ε·TTL and mh/20).
-	fit := time.Duration(float64(mh/2-mh/20) * float64(c.cfg.TTL) / float64(c.cfg.Margin))
+	// The TTL whose margin leaves half (the margin is ε·TTL, the grace
+	// and mh/20).
+	fit := time.Duration(float64(mh/2-mh/20-c.cfg.Grace) * float64(c.cfg.TTL) / float64(c.cfg.Margin))
+	if fit <= 0 {
+		return fmt.Errorf("%w: the servers let this identity hold a lock for at most %v (its max-hold), less than twice the %v given to stop the holder's work before the lease ends: ask the operator for a longer max-hold",
+			ErrRefused, mh, c.cfg.Grace)
+	}
 	return fmt.Errorf("%w: the servers let this identity hold a lock for at most %v (its max-hold), and with a lease TTL of %v a holding is given up %v before that, more than half of it: use a TTL of at most %v, or ask the operator for a longer max-hold",
 		ErrRefused, mh, c.cfg.TTL, c.maxHoldMargin(mh), fit.Truncate(time.Millisecond))
 }

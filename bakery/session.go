@@ -22,6 +22,16 @@ type CountingSessions struct{ Last uint64 }
 // NextSession returns the next number.
 func (s *CountingSessions) NextSession() (uint64, error) { s.Last++; return s.Last, nil }
 
+// LeaseAcks counts, for the current session, the servers that acknowledged
+// it and those that suspected it (for an error that says what a wait was
+// for).
+func (c *Client) LeaseAcks() (acked, suspected int) {
+	if c.lease == nil {
+		return 0, 0
+	}
+	return c.lease.Acked(), c.lease.Suspicions()
+}
+
 // LeaseHolds reports the lease guarantee at now.
 func (c *Client) LeaseHolds(now time.Time) bool { return c.lease != nil && c.lease.Holds(now) }
 
@@ -84,7 +94,7 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 	c.exited, c.exitedOrder = nil, nil // the old session's Exits: a reset voids what they would end
 	c.sessionRefusals = nil
 	c.maxHolds = nil
-	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)
+	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin+c.cfg.Grace, sess)
 	c.leaseHeld = false
 	c.opened = now
 	c.hbSeq = 0
@@ -96,6 +106,14 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 
 // Tick sends heartbeats and checks the lease guarantee.
 func (c *Client) Tick(now time.Time) (e Effects) {
+	if c.reopen && !c.reopenAt.IsZero() && !now.Before(c.reopenAt) {
+		// A session that never held is replaced at once (change 34): the
+		// client is still trying to join, and a fresh session is what a
+		// quorum that answers now can acknowledge.
+		if err := c.openSession(now, &e); err == nil {
+			c.reopen, c.reopenAt = false, time.Time{}
+		}
+	}
 	if c.lease == nil || c.reopen {
 		return e
 	}
@@ -153,6 +171,16 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 		c.finish(a, e)
 	}
 	c.reopen = true
+	if !c.leaseHeld {
+		// The session failed before its guarantee ever held (the client
+		// reached too few servers, and those suspected it while it was cut
+		// off): nothing waits for a Lock to open the next one, so it opens
+		// now, at most one a TTL (docs/protocol.md change 34).
+		c.reopenAt = c.opened.Add(c.cfg.TTL)
+		if c.reopenAt.Before(now) {
+			c.reopenAt = now
+		}
+	}
 }
 
 // stuck reports a session that may never make progress: a server that

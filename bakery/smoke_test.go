@@ -85,6 +85,12 @@ func newNet(t *testing.T, k int) *net { return newNetWith(t, k, nil) }
 
 // newNetWith is newNet with each server's configuration changed by cfg.
 func newNetWith(t *testing.T, k int, cfg func(*core.Config)) *net {
+	return newNetOf(t, k, cfg, nil, nil)
+}
+
+// newNetOf is newNetWith with each client's config edited by ccfg too, and
+// drop in place from the start.
+func newNetOf(t *testing.T, k int, cfg func(*core.Config), ccfg func(*bakery.ClientConfig), drop func(pkt) bool) *net {
 	const nsrv, f = 4, 1
 	var pubs []*crypto.Parsed
 	var signers []*crypto.PrivateKey
@@ -108,13 +114,18 @@ func newNetWith(t *testing.T, k int, cfg func(*core.Config)) *net {
 	for range k {
 		key, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 		require.NoError(t, err)
-		c, err := bakery.NewClient(bakery.ClientConfig{Key: key, N: nsrv, F: f, Keys: keys, TTL: 5 * time.Second})
+		cc := bakery.ClientConfig{Key: key, N: nsrv, F: f, Keys: keys, TTL: 5 * time.Second}
+		if ccfg != nil {
+			ccfg(&cc)
+		}
+		c, err := bakery.NewClient(cc)
 		require.NoError(t, err)
 		n.clients = append(n.clients, c)
 		e, err := c.Start(n.now)
 		require.NoError(t, err)
 		n.clientOut(len(n.clients)-1, e)
 	}
+	n.drop = drop
 	n.run()
 	return n
 }

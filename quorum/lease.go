@@ -103,6 +103,10 @@ func (l *Lease) Holds(now time.Time) bool {
 	return !u.IsZero() && now.Before(u)
 }
 
+// Acked is the number of servers that acknowledged a heartbeat of this
+// session as "ok", fresh or not.
+func (l *Lease) Acked() int { return len(l.okSentAt) }
+
 // Suspicions is the number of servers that suspected this session; once it
 // exceeds n−q the guarantee can never hold again in this session.
 func (l *Lease) Suspicions() int { return len(l.suspected) }

@@ -37,8 +37,9 @@ observers believe it only when f+1 of q servers report it.
   elect NAME VALUE -- CMD   campaign; once leader, run CMD with BQ_ELECTION_NAME, BQ_ELECTION_TERM
                             (the term, N.T like a lock token), BQ_ELECTION_TERM_INT and
                             BQ_LEADER_VALUE in its environment; resign when CMD ends and exit with
-                            its code. If the lead is lost meanwhile, CMD's process group gets
-                            SIGTERM (SIGKILL a tenth of --ttl later) and bqclient exits 4.
+                            its code. If the lead is about to be lost meanwhile, CMD's process
+                            group gets SIGTERM a fifth of --ttl before the lease lapses (SIGKILL a
+                            tenth of --ttl later) and bqclient exits 4.
   elect NAME VALUE          campaign; once leader print "leading NAME term=N.T" and lead until
                             Ctrl-C, SIGTERM or the end of stdin.
   elect NAME --leader       print the leader's value and exit; exit 3 when there is no leader.

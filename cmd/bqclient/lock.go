@@ -46,8 +46,9 @@ func lockCmd(g *globals, std stdio) *cobra.Command {
 		Long: `Take the lock NAME, first come first served, and then:
   - with -- CMD: run CMD while holding it, with BQ_LOCK_NAME, BQ_LOCK_TOKEN (the fencing token,
     N.T) and BQ_LOCK_TOKEN_INT (the same token as one integer) in its environment; release the
-    lock when CMD ends and exit with CMD's code. If the lock is lost meanwhile, CMD's process
-    group gets SIGTERM (SIGKILL a tenth of --ttl later) and bqclient exits 4. On Linux CMD also
+    lock when CMD ends and exit with CMD's code. If the lock is about to be lost meanwhile, CMD's
+    process group gets SIGTERM a fifth of --ttl before the lease lapses (SIGKILL a tenth of --ttl
+    later: CMD is dead before another client can enter) and bqclient exits 4. On Linux CMD also
     dies if bqclient itself is killed (even with kill -9).
   - with --detach: exit at once, leaving the lock held for at most --ttl.
   - else: print "acquired NAME token=N.T" and hold until Ctrl-C, SIGTERM or the end of stdin.
@@ -271,7 +272,7 @@ func runUnderLock(h *bq.Holding, name string, argv []string, ttl time.Duration, 
 // runWhileHeld runs argv with env while h lasts (see runUnderLock); cmd
 // and lost word the line bqclient prints when h is lost.
 func runWhileHeld(h held, cmd, lost string, env, argv []string, ttl time.Duration, sigs <-chan os.Signal, stderr io.Writer) (int, error) {
-	ch, err := startChild(argv, env, max(ttl/10, 100*time.Millisecond))
+	ch, err := startChild(argv, env, killAfter(ttl))
 	if err != nil {
 		return 0, fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
@@ -304,5 +305,15 @@ func dial(ctx context.Context, g *globals, ttl time.Duration, stderr io.Writer) 
 		}
 		fmt.Fprintf(stderr, "bqclient: created identity %s (client id %s)\n", g.identity, wire.ClientID(k.Public.ID).Hex()[:16])
 	}
-	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: ttl})
+	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: ttl, LossGrace: lossGrace(ttl)})
 }
+
+// lossGrace is how long before the lease guarantee lapses bqclient hears
+// that a lock is lost (docs/protocol.md change 34): TTL/5, at least 200 ms
+// and at most TTL/3. CMD gets SIGTERM then, SIGKILL killAfter later, and is
+// reaped with the rest of the grace and the servers' ε·TTL to spare, so it
+// never runs once a correct server may let the next client in.
+func lossGrace(ttl time.Duration) time.Duration { return min(max(ttl/5, 200*time.Millisecond), ttl/3) }
+
+// killAfter is how long CMD has between SIGTERM and SIGKILL: half the grace.
+func killAfter(ttl time.Duration) time.Duration { return lossGrace(ttl) / 2 }

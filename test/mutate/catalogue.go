@@ -209,7 +209,9 @@ var Catalogue = []Mutant{
 	{"maxhold-client-smallest", "change 24: a client counts with the (f+1)-th smallest max-hold reported", "bakery/maxhold.go",
 		"return vals[c.cfg.F]", "return vals[0]"},
 	{"maxhold-client-no-margin", "change 24: a client gives a holding up a margin before its max-hold", "bakery/maxhold.go",
-		"return c.cfg.Margin + mh/20", "return 0"},
+		"return c.cfg.Margin + c.cfg.Grace + mh/20", "return 0"},
+	{"loss-grace-ignored", "change 34: a holding is reported Lost the loss grace before the guarantee lapses", "bakery/session.go",
+		"c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin+c.cfg.Grace, sess)", "c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin, sess)"},
 	{"maxhold-fits-third", "change 24: a Lock whose holding would be more than half margin is refused", "bakery/maxhold.go",
 		"mh-c.maxHoldMargin(mh) >= mh/2 {", "mh-c.maxHoldMargin(mh) >= mh/3 {"},
 

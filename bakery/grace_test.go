@@ -1,0 +1,70 @@
+package bakery_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/bakery"
+)
+
+// lostAfterCut holds a lock, cuts the client off from every server, and
+// returns how long after the cut the holding was reported Lost.
+func lostAfterCut(t *testing.T, grace time.Duration) time.Duration {
+	n := newNetOf(t, 1, nil, func(c *bakery.ClientConfig) { c.Grace = grace }, nil)
+	n.lock(0)
+	require.Equal(t, []int{0}, n.acquired())
+	n.tick(time.Second) // heartbeats go and are acknowledged
+	cut := n.now
+	n.drop = func(pkt) bool { return true }
+	for range 1000 {
+		n.tick(10 * time.Millisecond)
+		for _, ev := range n.events {
+			if ev.Kind == bakery.Lost {
+				return n.now.Sub(cut)
+			}
+		}
+	}
+	t.Fatal("never lost")
+	return 0
+}
+
+// With a loss grace G a cut-off holder hears Lost G before it would without
+// one — before the guarantee lapses, so its work can stop while no correct
+// server may let anyone in yet (docs/protocol.md change 34) — and never
+// later.
+func TestLostComesGraceBeforeTheLeaseLapses(t *testing.T) {
+	plain := lostAfterCut(t, 0)
+	early := lostAfterCut(t, time.Second)
+	require.InDelta(t, time.Second.Seconds(), (plain - early).Seconds(), 0.02, "lost at %v with no grace, %v with 1s", plain, early)
+}
+
+// A client that could reach only two of four servers when it opened its
+// session, was then cut off from all of them long enough for those two to
+// suspect it, and is healed, gets the lease guarantee in a fresh session
+// within about a TTL of the heal, without a Lock asking for it (docs/
+// protocol.md change 34; the issue: it waited 22 s with all four servers
+// connected, and never would have).
+func TestSessionThatNeverHeldIsReplacedAfterAHeal(t *testing.T) {
+	n := newNetOf(t, 1, nil, nil, func(p pkt) bool { // c0 reaches s0 and s1 only
+		s := p.to
+		if !p.toServer {
+			s = p.from
+		}
+		return s >= 2
+	})
+	n.tick(time.Second)
+	require.False(t, n.clients[0].LeaseHolds(n.now), "two of four acknowledge: no guarantee")
+	n.drop = func(pkt) bool { return true } // cut off from every server
+	n.tick(7 * time.Second)
+	first := n.clients[0].Session()
+	n.drop = nil
+	healed := n.now
+	for !n.clients[0].LeaseHolds(n.now) {
+		require.Less(t, n.now.Sub(healed), 7*time.Second, "no guarantee %v after the heal", n.now.Sub(healed))
+		n.tick(10 * time.Millisecond)
+	}
+	t.Logf("the guarantee came %v after the heal (TTL 5s), in session %d after %d", n.now.Sub(healed), n.clients[0].Session(), first)
+	require.LessOrEqual(t, n.now.Sub(healed), 5*time.Second+time.Second, "within a TTL and a second of the heal")
+}
