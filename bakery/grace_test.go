@@ -43,9 +43,9 @@ func TestLostComesGraceBeforeTheLeaseLapses(t *testing.T) {
 // A client that could reach only two of four servers when it opened its
 // session, was then cut off from all of them long enough for those two to
 // suspect it, and is healed, gets the lease guarantee in a fresh session
-// within about a TTL of the heal, without a Lock asking for it (docs/
-// protocol.md change 34; the issue: it waited 22 s with all four servers
-// connected, and never would have).
+// within about a TTL of the heal, without a Lock asking for it
+// (docs/protocol.md change 34; the issue: it waited 22 s with all four
+// servers connected, and never would have).
 func TestSessionThatNeverHeldIsReplacedAfterAHeal(t *testing.T) {
 	n := newNetOf(t, 1, nil, nil, func(p pkt) bool { // c0 reaches s0 and s1 only
 		s := p.to
