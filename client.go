@@ -52,7 +52,7 @@ type Config struct {
 	// the next client in (docs/protocol.md change 34). A holding is
 	// granted only while the guarantee holds that long ahead. Zero (the
 	// default): Lost at the lapse itself, when the servers still wait the
-	// clock-drift margin ε·TTL. At most TTL/3; bqclient uses TTL/5.
+	// clock-drift margin ε·TTL. At most TTL/3; bqclient uses TTL/10 (100 ms to 2 s).
 	LossGrace time.Duration
 	// Observe dials an observer (docs/protocol.md change 32): it opens no
 	// session and only reads — Status, an Election's Leader and Observe — on

@@ -292,6 +292,15 @@ func flagged(m map[wire.ClientID]int) []Flagged {
 	return out
 }
 
+// MaxHold is the max-hold the servers apply to this identity in the
+// current session (docs/protocol.md change 24): the (f+1)-th smallest they
+// reported, zero for none.
+func (c *Client) MaxHold() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bk.MaxHold()
+}
+
 // Release ends this identity's attempt or holding on lock that was made by
 // another process or an earlier run (for example `bqclient lock --detach`):
 // it reads the client's own register from a quorum and, if it is active,

@@ -63,13 +63,10 @@ func (c *Client) maxHoldFits() error {
 	if mh <= 0 || mh-c.maxHoldMargin(mh) >= mh/2 {
 		return nil
 	}
-	// The TTL whose margin leaves half (the margin is ε·TTL, the grace
-	// and mh/20).
-	fit := time.Duration(float64(mh/2-mh/20-c.cfg.Grace) * float64(c.cfg.TTL) / float64(c.cfg.Margin))
-	if fit <= 0 {
-		return fmt.Errorf("%w: the servers let this identity hold a lock for at most %v (its max-hold), less than twice the %v given to stop the holder's work before the lease ends: ask the operator for a longer max-hold",
-			ErrRefused, mh, c.cfg.Grace)
-	}
+	// The TTL whose margin leaves half: the margin is ε·TTL, the loss grace
+	// and mh/20, and the first two are taken to shrink with the TTL (as
+	// bqclient's grace does; for a fixed grace this errs short).
+	fit := time.Duration(float64(mh/2-mh/20) * float64(c.cfg.TTL) / float64(c.cfg.Margin+c.cfg.Grace))
 	return fmt.Errorf("%w: the servers let this identity hold a lock for at most %v (its max-hold), and with a lease TTL of %v a holding is given up %v before that, more than half of it: use a TTL of at most %v, or ask the operator for a longer max-hold",
 		ErrRefused, mh, c.cfg.TTL, c.maxHoldMargin(mh), fit.Truncate(time.Millisecond))
 }

@@ -21,6 +21,7 @@ const exitNoLeader = exitBusy
 
 type electOpts struct {
 	timeout, ttl    time.Duration
+	ttlSet          bool
 	leader, observe bool
 	asJSON          bool
 }
@@ -38,8 +39,8 @@ observers believe it only when f+1 of q servers report it.
                             (the term, N.T like a lock token), BQ_ELECTION_TERM_INT and
                             BQ_LEADER_VALUE in its environment; resign when CMD ends and exit with
                             its code. If the lead is about to be lost meanwhile, CMD's process
-                            group gets SIGTERM a fifth of --ttl before the lease lapses (SIGKILL a
-                            tenth of --ttl later) and bqclient exits 4.
+                            group gets SIGTERM a tenth of --ttl before the lease lapses (SIGKILL
+                            half of that later) and bqclient exits 4.
   elect NAME VALUE          campaign; once leader print "leading NAME term=N.T" and lead until
                             Ctrl-C, SIGTERM or the end of stdin.
   elect NAME --leader       print the leader's value and exit; exit 3 when there is no leader.
@@ -91,6 +92,7 @@ lower than the highest it has seen.`,
 			if o.timeout < 0 {
 				return cli.Usagef("--timeout %v is negative", o.timeout)
 			}
+			o.ttlSet = cmd.Flags().Changed("ttl")
 			return fail(runElect(g, std, name, pos[1], argv, o))
 		},
 	}
@@ -119,7 +121,7 @@ func runElect(g *globals, std stdio, name, value string, argv []string, o electO
 		return err
 	}
 	defer unlockIdentity()
-	c, err := dial(ctx, g, o.ttl, std.err)
+	c, err := dial(ctx, g, &o.ttl, o.ttlSet, std.err)
 	if err != nil {
 		return timedOut(err, o.timeout)
 	}

@@ -35,6 +35,7 @@ const (
 
 type lockOpts struct {
 	timeout, ttl time.Duration
+	ttlSet       bool // --ttl was given (else a TTL that fits the max-hold may be chosen)
 	try, detach  bool
 }
 
@@ -47,7 +48,7 @@ func lockCmd(g *globals, std stdio) *cobra.Command {
   - with -- CMD: run CMD while holding it, with BQ_LOCK_NAME, BQ_LOCK_TOKEN (the fencing token,
     N.T) and BQ_LOCK_TOKEN_INT (the same token as one integer) in its environment; release the
     lock when CMD ends and exit with CMD's code. If the lock is about to be lost meanwhile, CMD's
-    process group gets SIGTERM a fifth of --ttl before the lease lapses (SIGKILL a tenth of --ttl
+    process group gets SIGTERM a tenth of --ttl before the lease lapses (SIGKILL half of that
     later: CMD is dead before another client can enter) and bqclient exits 4. On Linux CMD also
     dies if bqclient itself is killed (even with kill -9).
   - with --detach: exit at once, leaving the lock held for at most --ttl.
@@ -81,6 +82,7 @@ token lower than the highest it has seen.`,
 			if o.try && !cmd.Flags().Changed("timeout") {
 				o.timeout = tryTimeout
 			}
+			o.ttlSet = cmd.Flags().Changed("ttl")
 			return fail(runLock(g, std, name, argv, o))
 		},
 	}
@@ -149,7 +151,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 		return err
 	}
 	defer unlockIdentity()
-	c, err := dial(ctx, g, o.ttl, std.err)
+	c, err := dial(ctx, g, &o.ttl, o.ttlSet, std.err)
 	if err != nil {
 		return timedOut(err, o.timeout)
 	}
@@ -293,7 +295,16 @@ func runWhileHeld(h held, cmd, lost string, env, argv []string, ttl time.Duratio
 
 // dial connects with the global flags; it creates the identity on first use
 // and says so.
-func dial(ctx context.Context, g *globals, ttl time.Duration, stderr io.Writer) (*bq.Client, error) {
+// *ttl is the lease; unless set says the user chose it, a shorter one is
+// chosen (and *ttl changed) when the identity's max-hold leaves it no room.
+// A nil ttl is a client that takes nothing (unlock): the default lease, no
+// max-hold check.
+func dial(ctx context.Context, g *globals, ttl *time.Duration, set bool, stderr io.Writer) (*bq.Client, error) {
+	takes := ttl != nil
+	if !takes {
+		d := 10 * time.Second
+		ttl = &d
+	}
 	if _, err := certs.LoadIdentity(g.identity); errors.Is(err, certs.ErrNoIdentity) {
 		cl, err := certs.LoadCluster(g.cluster)
 		if err != nil {
@@ -305,15 +316,68 @@ func dial(ctx context.Context, g *globals, ttl time.Duration, stderr io.Writer) 
 		}
 		fmt.Fprintf(stderr, "bqclient: created identity %s (client id %s)\n", g.identity, wire.ClientID(k.Public.ID).Hex()[:16])
 	}
-	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: ttl, LossGrace: lossGrace(ttl)})
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: *ttl, LossGrace: lossGrace(*ttl)})
+	if err != nil {
+		return nil, err
+	}
+	mh := c.MaxHold()
+	err = holdFits(mh, *ttl)
+	if err == nil || !takes {
+		return c, nil
+	}
+	leave(c)
+	fit := fitTTL(mh, *ttl)
+	if set || fit == 0 {
+		return nil, err
+	}
+	// The default TTL does not fit this identity's max-hold: take one that does.
+	fmt.Fprintf(stderr, "bqclient: a lease TTL of %v to fit this identity's max-hold (%v); --ttl chooses another\n", fit, mh)
+	*ttl = fit
+	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: fit, LossGrace: lossGrace(fit)})
+}
+
+// fitTTL is the longest TTL up to ttl, in steps of 50 ms, whose margin
+// leaves half of max-hold mh (holdFits), or zero if none does.
+func fitTTL(mh, ttl time.Duration) time.Duration {
+	fit := time.Duration(0)
+	for t := 100 * time.Millisecond; t <= ttl; t += 50 * time.Millisecond {
+		if holdMargin(mh, t) <= mh/2 {
+			fit = t
+		}
+	}
+	return fit
+}
+
+// holdMargin is how long before max-hold mh a holding with lease TTL t is
+// given up: the lease margin ε·t, the loss grace and mh/20.
+func holdMargin(mh, t time.Duration) time.Duration { return t/10 + lossGrace(t) + mh/20 }
+
+// holdFits refuses, before anything is taken, a --ttl whose margin would eat
+// more than half of the identity's max-hold: the holding would be given up
+// almost as soon as it began (docs/protocol.md change 24). The SDK refuses
+// such a Lock too; bqclient says which --ttl fits, knowing its grace.
+func holdFits(mh, ttl time.Duration) error {
+	if mh <= 0 || holdMargin(mh, ttl) <= mh/2 {
+		return nil
+	}
+	fit := fitTTL(mh, ttl)
+	advice := fmt.Sprintf("use --ttl %v or less", fit)
+	if fit == 0 {
+		advice = "no --ttl fits"
+	}
+	return &failure{Code: exitRefused, Msg: fmt.Sprintf(
+		"the servers let this identity hold a lock for at most %v (its max-hold); with --ttl %v a holding would be given up %v before that (the lease margin and the time to stop CMD), more than half of it: %s, or ask the operator for a longer max-hold",
+		mh, ttl, holdMargin(mh, ttl), advice)}
 }
 
 // lossGrace is how long before the lease guarantee lapses bqclient hears
-// that a lock is lost (docs/protocol.md change 34): TTL/5, at least 200 ms
-// and at most TTL/3. CMD gets SIGTERM then, SIGKILL killAfter later, and is
-// reaped with the rest of the grace and the servers' ε·TTL to spare, so it
-// never runs once a correct server may let the next client in.
-func lossGrace(ttl time.Duration) time.Duration { return min(max(ttl/5, 200*time.Millisecond), ttl/3) }
+// that a lock is lost (docs/protocol.md change 34): TTL/10, at least 100 ms,
+// at most 2 s and TTL/3. CMD gets SIGTERM then, SIGKILL killAfter later,
+// and is reaped with the rest of the grace and the servers' ε·TTL to spare,
+// so it never runs once a correct server may let the next client in.
+func lossGrace(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 100*time.Millisecond), 2*time.Second, ttl/3)
+}
 
 // killAfter is how long CMD has between SIGTERM and SIGKILL: half the grace.
 func killAfter(ttl time.Duration) time.Duration { return lossGrace(ttl) / 2 }

@@ -38,7 +38,7 @@ func unlockCmd(g *globals, std stdio) *cobra.Command {
 				return fail(err)
 			}
 			defer unlockIdentity()
-			c, err := dial(ctx, g, 10*time.Second, std.err)
+			c, err := dial(ctx, g, nil, false, std.err)
 			if err != nil {
 				return fail(err)
 			}

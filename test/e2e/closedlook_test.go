@@ -81,9 +81,14 @@ func TestLookingOnAClosedCluster(t *testing.T) {
 	out, code = as(short, "lock", "long", "--ttl", "1m", "--", "sh", "-c", "echo ran")
 	require.Equal(t, 6, code, out)
 	require.NotContains(t, out, "ran", "the command never starts")
-	require.Contains(t, out, "use a TTL of at most 13.5s")
+	require.Contains(t, out, "use --ttl 6.75s or less")
 	out, code = as(short, "lock", "long", "--ttl", "2s", "--", "sh", "-c", "echo ran")
 	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "ran")
+	// Without --ttl, the default (10s) does not fit: one that does is taken.
+	out, code = as(short, "lock", "long", "--", "sh", "-c", "echo ran")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "a lease TTL of 6.75s to fit this identity's max-hold (3s)")
 	require.Contains(t, out, "ran")
 }
 
