@@ -6,10 +6,15 @@
 // filesystem, and Check, a pure function of what they recorded, finds
 // overlapping commands, tokens out of order and lost updates.
 //
-// The scenarios need root (network namespaces) and Linux; elsewhere they
-// skip, saying why. Check and its own tests run everywhere.
+// The scenarios need Linux and root (network namespaces, the ip command);
+// elsewhere they skip, saying why (-nemesis.require: fail instead). Check
+// and its own tests run everywhere.
 //
-//	go test ./test/nemesis -v                        # the scenarios, about a minute and a half
-//	go test ./test/nemesis -run Flapping -v -nemesis.duration 30m
-//	go test ./test/nemesis -v -nemesis.strict         # also what issue 27 found broken
+//	go test ./test/nemesis -v                      # every scenario, about a minute and a half
+//	go test ./test/nemesis -v -nemesis.strict      # also what issue 27 found broken on main
+//	go test ./test/nemesis -run TestFlapping -v -timeout 40m \
+//	    -nemesis.duration 30m -nemesis.term ignore # the long mode
+//
+// -nemesis.seed replays the random choices; -nemesis.keep DIR keeps each
+// test's history and counter log.
 package nemesis

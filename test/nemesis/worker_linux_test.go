@@ -259,9 +259,13 @@ func (r *resource) note(format string, args ...any) int64 {
 }
 
 // env is a worker's environment.
+// Under go test -race the worker is race-instrumented too, and such a
+// binary sleeps a second at a clean exit (GORACE atexit_sleep_ms): not
+// for the worker, whose death is what the scenarios time.
 func (r *resource) env(client string, hold time.Duration, term string) []string {
 	return []string{workerClient + "=" + client, workerHist + "=" + r.hist, workerCount + "=" + r.counter,
-		workerSock + "=" + r.sock, workerHold + "=" + hold.String(), workerTerm + "=" + term}
+		workerSock + "=" + r.sock, workerHold + "=" + hold.String(), workerTerm + "=" + term,
+		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
 }
 
 // check parses the history and the counter and runs the checker.
