@@ -84,7 +84,7 @@ func TestIsolatedHolder(t *testing.T) {
 				if code := c.done(hp, 15*time.Second); code != 4 {
 					t.Fatalf("trial %d: the isolated holder exited %d, want 4 (lost):\n%s", trial, code, hp.output())
 				}
-				lost, ok := hp.said("lost")
+				lost, ok := hp.said(" lost while ")
 				if !ok {
 					t.Fatalf("trial %d: the isolated holder did not say it lost the lock:\n%s", trial, hp.output())
 				}
@@ -236,8 +236,10 @@ func TestMinorityThenCutOffClient(t *testing.T) {
 			t0 := mono()
 			p := c.lock("c0", lockOpts{ttl: ttl, timeout: 30 * time.Second, hold: 50 * time.Millisecond})
 			time.Sleep(time.Second)
-			c.res.note("isolate c0")
-			c.topo.Isolate("c0")
+			if minority {
+				c.res.note("isolate c0")
+				c.topo.Isolate("c0")
+			}
 			time.Sleep(7 * time.Second)
 			if st, ok := c.waitStart("c0", t0, 0); ok {
 				t.Fatalf("c0 entered at %v without reaching a quorum of servers: %v", ms(st.NS-t0), st)
@@ -257,7 +259,7 @@ func TestMinorityThenCutOffClient(t *testing.T) {
 			case ok:
 				gated(t, "c0 entered %v after the heal, want at most TTL+1s (%v)", ms(st.NS-heal), ttl+time.Second)
 			default:
-				gated(t, "c0 did not enter within %v of the heal, want at most TTL+1s (%v); its output:\n%s", ms(mono()-heal), ttl+time.Second, p.output())
+				gated(t, "c0 did not enter within %v of the heal, want at most TTL+1s (%v)", ms(mono()-heal), ttl+time.Second)
 			}
 			if ok {
 				if code := c.done(p, 10*time.Second); code != 0 {
@@ -293,12 +295,20 @@ func TestMinorityThenCutOffClient(t *testing.T) {
 // one of each, or none; a client cut is the holder's half the time), for
 // -nemesis.duration. Each client loops `lock --ttl 2s --timeout 10s -- CMD`,
 // CMD holding 20–600 ms, or 1.5–4 s one time in four, and obeying SIGTERM
-// or (-nemesis.term) ignoring it. At the end the checker must find no overlap, no token out of
-// order and no lost update; an overlap whose earlier command ignored
-// SIGTERM is gated (issue 27, point 2). Exit codes are reported: 0 (done),
-// 3 (timed out behind a holder), 4 (lost), 5 (unavailable) are what
-// partitions cause; any other fails the test.
+// or ignoring it (-nemesis.term; mixed: one in three ignores it). At the
+// end the checker must find no overlap, no token out of order and no lost
+// update; an overlap whose earlier command ignored SIGTERM is gated (issue
+// 27, point 2). Exit codes are reported: 0 (done), 3 (timed out behind a
+// holder), 4 (lost), 5 (unavailable) are what partitions cause; any other
+// fails the test, and so does a loop still running a minute after the
+// last heal.
 func TestFlapping(t *testing.T) {
+	if *termFlag != "obey" && *termFlag != "ignore" && *termFlag != "mixed" {
+		t.Fatalf("-nemesis.term %q: want obey, ignore or mixed", *termFlag)
+	}
+	if dl, ok := t.Deadline(); ok && time.Until(dl) < *duration+time.Minute {
+		t.Fatalf("-nemesis.duration %v does not fit in go test's -timeout (%v left): give -timeout at least %v", *duration, time.Until(dl).Round(time.Second), *duration+3*time.Minute)
+	}
 	c := newCluster(t)
 	rng := newRand(t)
 	var mu sync.Mutex
@@ -413,13 +423,17 @@ func TestFlapping(t *testing.T) {
 	for _, o := range odd {
 		t.Errorf("unexpected: %s", o)
 	}
+	known := 0
 	for _, o := range rep.Overlaps {
 		if o.Earlier.Term == "ignore" {
+			known++
 			gated(t, "a command that ignores SIGTERM outlived its lock: %v", o)
 		} else {
 			t.Errorf("%v", o)
 		}
 	}
+	t.Logf("overlaps: %d (%d of them by a command that ignored SIGTERM: gated), tokens out of order: %d, lost updates: %d",
+		len(rep.Overlaps), known, len(rep.OutOfOrder), rep.LostUpdates())
 	for _, o := range rep.OutOfOrder {
 		t.Errorf("token out of order: %v started after %v", o.Later, o.Earlier)
 	}
