@@ -91,7 +91,7 @@ type clientState struct {
 	votedUpTo uint64
 	// spokeUpTo is the highest session the client itself opened,
 	// heartbeat or sent a statement in on its own connection to this
-	// server (docs/protocol.md change 33; not persisted).
+	// server (docs/protocol.md change 33; the core persists it).
 	spokeUpTo uint64
 	// ttls: the TTL the client asked for each of its sessions not yet reset
 	// (SessionOpen), persisted by the caller and restored after a restart,
@@ -206,7 +206,6 @@ func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now tim
 	if err != nil {
 		return false, err
 	}
-	cs.spokeUpTo = max(cs.spokeUpTo, sess)
 	l.ttl = ttl
 	l.until = now.Add(ttl)
 	if cs.ttls[sess] != ttl {
@@ -326,7 +325,6 @@ func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error 
 	if err != nil {
 		return err
 	}
-	cs.spokeUpTo = max(cs.spokeUpTo, sess)
 	l.until = now.Add(l.ttl)
 	return nil
 }
@@ -339,11 +337,16 @@ func (m *Muteness) Observe(c wire.ClientID, sess uint64, now time.Time) error {
 	return err
 }
 
-// Spoke notes that the client itself sent a statement of session sess on
-// its own connection here (docs/protocol.md change 33).
-func (m *Muteness) Spoke(c wire.ClientID, sess uint64) {
+// Spoke notes that the client itself opened, heartbeat or sent a statement
+// in session sess on its own connection here (docs/protocol.md change 33),
+// and reports whether that is a new highest.
+func (m *Muteness) Spoke(c wire.ClientID, sess uint64) bool {
 	cs := m.client(c)
-	cs.spokeUpTo = max(cs.spokeUpTo, sess)
+	if sess <= cs.spokeUpTo {
+		return false
+	}
+	cs.spokeUpTo = sess
+	return true
 }
 
 // SpokeUpTo is the highest session c itself spoke in here (0: none known).

@@ -57,6 +57,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	}
 	switch {
 	case m.SessionOpen != nil:
+		k.spoke(c, m.SessionOpen.Session, e) // change 33
 		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
 		newTTL, err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
 		if le := k.sessionLimit(err, ttl); le != nil {
@@ -73,6 +74,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		k.mute.Close(c, m.SessionClose.Session, now)
 		reply(&wire.Message{Ack: &wire.Ack{Req: m.SessionClose.Req}})
 	case m.Heartbeat != nil:
+		k.spoke(c, m.Heartbeat.Session, e)
 		err := k.mute.Heartbeat(c, m.Heartbeat.Session, now)
 		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil}})
 	case m.Submit != nil:

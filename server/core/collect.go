@@ -179,6 +179,7 @@ func (k *Core) compactSettled(now time.Time, e *Effects) {
 		var up [8]byte
 		binary.BigEndian.PutUint64(up[:], st.UpTo)
 		e.Persist = append(e.Persist, Record{Bucket: bucketCert, Key: bytesOf(st.Client), Delete: true},
-			Record{Bucket: bucketSettled, Key: bytesOf(st.Client), Value: up[:]})
+			Record{Bucket: bucketSettled, Key: bytesOf(st.Client), Value: up[:]},
+			Record{Bucket: bucketSpoke, Key: bytesOf(st.Client), Delete: true})
 	}
 }

@@ -421,7 +421,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 		return acceptResult{code: wire.ErrCodeSuspected, err: fmt.Errorf("core: session %d of %s was reset; open a newer session", st.Session, c)}
 	}
 	if !forwarded {
-		k.mute.Spoke(c, st.Session) // change 33
+		k.spoke(c, st.Session, e) // change 33
 	}
 	if st.Phase != wire.PhaseExit {
 		if err := k.mute.Observe(c, st.Session, now); err != nil {

@@ -29,7 +29,21 @@ const (
 	// bucketSettled: client → the session its certificate ended (8 bytes,
 	// big-endian), for a client compacted past CertRetention (change 26).
 	bucketSettled = "settled"
+	// bucketSpoke: client → the highest session it spoke in on its own
+	// connection here (8 bytes, big-endian; change 33). Durable before any
+	// statement of that session is acknowledged, so probation never drops
+	// what this server acknowledged to the client itself, also after a
+	// restart.
+	bucketSpoke = "spoke"
 )
+
+// spoke notes that c itself spoke in session sess here, and persists it
+// when it is a new highest (change 33).
+func (k *Core) spoke(c wire.ClientID, sess uint64, e *Effects) {
+	if k.mute.Spoke(c, sess) {
+		e.Persist = append(e.Persist, Record{Bucket: bucketSpoke, Key: bytesOf(c), Value: binary.BigEndian.AppendUint64(nil, sess)})
+	}
+}
 
 func ttlRecord(c wire.ClientID, sess uint64, ttl time.Duration) Record {
 	return Record{Bucket: bucketTTL, Key: voteKey(c, sess), Value: binary.BigEndian.AppendUint32(nil, uint32(ttl/time.Millisecond))}
@@ -67,8 +81,9 @@ func (k *Core) Restore(r Reader) error {
 		if _, err := k.mute.ApplyCertificate(&cert); err != nil {
 			return err
 		}
-		// Who spoke in which session is not on disk: after a restart,
-		// every client with a certificate is on probation (change 33).
+		// After a restart every client with a certificate is on
+		// probation (change 33): probation is not on disk, and refusing
+		// forwards of sessions no one spoke in here is always safe.
 		k.onProbation(cert.Client, cert.Session)
 		return nil
 	})
@@ -85,6 +100,16 @@ func (k *Core) Restore(r Reader) error {
 	})
 	if err != nil {
 		return fmt.Errorf("core: restoring settled clients: %w", err)
+	}
+	err = r.ForEach(bucketSpoke, func(key, v []byte) error {
+		if len(key) != len(wire.ClientID{}) || len(v) != 8 {
+			return fmt.Errorf("a spoke record of %d and %d bytes", len(key), len(v))
+		}
+		k.mute.Spoke(wire.ClientID(key), binary.BigEndian.Uint64(v))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring who spoke in which session: %w", err)
 	}
 	var justCollected [][]byte
 	err = r.ForEach(bucketStmt, func(key, v []byte) error {

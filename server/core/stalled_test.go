@@ -97,3 +97,21 @@ func TestNoProbationAfterASessionHeardDirectly(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.NotNil(t, rs[0].ViewReply, "its own Submit is served: %s", rs[0])
 }
+
+// Probation never drops what this server acknowledged to the client itself,
+// also after a restart: who spoke in which session is on disk. Here c1
+// spoke in session 2 here (its Doorway acknowledged), the server restarts,
+// and a certificate of c1's session 1 — which c1 never used here — arrives.
+func TestProbationKeepsWhatTheClientSentDirectlyAcrossARestart(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	cl := c.newClient()
+	const lock = "L"
+	c.fromClient(0, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 2, TTLMillis: 5000}})
+	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: cl.stmt(lock, 2, 1, wire.PhaseDoorway, 0, nil)}})
+	c.replies(cl.id)
+	require.True(t, isMember(c.cores[0], lock, cl.id))
+	c.restart(0)
+	require.True(t, isMember(c.cores[0], lock, cl.id))
+	c.fromServer(0, 1, &wire.Message{Reset: c.certify(cl.id, 1, c.cores[0].q)})
+	require.True(t, isMember(c.cores[0], lock, cl.id), "the Doorway c1 sent here itself is kept")
+}
