@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The checker is checked on histories recorded by the scenarios on main
-// (testdata, kept with -nemesis.keep), each fault planted in a clean one:
+// The checker is checked on histories the scenarios recorded (testdata,
+// kept with -nemesis.keep) at commit 46aab74, before docs/protocol.md
+// change 34, each fault planted in a clean one:
 //
 //   - flapping: TestFlapping for 40 s, clean: 47 commands, two of them
 //     stopped by SIGTERM when their holder lost the lock;

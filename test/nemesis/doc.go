@@ -11,7 +11,6 @@
 // and its own tests run everywhere.
 //
 //	go test ./test/nemesis -v                      # every scenario, about a minute and a half
-//	go test ./test/nemesis -v -nemesis.strict      # also what issue 27 found broken on main
 //	go test ./test/nemesis -run TestFlapping -v -timeout 40m \
 //	    -nemesis.duration 30m -nemesis.term ignore # the long mode
 //
