@@ -10,7 +10,8 @@
 // elsewhere they skip, saying why (-nemesis.require: fail instead). Check
 // and its own tests run everywhere.
 //
-//	go test ./test/nemesis -v                      # every scenario, about a minute and a half
+//	go test ./test/nemesis -v                      # every scenario, about two minutes
+//	go test ./test/nemesis -v -nemesis.strict      # also what still fails on main (issue 27)
 //	go test ./test/nemesis -run TestFlapping -v -timeout 40m \
 //	    -nemesis.duration 30m -nemesis.term ignore # the long mode
 //
