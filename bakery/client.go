@@ -67,6 +67,12 @@ type report struct {
 	passed bool
 }
 
+// lateExit is an Exit to send at due (lateExits).
+type lateExit struct {
+	due time.Time
+	msg *wire.Message
+}
+
 // attempt is one attempt of this client on one lock.
 // INVARIANT: phase only moves forward; req* are unique request ids.
 type attempt struct {
@@ -153,6 +159,11 @@ type Client struct {
 	nextHB    time.Time
 	leaseHeld bool
 	opened    time.Time // when this session was opened
+	// lateExits: Exits of holdings lost to a failing guarantee, each sent
+	// only at its due instant, a loss grace after the loss (change 34): an
+	// Exit hands the lock on at once, and the holder's work may still be
+	// stopping until then.
+	lateExits []lateExit
 	// reopenAt: when a session that failed before its guarantee ever held
 	// is replaced by a fresh one without waiting for a Lock (zero: none
 	// due). INVARIANT: set only while reopen is.

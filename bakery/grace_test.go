@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/wire"
 )
 
 // lostAfterCut holds a lock, cuts the client off from every server, and
@@ -67,4 +68,41 @@ func TestSessionThatNeverHeldIsReplacedAfterAHeal(t *testing.T) {
 	}
 	t.Logf("the guarantee came %v after the heal (TTL 5s), in session %d after %d", n.now.Sub(healed), n.clients[0].Session(), first)
 	require.LessOrEqual(t, n.now.Sub(healed), 5*time.Second+time.Second, "within a TTL and a second of the heal")
+}
+
+// A holding lost while the client can still reach the servers (its acks
+// stopped coming back) hands the lock on only a loss grace after the loss:
+// its Exit waits that long, so the holder's work has stopped before the
+// next client can enter (docs/protocol.md change 34). Without a grace the
+// Exit goes at once, as before.
+func TestExitOfALostHoldingWaitsOutTheGrace(t *testing.T) {
+	for _, grace := range []time.Duration{0, time.Second} {
+		n := newNetOf(t, 2, nil, func(c *bakery.ClientConfig) { c.Grace = grace }, nil)
+		n.lock(0)
+		n.tick(time.Second)
+		n.drop = func(p pkt) bool { return !p.toServer && p.to == 0 } // c0 hears nothing back
+		var lostAt time.Time
+		for lostAt.IsZero() {
+			n.tick(10 * time.Millisecond)
+			for _, ev := range n.events {
+				if ev.Kind == bakery.Lost {
+					lostAt = n.now
+				}
+			}
+		}
+		exited := func() bool {
+			st := n.servers[0].Register("L", n.clients[0].ID())
+			return st != nil && st.Phase == wire.PhaseExit
+		}
+		if grace == 0 {
+			require.True(t, exited(), "no grace: the Exit goes with the loss")
+			continue
+		}
+		for n.now.Before(lostAt.Add(grace - 20*time.Millisecond)) {
+			require.False(t, exited(), "the Exit reached the servers %v after the loss, before the grace", n.now.Sub(lostAt))
+			n.tick(10 * time.Millisecond)
+		}
+		n.tick(100 * time.Millisecond)
+		require.True(t, exited(), "the Exit goes once the grace has passed")
+	}
 }

@@ -106,6 +106,7 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 
 // Tick sends heartbeats and checks the lease guarantee.
 func (c *Client) Tick(now time.Time) (e Effects) {
+	c.sendLateExits(now, &e)
 	if c.reopen && !c.reopenAt.IsZero() && !now.Before(c.reopenAt) {
 		// A session that never held is replaced at once (change 34): the
 		// client is still trying to join, and a fresh session is what a
@@ -163,7 +164,17 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 		switch a.phase {
 		case phaseHeld:
 			e.Events = append(e.Events, Event{Kind: Lost, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}, Err: ErrLeaseLost})
-			c.exit(a, 0, nil, e)
+			// The Exit waits out the loss grace: sent now, it would hand
+			// the lock on while the holder's work is still stopping.
+			var held Effects
+			c.exit(a, 0, nil, &held)
+			if c.cfg.Grace > 0 {
+				for _, s := range held.Send {
+					c.lateExits = append(c.lateExits, lateExit{due: now.Add(c.cfg.Grace), msg: s.Msg})
+				}
+			} else {
+				e.Send = append(e.Send, held.Send...)
+			}
 		case phaseExiting:
 		default:
 			c.exit(a, Failed, ErrLeaseLost, e)
@@ -181,6 +192,23 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 			c.reopenAt = now
 		}
 	}
+}
+
+// sendLateExits sends the lost holdings' Exits that are due (lateExits),
+// once, to every server.
+func (c *Client) sendLateExits(now time.Time, e *Effects) {
+	keep := c.lateExits[:0]
+	sent := make(map[*wire.Message]bool)
+	for _, le := range c.lateExits {
+		switch {
+		case now.Before(le.due):
+			keep = append(keep, le)
+		case !sent[le.msg]:
+			sent[le.msg] = true
+			c.toAll(e, le.msg)
+		}
+	}
+	c.lateExits = keep
 }
 
 // stuck reports a session that may never make progress: a server that
