@@ -114,12 +114,17 @@ func Start(cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger.With("server", m.ID.String())
 	reg := metrics.NewRegistry(m.ID.String())
-	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
+	storeOpts := store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
 		reg.Fsync.Observe(d.Seconds())
 		reg.Batches.Observe(float64(ops))
-	}})
+	}}
+	cfg.Settings.ApplyStore(&storeOpts)
+	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), storeOpts)
 	if err != nil {
 		return nil, err
+	}
+	if n := st.Stats().Recovered; n > 0 {
+		log.Info("replayed the write-ahead log: what this server acknowledged before it stopped is back", "records", n)
 	}
 	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{}),
 		pipe: make(chan core.Effects, 64), committed: make(chan struct{}), limitLog: newLimitLog(log)}
@@ -368,9 +373,12 @@ func (s *Server) persist(ctx context.Context, recs []core.Record) bool {
 		ops[i] = store.Op{Bucket: r.Bucket, Key: r.Key, Value: r.Value, Delete: r.Delete}
 	}
 	backoff := 10 * time.Millisecond
-	for {
+	for failed := 0; ; failed++ {
 		err := s.store.Commit(ctx, ops...)
 		if err == nil {
+			if failed > 0 {
+				s.log.Info("the disk accepts writes again: sending the replies held", "records", len(ops), "failed_tries", failed)
+			}
 			return true
 		}
 		if ctx.Err() != nil {

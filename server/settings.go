@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/server/store"
 	"github.com/bq-lock/bq/transport"
 )
 
@@ -39,6 +40,7 @@ const (
 	KindDuration SettingKind = iota + 1 // 30s, 5m, 1h30m; 0 where zero means none
 	KindCount                           // a whole number ≥ 1
 	KindRate                            // a number > 0, per second
+	KindBytes                           // a size: 262144, 256KiB, 16MiB, 1GiB
 )
 
 // SettingKey is one key of the settings file.
@@ -52,6 +54,9 @@ type SettingKey struct {
 	// core or limits puts a value where it acts.
 	core   func(v any, c *core.Config)
 	limits func(v any, l *transport.Limits)
+	store  func(v any, o *store.Options)
+	// min and max bound a KindBytes value.
+	min, max int
 }
 
 // SettingKeys is every key of the settings file, in the order the
@@ -108,6 +113,9 @@ var SettingKeys = []*SettingKey{
 	{Name: "max_pushes", Kind: KindCount, Default: "256",
 		Doc:  "pushes one subscription gets before it ends (T, docs/protocol.md §3)",
 		core: func(v any, c *core.Config) { c.MaxPushes = v.(int) }},
+	{Name: "wal_size", Kind: KindBytes, Default: "16MiB", min: store.MinWALSize, max: store.MaxWALSize,
+		Doc:   "size of the write-ahead log beside the server's database (bq.db.wal), allocated in full when the server starts: what it can still acknowledge once its disk is full",
+		store: func(v any, o *store.Options) { o.WALSize = v.(int) }},
 	{Name: "max_client_connections", Kind: KindCount, Default: "1024",
 		Doc:    "client connections held at once, in handshake or bound",
 		limits: func(v any, l *transport.Limits) { l.MaxClientConns = v.(int) }},
@@ -234,6 +242,8 @@ func (k *SettingKey) parse(text string) (any, error) {
 			return nil, fmt.Errorf("%q is not a whole number ≥ 1", text)
 		}
 		return n, nil
+	case KindBytes:
+		return parseBytes(text, k.min, k.max)
 	default:
 		f, err := strconv.ParseFloat(text, 64)
 		if err != nil || !(f > 0) || f > 1e9 {
@@ -241,6 +251,42 @@ func (k *SettingKey) parse(text string) (any, error) {
 		}
 		return f, nil
 	}
+}
+
+// parseBytes reads a size in bytes, with an optional KiB, MiB or GiB
+// suffix, within [lo, hi].
+func parseBytes(text string, lo, hi int) (int, error) {
+	num, unit := text, 1
+	for _, u := range []struct {
+		suffix string
+		n      int
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(text, u.suffix) {
+			num, unit = strings.TrimSpace(strings.TrimSuffix(text, u.suffix)), u.n
+			break
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 1 || n > hi/unit+1 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 262144, 256KiB, 16MiB, 1GiB)", text)
+	}
+	if n *= unit; n < lo || n > hi {
+		return 0, fmt.Errorf("%s is outside [%s, %s]", text, sizeString(lo), sizeString(hi))
+	}
+	return n, nil
+}
+
+// sizeString writes a size with the largest unit that divides it.
+func sizeString(n int) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.Itoa(n)
 }
 
 // value is key's value: the file's, or its default.
@@ -288,6 +334,18 @@ func (s *Settings) ApplyLimits(l *transport.Limits) {
 	for _, k := range SettingKeys {
 		if st, ok := s.set[k.Name]; ok && k.limits != nil {
 			k.limits(st.value, l)
+		}
+	}
+}
+
+// ApplyStore puts the keys the file set into the store's options.
+func (s *Settings) ApplyStore(o *store.Options) {
+	if s == nil {
+		return
+	}
+	for _, k := range SettingKeys {
+		if st, ok := s.set[k.Name]; ok && k.store != nil {
+			k.store(st.value, o)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/server/store"
 	"github.com/bq-lock/bq/transport"
 	"github.com/bq-lock/bq/wire"
 )
@@ -32,6 +33,9 @@ func TestSettingsDefaultsAreTheCodes(t *testing.T) {
 	l := transport.Defaults()
 	s.ApplyLimits(&l)
 	require.Equal(t, transport.Defaults(), l)
+	var o store.Options
+	s.ApplyStore(&o)
+	require.Equal(t, store.DefaultWALSize, o.WALSize)
 
 	// And the documentation names every key with its default.
 	doc := SettingsDoc()
@@ -90,4 +94,32 @@ func TestSettingsApply(t *testing.T) {
 	var none *Settings
 	none.ApplyCore(&c)
 	require.Equal(t, defaultCore(), c)
+	var o store.Options
+	none.ApplyStore(&o)
+	empty.ApplyStore(&o)
+	require.Zero(t, o.WALSize)
+}
+
+// A size is bytes or KiB, MiB, GiB, within the store's bounds for the WAL:
+// the smallest and the largest pass, one byte beyond either is refused.
+func TestSettingsSizes(t *testing.T) {
+	for text, want := range map[string]int{"65536": store.MinWALSize, "64KiB": store.MinWALSize, "256KiB": 256 << 10, "16MiB": 16 << 20, "1GiB": store.MaxWALSize, "1024MiB": store.MaxWALSize, "1 MiB": 1 << 20} {
+		s, err := ParseSettings("server.yaml", []byte("wal_size: "+text+"\n"))
+		require.NoError(t, err, text)
+		var o store.Options
+		s.ApplyStore(&o)
+		require.Equal(t, want, o.WALSize, text)
+	}
+	for text, msg := range map[string]string{
+		"65535":                "wal_size: 65535 is outside [64KiB, 1GiB]",
+		"1073741825":           "wal_size: 1073741825 is outside [64KiB, 1GiB]",
+		"2GiB":                 "wal_size: 2GiB is outside [64KiB, 1GiB]",
+		"16MB":                 `wal_size: "16MB" is not a size (e.g. 262144, 256KiB, 16MiB, 1GiB)`,
+		"0":                    `wal_size: "0" is not a size (e.g. 262144, 256KiB, 16MiB, 1GiB)`,
+		"-1KiB":                `wal_size: "-1KiB" is not a size (e.g. 262144, 256KiB, 16MiB, 1GiB)`,
+		"99999999999999999999": `wal_size: "99999999999999999999" is not a size (e.g. 262144, 256KiB, 16MiB, 1GiB)`,
+	} {
+		_, err := ParseSettings("server.yaml", []byte("wal_size: "+text+"\n"))
+		require.EqualError(t, err, "server.yaml:1: "+msg, text)
+	}
 }
