@@ -228,3 +228,75 @@ func TestJustificationSurvivesRestart(t *testing.T) {
 	c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: ex}})
 	require.Empty(t, c.disks[0][bucketJust], "J leaves the disk with the Exit")
 }
+
+// A Want lost on the way out (the peer's send queue was full, Repair) is
+// asked again at the next resync with that peer, as long as this server
+// still lacks what it names; once it has it, or of a peer it never asked,
+// a resync asks nothing (change 35). Found by the simulator (seed 8116117:
+// both correct servers' Wants to s0 overflowed, so only s0 ever knew a
+// sybil's session, no certificate could form, and the lock stalled).
+func TestLostWantAskedAgainAtResync(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	b := c.newClient()
+	d := b.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)
+	c.fromClient(0, b.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	c.fromClient(0, b.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: d}})
+	c.tick(c.cores[0].cfg.AnnounceDelay)
+	wants := func() (n int) {
+		for _, m := range c.inflight {
+			msg, err := wire.Decode(m.data)
+			require.NoError(t, err)
+			if msg.Announce != nil && msg.Announce.Want {
+				require.Equal(t, wire.ServerID(0), m.to)
+				n += len(msg.Announce.Items)
+			}
+		}
+		return n
+	}
+	// Server 1 hears the Announce; its Want is lost, and so is the rest.
+	var toOne serverMsg
+	for _, m := range c.inflight {
+		if m.to == 1 {
+			toOne = m
+		}
+	}
+	c.drop()
+	msg, err := wire.Decode(toOne.data)
+	require.NoError(t, err)
+	c.fromServer(1, 0, msg)
+	require.Equal(t, 1, wants())
+	c.drop()
+	require.Nil(t, c.cores[1].Register("L", b.id))
+
+	resync := func(s int, peer wire.ServerID) {
+		c.now = c.now.Add(time.Millisecond)
+		c.effects(s, c.cores[s].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(peer)}))
+	}
+	resync(1, 2)
+	require.Zero(t, wants(), "server 2 was never asked")
+	c.drop()
+	resync(1, 0)
+	require.Equal(t, 1, wants(), "asked again")
+	c.flush()
+	st := c.cores[1].Register("L", b.id)
+	require.NotNil(t, st)
+	require.Equal(t, wire.PhaseDoorway, st.Phase)
+	resync(1, 0)
+	require.Zero(t, wants(), "it has it now")
+	c.drop()
+}
+
+// What a server remembers of its Wants to one peer is bounded.
+func TestWantedIsBounded(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	k := c.cores[1]
+	refs := make([]wire.StatementRef, wire.MaxAnnounceItems)
+	for i := range refs {
+		refs[i] = wire.StatementRef{Lock: "L", Session: uint64(i + 1), Attempt: 1}
+	}
+	var e Effects
+	k.askFor(0, refs, &e)
+	k.askFor(0, refs[:10], &e)
+	require.Len(t, k.wanted[0], wire.MaxAnnounceItems)
+	require.Equal(t, refs[:10], k.wanted[0][wire.MaxAnnounceItems-10:], "the latest kept")
+}

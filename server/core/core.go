@@ -197,6 +197,12 @@ type Core struct {
 	// out at once); Tick sends it once announceSince is AnnounceDelay old.
 	announce      []wire.StatementRef
 	announceSince time.Time
+	// wanted holds, per peer, the references this server last asked it
+	// for, oldest first: a Want lost on the way out (a full send queue,
+	// Repair) is asked again at the next resync with that peer (change 35).
+	// INVARIANT: at most wire.MaxAnnounceItems per peer; never a peer's
+	// own id.
+	wanted map[wire.ServerID][]wire.StatementRef
 	// grants: what the certificate of each connected client of a closed
 	// cluster allows (change 23).
 	// INVARIANT: only clients with a live connection, none revoked.

@@ -91,9 +91,43 @@ func (k *Core) flushAnnounce(e *Effects) {
 // references are unsigned hints: a faulty server can only make this server
 // ask it for something, which costs one message.
 func (k *Core) handleAnnounce(s wire.ServerID, a *wire.Announce, e *Effects) {
+	k.askFor(s, k.lacking(s, a.Items, e), e)
+}
+
+// askFor sends s a Want for refs and remembers them (change 35).
+func (k *Core) askFor(s wire.ServerID, want []wire.StatementRef, e *Effects) {
+	if len(want) == 0 {
+		return
+	}
+	k.Stats.Pulled += uint64(len(want))
+	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Announce: &wire.Announce{Want: true, Items: want}}})
+	if k.wanted == nil {
+		k.wanted = make(map[wire.ServerID][]wire.StatementRef)
+	}
+	w := append(k.wanted[s], want...)
+	if over := len(w) - wire.MaxAnnounceItems; over > 0 {
+		w = append([]wire.StatementRef(nil), w[over:]...)
+	}
+	k.wanted[s] = w
+}
+
+// askAgain asks s once more for what this server asked it for and still
+// lacks: the Want may have been lost (change 35). Called by resync.
+func (k *Core) askAgain(s wire.ServerID, e *Effects) {
+	w := k.wanted[s]
+	delete(k.wanted, s)
+	k.askFor(s, k.lacking(s, w, e), e)
+}
+
+// lacking is the references among refs to statements this server lacks:
+// one newer than the register's value here, or one with the same
+// timestamp and another body (which the Forward will then show as
+// equivocation). It skips banned clients, reset sessions and what
+// probation refuses (showing s the probation instead).
+func (k *Core) lacking(s wire.ServerID, refs []wire.StatementRef, e *Effects) []wire.StatementRef {
 	var want []wire.StatementRef
 	shown := make(map[wire.ClientID]bool)
-	for _, ref := range a.Items {
+	for _, ref := range refs {
 		c := ref.Client
 		if k.banned[c] != nil || ref.Session <= k.mute.ResetUpTo(c) {
 			continue
@@ -115,10 +149,7 @@ func (k *Core) handleAnnounce(s wire.ServerID, a *wire.Announce, e *Effects) {
 		}
 		want = append(want, ref)
 	}
-	if len(want) > 0 {
-		k.Stats.Pulled += uint64(len(want))
-		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Announce: &wire.Announce{Want: true, Items: want}}})
-	}
+	return want
 }
 
 // handleWant answers s's request with the current register value of each
@@ -203,6 +234,7 @@ func (k *Core) resync(s wire.ServerID, e *Effects) {
 	if len(refs) > 0 {
 		send(&wire.Message{Announce: &wire.Announce{Items: refs}})
 	}
+	k.askAgain(s, e)
 	for _, v := range k.mute.PendingVotes() {
 		send(&wire.Message{Suspect: &v})
 	}

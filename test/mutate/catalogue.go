@@ -394,6 +394,10 @@ var Catalogue = []Mutant{
 	// Nothing is dropped for good (§3.3, §3.5).
 	{"overflow-never-repaired", "§3.5: a send that overflowed is repaired by a resync", "server/core/repair.go",
 		"if !now.Before(at) {", "if false && !now.Before(at) {"},
+	{"lost-want-not-asked-again", "change 35: a resync asks again for what this server asked the peer for and still lacks", "server/core/peers.go",
+		"\tk.askAgain(s, e)\n", "\n"},
+	{"wanted-unbounded", "change 35: what a server remembers of its Wants to one peer is bounded", "server/core/peers.go",
+		"if over := len(w) - wire.MaxAnnounceItems; over > 0 {", "if over := len(w) - wire.MaxAnnounceItems; over > 0 && false {"},
 	{"resync-without-certificates", "§3.5, change 5: a resync carries the certificates of the clients it holds", "server/core/peers.go",
 		"if cert := k.mute.Certificate(c); cert != nil {\n\t\t\tsend(", "if cert := k.mute.Certificate(c); cert != nil && false {\n\t\t\tsend("},
 	{"resend-storm", "§6, §8: a client answers each resend request once per server (no storm a server can feed)", "bakery/client.go",

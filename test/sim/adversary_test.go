@@ -54,6 +54,8 @@ func TestCampaignRegressions(t *testing.T) {
 		{3000875, 0, "a server paused while its links went down and up learnt of the disconnection after the GetSet a reader sent on the new connection, dropped it, and the reader waited for ever (the simulator now keeps a paused node's connection changes in order with its messages)"},
 		{826, 0, "an echo-own server answered each resent Listen with three requests to resend: the client's resends grew threefold a round until the machine ran out of memory (a resend is now answered once per request and server)"},
 		{8002273, 4, "a faulty server fed a silent client's Doorway to the correct servers 3.7 s into the quiet period; they reset it 2.1 s after they first held it, past the checker's bound counted from the quiet period (caught-or-harmless now counts from the later of the two; probation, change 33, bounds what such late Doorways can cost)"},
+		{8116117, 0, "while sends toward s0 overflowed, both correct servers' Wants for a sybil's Doorway only s0 held were dropped; no certificate could form and a Listen naming the sybil waited for ever (a resync now asks again for what was asked and is still lacking, change 35)"},
+		{8116373, 0, "the same lost Want, for another waiter"},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
 		if err != nil {
