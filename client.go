@@ -53,6 +53,9 @@ type Config struct {
 	// granted only while the guarantee holds that long ahead. Zero (the
 	// default): Lost at the lapse itself, when the servers still wait the
 	// clock-drift margin ε·TTL. At most TTL/3; bqclient uses TTL/10 (100 ms to 2 s).
+	// With a grace, a lost holding's release reaches the servers only the
+	// grace and ε·TTL after Lost, also when the session heals at once
+	// (change 36): the work has that long to stop, whichever way it went.
 	LossGrace time.Duration
 	// Observe dials an observer (docs/protocol.md change 32): it opens no
 	// session and only reads — Status, an Election's Leader and Observe — on

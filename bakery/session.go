@@ -164,13 +164,15 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 		switch a.phase {
 		case phaseHeld:
 			e.Events = append(e.Events, Event{Kind: Lost, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}, Err: ErrLeaseLost})
-			// The Exit waits out the loss grace: sent now, it would hand
-			// the lock on while the holder's work is still stopping.
+			// The Exit waits out the loss grace and the margin: sent now,
+			// it would hand the lock on while the holder's work is still
+			// stopping. With it, a session that heals hands the lock on no
+			// earlier than one that does not (docs/protocol.md change 36).
 			var held Effects
 			c.exit(a, 0, nil, &held)
 			if c.cfg.Grace > 0 {
 				for _, s := range held.Send {
-					c.lateExits = append(c.lateExits, lateExit{due: now.Add(c.cfg.Grace), msg: s.Msg})
+					c.lateExits = append(c.lateExits, lateExit{due: now.Add(c.cfg.Grace + c.cfg.Margin), msg: s.Msg})
 				}
 			} else {
 				e.Send = append(e.Send, held.Send...)
