@@ -14,7 +14,9 @@ import (
 // is voted on when it runs out — the path of an overrun Doorway.
 
 // hold is a running hold clock.
-// INVARIANT: limit > 0 (a clock with no bound is not kept).
+// INVARIANT: limit ≥ 0; a clock with limit 0 cuts nothing until
+// SetHoldLimit gives it one (a restarted server learns a client's
+// certificate only when the client connects again).
 type hold struct {
 	session uint64
 	since   time.Time
@@ -22,18 +24,19 @@ type hold struct {
 }
 
 // HoldStarted starts the hold clock of c on lock for session sess at since,
-// with c's max-hold limit; a limit of zero keeps no clock. A clock already
-// running for the same session keeps its start.
+// with c's max-hold limit; a limit of zero starts a clock that cuts nothing
+// until SetHoldLimit bounds it. A clock already running for the same
+// session keeps its start.
 func (m *Muteness) HoldStarted(c wire.ClientID, lock string, sess uint64, since time.Time, limit time.Duration) {
 	cs := m.client(c)
 	if h, ok := cs.holds[lock]; ok && h.session == sess {
 		return
 	}
-	if limit <= 0 || sess <= cs.resetUpTo {
+	if sess <= cs.resetUpTo {
 		delete(cs.holds, lock)
 		return
 	}
-	cs.holds[lock] = hold{session: sess, since: since, limit: limit}
+	cs.holds[lock] = hold{session: sess, since: since, limit: max(limit, 0)}
 }
 
 // HoldEnded stops c's hold clock on lock (its Exit, a newer attempt, a reset).
@@ -44,18 +47,15 @@ func (m *Muteness) HoldEnded(c wire.ClientID, lock string) {
 }
 
 // SetHoldLimit changes c's max-hold for the clocks running (the client
-// connected with a certificate that names another); zero stops them.
+// connected with a certificate that names another), from their start;
+// zero leaves them running without a bound.
 func (m *Muteness) SetHoldLimit(c wire.ClientID, limit time.Duration) {
 	cs := m.clients[c]
 	if cs == nil {
 		return
 	}
 	for lock, h := range cs.holds {
-		if limit <= 0 {
-			delete(cs.holds, lock)
-			continue
-		}
-		h.limit = limit
+		h.limit = max(limit, 0)
 		cs.holds[lock] = h
 	}
 }
@@ -82,7 +82,7 @@ func (m *Muteness) tickHolds(cs *clientState, now time.Time) {
 	sort.Strings(locks)
 	for _, lock := range locks {
 		h := cs.holds[lock]
-		if now.Sub(h.since) < h.limit {
+		if h.limit == 0 || now.Sub(h.since) < h.limit {
 			continue
 		}
 		delete(cs.holds, lock)

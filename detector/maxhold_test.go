@@ -42,6 +42,39 @@ func TestMaxHoldRefusesAndKeepsTheLeaseEnd(t *testing.T) {
 	m.HoldStarted(c2, "M", 1, t0, 0)
 	require.Empty(t, m.Tick(t0.Add(1500*time.Millisecond)))
 	require.True(t, m.LeaseOK(c2, 1, t0.Add(1500*time.Millisecond)))
-	_, held := m.Holding(c2, "M")
-	require.False(t, held)
+	_, ended := m.Holding(c2, "L")
+	require.False(t, ended)
+}
+
+// A clock started with no bound (a restarted server does not know the
+// client's certificate yet) runs from its start and cuts nothing; the
+// limit SetHoldLimit gives it later counts from that start, and zero
+// takes the bound away again.
+func TestMaxHoldLimitLearntLater(t *testing.T) {
+	m := newFixture(t, 4, 3, 5*time.Second).dets[0]
+	c := wire.ClientID{9}
+	t0 := time.Unix(1000, 0)
+	_, err := m.Open(c, 1, time.Hour, t0)
+	require.NoError(t, err)
+	m.HoldStarted(c, "M", 1, t0, 0)
+	since, held := m.Holding(c, "M")
+	require.True(t, held)
+	require.Equal(t, t0, since)
+	require.Empty(t, m.Tick(t0.Add(10*time.Second)))
+	require.True(t, m.LeaseOK(c, 1, t0.Add(10*time.Second)), "no bound: nothing cut")
+
+	m.SetHoldLimit(c, 0)
+	m.SetHoldLimit(c, 20*time.Second)
+	require.Empty(t, m.Tick(t0.Add(20*time.Second-time.Millisecond)))
+	require.True(t, m.LeaseOK(c, 1, t0.Add(20*time.Second-time.Millisecond)))
+	require.Empty(t, m.Tick(t0.Add(20*time.Second)))
+	require.False(t, m.LeaseOK(c, 1, t0.Add(20*time.Second)), "cut at the limit, counted from the clock's start")
+
+	c3 := wire.ClientID{10}
+	_, err = m.Open(c3, 1, time.Hour, t0)
+	require.NoError(t, err)
+	m.HoldStarted(c3, "M", 1, t0, time.Second)
+	m.SetHoldLimit(c3, 0)
+	require.Empty(t, m.Tick(t0.Add(time.Minute)))
+	require.True(t, m.LeaseOK(c3, 1, t0.Add(time.Minute)), "a limit taken away cuts nothing")
 }

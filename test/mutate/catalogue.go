@@ -394,6 +394,8 @@ var Catalogue = []Mutant{
 	// Nothing is dropped for good (§3.3, §3.5).
 	{"overflow-never-repaired", "§3.5: a send that overflowed is repaired by a resync", "server/core/repair.go",
 		"if !now.Before(at) {", "if false && !now.Before(at) {"},
+	{"hold-clock-needs-known-limit", "change 37: a hold clock starts even before the client's max-hold is known, and takes it when the client connects", "detector/maxhold.go",
+		"\tif sess <= cs.resetUpTo {\n\t\tdelete(cs.holds, lock)", "\tif limit <= 0 || sess <= cs.resetUpTo {\n\t\tdelete(cs.holds, lock)"},
 	{"lost-want-not-asked-again", "change 35: a resync asks again for what this server asked the peer for and still lacks", "server/core/peers.go",
 		"\tk.askAgain(s, e)\n", "\n"},
 	{"wanted-unbounded", "change 35: what a server remembers of its Wants to one peer is bounded", "server/core/peers.go",
