@@ -352,12 +352,15 @@ func (c *Client) loop(every time.Duration) {
 		select {
 		case <-c.closed:
 			return
-		case now := <-ticker.C:
+		case <-ticker.C:
 			if c.observe {
 				break
 			}
 			c.mu.Lock()
-			c.apply(c.bk.Tick(now))
+			// The time now, not the tick's: a tick read late (a busy
+			// loop, a loaded machine) would report a loss late and date
+			// the late Exit early (docs/protocol.md change 36).
+			c.apply(c.bk.Tick(time.Now()))
 			c.mu.Unlock()
 		case ev, ok := <-in:
 			if !ok {
