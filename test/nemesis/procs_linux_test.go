@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,9 +124,34 @@ func newProc(t *testing.T, name, ns string, env []string, argv ...string) (*proc
 		if p.finish() && t.Failed() {
 			t.Logf("--- output of %s (exit %d):\n%s", p.name, p.code, tail(p.output(), 8<<10))
 		}
+		keepOutput(t, p)
 	})
 	return p, nil
 }
+
+// keepOutput appends to -nemesis.keep what a process said, for the
+// processes worth reading after a long run: the servers, and every lock
+// command that lost its lock (exit 4), with the moment it was reaped.
+func keepOutput(t *testing.T, p *proc) {
+	if *keep == "" || (p.code != 4 && !strings.HasPrefix(p.name, "s")) {
+		return
+	}
+	name := strings.ReplaceAll(t.Name(), "/", "_") + ".outputs"
+	keptMu.Lock()
+	defer keptMu.Unlock()
+	if err := os.MkdirAll(*keep, 0o755); err != nil {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(*keep, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "--- %s (exit %d, reaped at %d):\n%s\n", p.name, p.code, p.exitNS, p.output())
+}
+
+// keptMu orders the appends of keepOutput.
+var keptMu sync.Mutex
 
 // finish kills the process and what it left, waits for it and (at most a
 // second) for its output; it reports whether it did so first.

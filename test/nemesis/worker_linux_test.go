@@ -196,7 +196,7 @@ func newResource(t *testing.T) *resource {
 	return r
 }
 
-var keep = flag.String("nemesis.keep", "", "copy each test's history and counter log to this directory (TEST.history, TEST.counter)")
+var keep = flag.String("nemesis.keep", "", "copy each test's history and counter log to this directory (TEST.history, TEST.counter), and the output of its servers and of each lock command that lost its lock (TEST.outputs)")
 
 // keep copies the history and the counter log to -nemesis.keep.
 func (r *resource) keep() {
