@@ -347,11 +347,38 @@ func (c *Client) loop(every time.Duration) {
 	defer close(c.done)
 	ticker := time.NewTicker(every)
 	defer ticker.Stop()
+	// loss fires when the guarantee of a holding lapses (bakery LossAt),
+	// so that Lost comes then and not up to a tick later.
+	loss := time.NewTimer(time.Hour)
+	loss.Stop()
+	defer loss.Stop()
+	var lossAt time.Time
+	armLoss := func() {
+		at := c.bk.LossAt()
+		if at.Equal(lossAt) {
+			return
+		}
+		lossAt = at
+		if at.IsZero() {
+			loss.Stop()
+			return
+		}
+		loss.Reset(time.Until(at))
+	}
 	in := c.tr.Inbound()
 	for {
 		select {
 		case <-c.closed:
 			return
+		case <-loss.C:
+			lossAt = time.Time{}
+			if c.observe {
+				break
+			}
+			c.mu.Lock()
+			c.apply(c.bk.Tick(time.Now()))
+			armLoss()
+			c.mu.Unlock()
 		case <-ticker.C:
 			if c.observe {
 				break
@@ -361,6 +388,7 @@ func (c *Client) loop(every time.Duration) {
 			// loop, a loaded machine) would report a loss late and date
 			// the late Exit early (docs/protocol.md change 36).
 			c.apply(c.bk.Tick(time.Now()))
+			armLoss()
 			c.mu.Unlock()
 		case ev, ok := <-in:
 			if !ok {
@@ -385,6 +413,7 @@ func (c *Client) loop(every time.Duration) {
 					break
 				}
 				c.apply(c.bk.Step(now, ev.From.Server, ev.Msg))
+				armLoss()
 			case transport.EventConnected:
 				c.up[ev.From.Server] = true
 				if c.observe {

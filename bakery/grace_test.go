@@ -120,3 +120,21 @@ func TestExitOfALostHoldingWaitsOutTheGrace(t *testing.T) {
 		require.True(t, exited(), "the Exit goes once the grace has passed")
 	}
 }
+
+// LossAt is when a holding's guarantee lapses, for the runtime to tick
+// then: zero while nothing is held, the lapse itself while a lock is (the
+// guarantee holds a millisecond before it and not at it), and zero again
+// once the lock is released.
+func TestLossAtOnlyWhileHolding(t *testing.T) {
+	n := newNetOf(t, 1, nil, func(c *bakery.ClientConfig) { c.Grace = 200 * time.Millisecond }, nil)
+	c := n.clients[0]
+	require.True(t, c.LossAt().IsZero(), "nothing held")
+	n.lock(0)
+	require.Equal(t, []int{0}, n.acquired())
+	at := c.LossAt()
+	require.False(t, at.IsZero())
+	require.True(t, c.LeaseHolds(at.Add(-time.Millisecond)))
+	require.False(t, c.LeaseHolds(at))
+	n.unlock(0)
+	require.True(t, c.LossAt().IsZero(), "released")
+}

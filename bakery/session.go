@@ -35,6 +35,17 @@ func (c *Client) LeaseAcks() (acked, suspected int) {
 // LeaseHolds reports the lease guarantee at now.
 func (c *Client) LeaseHolds(now time.Time) bool { return c.lease != nil && c.lease.Holds(now) }
 
+// LossAt is when the current session's guarantee lapses unless acks come
+// (with the grace, §5, change 34), if the session holds a lock; zero
+// otherwise. A runtime ticks then, so that a loss is reported on time and
+// not up to a tick late.
+func (c *Client) LossAt() time.Time {
+	if c.lease == nil || c.reopen || !c.holdsIn(c.sess) {
+		return time.Time{}
+	}
+	return c.lease.ValidUntil()
+}
+
 // LeaseValidUntil is when the lease guarantee lapses unless new acks arrive
 // (zero if it never held in this session).
 func (c *Client) LeaseValidUntil() time.Time {
