@@ -57,6 +57,15 @@ type Config struct {
 	// grace and ε·TTL after Lost, also when the session heals at once
 	// (change 36): the work has that long to stop, whichever way it went.
 	LossGrace time.Duration
+	// ExitLostOnUnlock: the release of a holding lost with a LossGrace
+	// waits for Holding.Unlock, which says the work has stopped, instead of
+	// going out the grace and ε·TTL after Lost (change 39): for a caller
+	// that can tell when its work has stopped (bqclient: once CMD is
+	// reaped), so that no timer of its own, delayed by a loaded machine,
+	// lets the next client in early. If Unlock never comes, the servers
+	// end the session when its lease runs out, as for a crash. Without it,
+	// Unlock of a lost holding still sends the release at once.
+	ExitLostOnUnlock bool
 	// Observe dials an observer (docs/protocol.md change 32): it opens no
 	// session and only reads — Status, an Election's Leader and Observe — on
 	// connections the servers bind apart from the identity's own, so it
@@ -211,6 +220,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	bk, err := bakery.NewClient(bakery.ClientConfig{
 		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Sessions: sessions, Grace: cfg.LossGrace,
+		ExitLostOnRelease: cfg.ExitLostOnUnlock,
 	})
 	if err != nil {
 		_ = counter.Close()
@@ -584,6 +594,8 @@ func (c *Client) Shutdown(ctx context.Context) error {
 		sort.Strings(names)
 		for _, name := range names {
 			c.apply(c.bk.Abandon(now, name))
+			lost, _ := c.bk.ReleaseLost(name) // the caller has stopped (change 39)
+			c.apply(lost)
 		}
 		c.mu.Unlock()
 		c.waitIdle(ctx, names)

@@ -231,12 +231,17 @@ func (m *Mutex) unlock(ctx context.Context, h *Holding) error {
 	s := c.slot(m)
 	c.mu.Lock()
 	if s.holding != h {
-		c.mu.Unlock()
 		select {
 		case <-h.lost:
+			// The work under the lost holding has stopped: its release,
+			// if it still waits (the grace, or ExitLostOnUnlock), goes now.
+			eff, _ := c.bk.ReleaseLost(m.name)
+			c.apply(eff)
+			c.mu.Unlock()
 			return ErrLockLost
 		default:
 		}
+		c.mu.Unlock()
 		if c.isClosing() {
 			return ErrClosed // Close released it
 		}

@@ -27,6 +27,11 @@ type ClientConfig struct {
 	// correct server may let the next client in (docs/protocol.md change
 	// 34). Zero: at the lapse itself. At most TTL/3.
 	Grace time.Duration
+	// ExitLostOnRelease: the Exit of a holding lost with a grace waits
+	// for ReleaseLost (the caller's work has stopped) instead of the grace
+	// and ε·TTL (docs/protocol.md change 39). For a caller that knows when
+	// its work has stopped, whose own timers a loaded machine may delay.
+	ExitLostOnRelease bool
 	// Sessions hands out the session numbers this client opens, each above
 	// every session its key used before (docs/protocol.md §2: numbers are never
 	// reused). The SDK's comes from a counter persisted next to the identity
@@ -67,10 +72,12 @@ type report struct {
 	passed bool
 }
 
-// lateExit is an Exit to send at due (lateExits).
+// lateExit is an Exit of lock's lost holding to send at due (lateExits);
+// a zero due waits for ReleaseLost.
 type lateExit struct {
-	due time.Time
-	msg *wire.Message
+	lock string
+	due  time.Time
+	msg  *wire.Message
 }
 
 // attempt is one attempt of this client on one lock.

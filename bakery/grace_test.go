@@ -138,3 +138,43 @@ func TestLossAtOnlyWhileHolding(t *testing.T) {
 	n.unlock(0)
 	require.True(t, c.LossAt().IsZero(), "released")
 }
+
+// With ExitLostOnRelease the Exit of a lost holding waits for ReleaseLost,
+// however long (the servers end the session by its lease meanwhile);
+// without it ReleaseLost sends it before the grace and the margin are out.
+// Either way it is sent once, and ReleaseLost of a lock with nothing
+// waiting sends nothing (docs/protocol.md change 39).
+func TestExitLostOnRelease(t *testing.T) {
+	for _, onRelease := range []bool{false, true} {
+		n := newNetOf(t, 2, nil, func(c *bakery.ClientConfig) { c.Grace = time.Second; c.ExitLostOnRelease = onRelease }, nil)
+		c := n.clients[0]
+		n.lock(0)
+		n.tick(time.Second)
+		n.drop = func(p pkt) bool { return !p.toServer && p.to == 0 } // c0 hears nothing back
+		lost := false
+		for !lost {
+			n.tick(10 * time.Millisecond)
+			for _, ev := range n.events {
+				lost = lost || ev.Kind == bakery.Lost
+			}
+		}
+		exited := func() bool {
+			st := n.servers[0].Register("L", c.ID())
+			return st != nil && st.Phase == wire.PhaseExit
+		}
+		if onRelease {
+			// Far past the grace and the margin, with the servers' leases
+			// kept alive by the heartbeats that still reach them.
+			n.tick(3 * time.Second)
+			require.False(t, exited(), "the Exit waits for ReleaseLost")
+		}
+		e, waited := c.ReleaseLost("L")
+		require.True(t, waited)
+		n.clientOut(0, e)
+		n.run()
+		require.True(t, exited(), "onRelease=%t: sent by ReleaseLost", onRelease)
+		e, waited = c.ReleaseLost("L")
+		require.False(t, waited)
+		require.Empty(t, e.Send, "once")
+	}
+}

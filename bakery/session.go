@@ -182,8 +182,12 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 			var held Effects
 			c.exit(a, 0, nil, &held)
 			if c.cfg.Grace > 0 {
+				due := now.Add(c.cfg.Grace + c.cfg.Margin)
+				if c.cfg.ExitLostOnRelease {
+					due = time.Time{} // change 39: at ReleaseLost
+				}
 				for _, s := range held.Send {
-					c.lateExits = append(c.lateExits, lateExit{due: now.Add(c.cfg.Grace + c.cfg.Margin), msg: s.Msg})
+					c.lateExits = append(c.lateExits, lateExit{lock: a.lock, due: due, msg: s.Msg})
 				}
 			} else {
 				e.Send = append(e.Send, held.Send...)
@@ -214,7 +218,7 @@ func (c *Client) sendLateExits(now time.Time, e *Effects) {
 	sent := make(map[*wire.Message]bool)
 	for _, le := range c.lateExits {
 		switch {
-		case now.Before(le.due):
+		case le.due.IsZero() || now.Before(le.due):
 			keep = append(keep, le)
 		case !sent[le.msg]:
 			sent[le.msg] = true
@@ -222,6 +226,25 @@ func (c *Client) sendLateExits(now time.Time, e *Effects) {
 		}
 	}
 	c.lateExits = keep
+}
+
+// ReleaseLost sends the Exit of lock's lost holding now, if it waits
+// (ExitLostOnRelease, or the grace): the caller's work has stopped
+// (docs/protocol.md change 39). It reports whether an Exit waited.
+func (c *Client) ReleaseLost(lock string) (e Effects, waited bool) {
+	keep := c.lateExits[:0]
+	sent := make(map[*wire.Message]bool)
+	for _, le := range c.lateExits {
+		switch {
+		case le.lock != lock:
+			keep = append(keep, le)
+		case !sent[le.msg]:
+			sent[le.msg], waited = true, true
+			c.toAll(&e, le.msg)
+		}
+	}
+	c.lateExits = keep
+	return e, waited
 }
 
 // stuck reports a session that may never make progress: a server that

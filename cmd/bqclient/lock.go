@@ -316,7 +316,7 @@ func dial(ctx context.Context, g *globals, ttl *time.Duration, set bool, stderr 
 		}
 		fmt.Fprintf(stderr, "bqclient: created identity %s (client id %s)\n", g.identity, wire.ClientID(k.Public.ID).Hex()[:16])
 	}
-	c, err := bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: *ttl, LossGrace: lossGrace(*ttl)})
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: *ttl, LossGrace: lossGrace(*ttl), ExitLostOnUnlock: true})
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +333,7 @@ func dial(ctx context.Context, g *globals, ttl *time.Duration, set bool, stderr 
 	// The default TTL does not fit this identity's max-hold: take one that does.
 	fmt.Fprintf(stderr, "bqclient: a lease TTL of %v to fit this identity's max-hold (%v); --ttl chooses another\n", fit, mh)
 	*ttl = fit
-	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: fit, LossGrace: lossGrace(fit)})
+	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: fit, LossGrace: lossGrace(fit), ExitLostOnUnlock: true})
 }
 
 // fitTTL is the longest TTL up to ttl, in steps of 50 ms, whose margin
