@@ -129,6 +129,9 @@ type attempt struct {
 	exit     wire.SignedStatement
 	reqExit  uint64
 	exitAcks *quorum.Access[struct{}]
+	// exitLate: the Exit of a holding lost with a grace, which waits in
+	// lateExits; it is remembered for reconnects only once it is sent.
+	exitLate bool
 	outcome  EventKind // Released or Failed, reported when the Exit completes
 	err      error
 	busy     Wait // a TryLock's: who was ahead when it gave up

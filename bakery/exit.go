@@ -47,7 +47,10 @@ func (c *Client) exit(a *attempt, outcome EventKind, err error, e *Effects) {
 
 func (c *Client) finish(a *attempt, e *Effects) {
 	delete(c.attempts, a.lock)
-	if a.phase == phaseExiting && a.sess == c.sess {
+	if a.phase == phaseExiting && a.sess == c.sess && !a.exitLate {
+		// A late Exit is remembered when it goes (sendLateExits,
+		// ReleaseLost): resent on a reconnect before that, it would hand
+		// the lock on while the holder's work is stopping (change 40).
 		c.rememberExit(a.lock, a.exit)
 	}
 	for _, r := range []uint64{a.reqDoorway, a.reqTicket, a.reqListen, a.reqHeld, a.reqExit} {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -176,5 +177,45 @@ func TestExitLostOnRelease(t *testing.T) {
 		e, waited = c.ReleaseLost("L")
 		require.False(t, waited)
 		require.Empty(t, e.Send, "once")
+	}
+}
+
+// A reconnect before a lost holding's Exit is due does not send it (the
+// Exits a client keeps for reconnects, change 29, take a late Exit only
+// once it went out); after it went out, a reconnect resends it (change 40).
+// Found by the 30-minute flapping run: a reconnect to a server healed from
+// an earlier cut sent the Exit at once, and the next client entered while
+// the holder's command was still being killed.
+func TestReconnectKeepsTheLateExitWaiting(t *testing.T) {
+	for _, onRelease := range []bool{false, true} {
+		n := newNetOf(t, 2, nil, func(c *bakery.ClientConfig) { c.Grace = time.Second; c.ExitLostOnRelease = onRelease }, nil)
+		c := n.clients[0]
+		n.lock(0)
+		n.tick(time.Second)
+		n.drop = func(p pkt) bool { return !p.toServer && p.to == 0 } // c0 hears nothing back
+		lost := false
+		for !lost {
+			n.tick(10 * time.Millisecond)
+			for _, ev := range n.events {
+				lost = lost || ev.Kind == bakery.Lost
+			}
+		}
+		exits := func(e bakery.Effects) (k int) {
+			for _, s := range e.Send {
+				if sub := s.Msg.Submit; sub != nil {
+					var st wire.Statement
+					require.NoError(t, crypto.Unmarshal(sub.Statement.Signed.Body, &st))
+					if st.Phase == wire.PhaseExit {
+						k++
+					}
+				}
+			}
+			return k
+		}
+		require.Zero(t, exits(c.Reconnected(n.now, 1)), "onRelease=%t: a reconnect before the Exit went", onRelease)
+		e, waited := c.ReleaseLost("L")
+		require.True(t, waited)
+		require.NotZero(t, exits(e))
+		require.Equal(t, 1, exits(c.Reconnected(n.now, 1)), "onRelease=%t: once it went, a reconnect resends it", onRelease)
 	}
 }

@@ -181,6 +181,7 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 			// earlier than one that does not (docs/protocol.md change 36).
 			var held Effects
 			c.exit(a, 0, nil, &held)
+			a.exitLate = c.cfg.Grace > 0
 			if c.cfg.Grace > 0 {
 				due := now.Add(c.cfg.Grace + c.cfg.Margin)
 				if c.cfg.ExitLostOnRelease {
@@ -223,6 +224,7 @@ func (c *Client) sendLateExits(now time.Time, e *Effects) {
 		case !sent[le.msg]:
 			sent[le.msg] = true
 			c.toAll(e, le.msg)
+			c.rememberExit(le.lock, le.msg.Submit.Statement)
 		}
 	}
 	c.lateExits = keep
@@ -241,6 +243,7 @@ func (c *Client) ReleaseLost(lock string) (e Effects, waited bool) {
 		case !sent[le.msg]:
 			sent[le.msg], waited = true, true
 			c.toAll(&e, le.msg)
+			c.rememberExit(le.lock, le.msg.Submit.Statement)
 		}
 	}
 	c.lateExits = keep
