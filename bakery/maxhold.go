@@ -84,6 +84,24 @@ func (c *Client) checkMaxHold(now time.Time, e *Effects) {
 		}
 		e.Events = append(e.Events, Event{Kind: Lost, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id},
 			Err: fmt.Errorf("%w (%v)", ErrMaxHold, mh)})
-		c.exit(a, 0, nil, e)
+		if c.cfg.Grace <= 0 {
+			c.exit(a, 0, nil, e)
+			continue
+		}
+		// With a grace the Exit waits, as for a lease lost (changes 36,
+		// 39, 40): the holder's work stops first. The margin holds it:
+		// given up Margin + Grace + mh/20 before the max-hold, the Exit
+		// still goes mh/20 before the servers' cut (change 41).
+		var exit Effects
+		c.exit(a, 0, nil, &exit)
+		due := now.Add(c.cfg.Grace + c.cfg.Margin)
+		if c.cfg.ExitLostOnRelease {
+			due = time.Time{}
+		}
+		for _, s := range exit.Send {
+			c.lateExits = append(c.lateExits, lateExit{lock: a.lock, due: due, msg: s.Msg})
+		}
+		a.exitLate = true
+		c.finish(a, e)
 	}
 }

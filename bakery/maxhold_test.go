@@ -122,3 +122,45 @@ func TestLockRefusedWhenTheMaxHoldIsMostlyMargin(t *testing.T) {
 	fits.lock(0)
 	require.Equal(t, []int{0}, fits.acquired())
 }
+
+// With a loss grace, a holder that gives up at its max-hold sends its Exit
+// only the grace and ε·TTL later (or at ReleaseLost, with
+// ExitLostOnRelease), so its work has stopped before the next client
+// enters — still before the servers' cut (docs/protocol.md change 41).
+func TestMaxHoldExitWaitsOutTheGrace(t *testing.T) {
+	const mh, grace = 10 * time.Second, 500 * time.Millisecond
+	for _, onRelease := range []bool{false, true} {
+		n := newNetOf(t, 2, func(c *core.Config) { c.MaxHold = mh },
+			func(c *bakery.ClientConfig) { c.Grace = grace; c.ExitLostOnRelease = onRelease }, nil)
+		n.lock(0)
+		entered := n.now
+		n.lock(1)
+		var lostAt time.Time
+		for lostAt.IsZero() {
+			n.tick(100 * time.Millisecond)
+			for _, ev := range n.events {
+				if ev.Kind == bakery.Lost {
+					lostAt = n.now
+				}
+			}
+		}
+		const margin = 5 * time.Second / 10 // ε·TTL
+		for n.now.Before(lostAt.Add(grace + margin - 100*time.Millisecond)) {
+			require.Equal(t, []int{0}, n.acquired(), "onRelease=%t: %v after giving up", onRelease, n.now.Sub(lostAt))
+			n.tick(100 * time.Millisecond)
+		}
+		if onRelease {
+			n.tick(time.Second)
+			require.Equal(t, []int{0}, n.acquired(), "the Exit waits for ReleaseLost")
+			e, waited := n.clients[0].ReleaseLost("L")
+			require.True(t, waited)
+			n.clientOut(0, e)
+			n.run()
+		}
+		n.tick(300 * time.Millisecond)
+		require.Equal(t, []int{0, 1}, n.acquired(), "onRelease=%t: the next client entered", onRelease)
+		if !onRelease {
+			require.Less(t, n.now.Sub(entered), mh, "before the servers' cut")
+		}
+	}
+}

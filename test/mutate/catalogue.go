@@ -404,6 +404,8 @@ var Catalogue = []Mutant{
 		"if a.phase == phaseExiting && a.sess == c.sess && !a.exitLate {", "if a.phase == phaseExiting && a.sess == c.sess {"},
 	{"released-lost-exit-forgotten", "change 40, change 29: an Exit sent by ReleaseLost is resent on reconnects", "bakery/session.go",
 		"\t\t\tc.toAll(&e, le.msg)\n\t\t\tc.rememberExit(le.lock, le.msg.Submit.Statement)\n", "\t\t\tc.toAll(&e, le.msg)\n"},
+	{"max-hold-exit-at-once", "change 41: with a grace, the Exit of a holding given up at its max-hold waits", "bakery/maxhold.go",
+		"if c.cfg.Grace <= 0 {\n\t\t\tc.exit(a, 0, nil, e)", "if true {\n\t\t\tc.exit(a, 0, nil, e)"},
 	{"suspected-waiter-waits", "change 38: a suspected session that waited a TTL in LISTEN and holds nothing starts over", "bakery/session.go",
 		"if a.phase == phaseListen && !c.holdsIn(c.sess) {", "if false {"},
 	{"suspected-waiter-drops-holdings", "change 38: a suspected session that holds a lock keeps it", "bakery/session.go",
