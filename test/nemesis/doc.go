@@ -11,10 +11,10 @@
 // and its own tests run everywhere.
 //
 //	go test ./test/nemesis -v                      # every scenario, about two minutes
-//	go test ./test/nemesis -v -nemesis.strict      # also what still fails on main (issue 27)
 //	go test ./test/nemesis -run TestFlapping -v -timeout 40m \
 //	    -nemesis.duration 30m -nemesis.term ignore # the long mode
 //
 // -nemesis.seed replays the random choices; -nemesis.keep DIR keeps each
-// test's history and counter log.
+// test's history and counter log, and the output of its servers and of each
+// lock command that lost its lock.
 package nemesis
