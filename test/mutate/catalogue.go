@@ -194,7 +194,7 @@ var Catalogue = []Mutant{
 
 	// Max-hold (change 24).
 	{"maxhold-twice", "change 24: past its max-hold a holder's lease is refused", "detector/maxhold.go",
-		"if now.Sub(h.since) < h.limit {", "if now.Sub(h.since) < 2*h.limit {"},
+		"if h.limit == 0 || now.Sub(h.since) < h.limit {", "if h.limit == 0 || now.Sub(h.since) < 2*h.limit {"},
 	{"refusal-extends-lease", "§5, change 24: a refused lease keeps the end its last renewal gave it", "detector/muteness.go",
 		"l.refused, l.refusedWhy = true, why\n", "l.refused, l.refusedWhy = true, why\n\t\tl.until = now.Add(l.ttl)\n"},
 	{"maxhold-held-not-timed", "change 24: a Held starts the hold clock", "server/core/maxhold.go",
