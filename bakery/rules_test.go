@@ -558,9 +558,6 @@ func TestChoosingTooLongRule(t *testing.T) {
 		x := r.member()
 		a := r.listening(5, x.id)
 		a.since = r.now.Add(-time.Hour) // the LISTEN itself is old: only the member's Doorway matters
-		// The session holds another lock, so change 38 (a suspected
-		// session that waited a TTL and holds nothing) does not apply.
-		r.c.attempts["M"] = &attempt{lock: "M", att: 1, sess: r.c.sess, phase: phaseHeld}
 		r.step(0, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseDoorway, 0)}}})
 		for s := 1; s < rulesQ; s++ {
 			r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Absent: []wire.ClientID{x.id}}})
@@ -576,41 +573,6 @@ func TestChoosingTooLongRule(t *testing.T) {
 		r.step(0, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseTicket, 3)}}})
 		require.True(t, a.reports[x.id].choosingSince.IsZero())
 		require.False(t, r.c.stuck(since.Add(2*rulesTTL), true))
-	}
-}
-
-// change 38: a session some server refuses for good (a suspicion) whose
-// attempt has waited in LISTEN for a TTL, with a member ahead holding a
-// Ticket (no other rule applies), starts over in a new session — unless
-// the session holds or is releasing a lock, which it keeps. Without a
-// suspicion, or before a TTL, it waits.
-func TestSuspectedWaiterStartsOver(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		suspected bool
-		holds     attemptPhase // 0: nothing else in the session
-		want      bool
-	}{
-		{"not suspected", false, 0, false},
-		{"suspected, holds nothing", true, 0, true},
-		{"suspected, holds another lock", true, phaseHeld, false},
-		{"suspected, releasing another lock", true, phaseExiting, false},
-	} {
-		r := newRules(t)
-		x := r.member()
-		a := r.listening(5, x.id)
-		for s := range rulesQ {
-			r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseTicket, 3)}}})
-		}
-		require.Len(t, a.heard, rulesQ)
-		if tc.holds != 0 {
-			r.c.attempts["M"] = &attempt{lock: "M", att: 1, sess: r.c.sess, phase: tc.holds}
-		}
-		if tc.suspected {
-			r.c.lease.Suspected(3)
-		}
-		require.False(t, r.c.stuck(a.since.Add(rulesTTL-time.Millisecond), true), "%s: before a TTL", tc.name)
-		require.Equal(t, tc.want, r.c.stuck(a.since.Add(rulesTTL), true), "%s: after a TTL", tc.name)
 	}
 }
 

@@ -281,25 +281,6 @@ func (c *Client) stuck(now time.Time, holds bool) bool {
 		if a.phase == phaseListen && c.choosingTooLong(now, a) {
 			return true
 		}
-		// A server that suspected the session reports its old statements
-		// for good, so a waiter that needs that server's report on this
-		// client may wait on it for ever while this client waits on the
-		// waiter (docs/protocol.md change 38): a suspected session that
-		// has waited a TTL and holds nothing starts over in a new one.
-		if a.phase == phaseListen && !c.holdsIn(c.sess) {
-			return true
-		}
-	}
-	return false
-}
-
-// holdsIn reports whether an attempt of session sess holds its lock or is
-// releasing it.
-func (c *Client) holdsIn(sess uint64) bool {
-	for _, a := range c.attempts {
-		if a.sess == sess && (a.phase == phaseHeld || a.phase == phaseExiting) {
-			return true
-		}
 	}
 	return false
 }
