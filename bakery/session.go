@@ -307,3 +307,14 @@ func (c *Client) CloseSession() (op uint64, e Effects) {
 	c.toAll(&e, o.resend)
 	return o.id, e
 }
+
+// holdsIn reports whether an attempt of session sess holds its lock or is
+// releasing it.
+func (c *Client) holdsIn(sess uint64) bool {
+	for _, a := range c.attempts {
+		if a.sess == sess && (a.phase == phaseHeld || a.phase == phaseExiting) {
+			return true
+		}
+	}
+	return false
+}
