@@ -147,18 +147,7 @@ func TestLossAtOnlyWhileHolding(t *testing.T) {
 // waiting sends nothing (docs/protocol.md change 39).
 func TestExitLostOnRelease(t *testing.T) {
 	for _, onRelease := range []bool{false, true} {
-		n := newNetOf(t, 2, nil, func(c *bakery.ClientConfig) { c.Grace = time.Second; c.ExitLostOnRelease = onRelease }, nil)
-		c := n.clients[0]
-		n.lock(0)
-		n.tick(time.Second)
-		n.drop = func(p pkt) bool { return !p.toServer && p.to == 0 } // c0 hears nothing back
-		lost := false
-		for !lost {
-			n.tick(10 * time.Millisecond)
-			for _, ev := range n.events {
-				lost = lost || ev.Kind == bakery.Lost
-			}
-		}
+		n, c := lostWithAcksCut(t, onRelease)
 		exited := func() bool {
 			st := n.servers[0].Register("L", c.ID())
 			return st != nil && st.Phase == wire.PhaseExit
@@ -188,18 +177,7 @@ func TestExitLostOnRelease(t *testing.T) {
 // the holder's command was still being killed.
 func TestReconnectKeepsTheLateExitWaiting(t *testing.T) {
 	for _, onRelease := range []bool{false, true} {
-		n := newNetOf(t, 2, nil, func(c *bakery.ClientConfig) { c.Grace = time.Second; c.ExitLostOnRelease = onRelease }, nil)
-		c := n.clients[0]
-		n.lock(0)
-		n.tick(time.Second)
-		n.drop = func(p pkt) bool { return !p.toServer && p.to == 0 } // c0 hears nothing back
-		lost := false
-		for !lost {
-			n.tick(10 * time.Millisecond)
-			for _, ev := range n.events {
-				lost = lost || ev.Kind == bakery.Lost
-			}
-		}
+		n, c := lostWithAcksCut(t, onRelease)
 		exits := func(e bakery.Effects) (k int) {
 			for _, s := range e.Send {
 				if sub := s.Msg.Submit; sub != nil {
@@ -218,4 +196,20 @@ func TestReconnectKeepsTheLateExitWaiting(t *testing.T) {
 		require.NotZero(t, exits(e))
 		require.Equal(t, 1, exits(c.Reconnected(n.now, 1)), "onRelease=%t: once it went, a reconnect resends it", onRelease)
 	}
+}
+
+// lostWithAcksCut has client 0 of two take "L" with a grace of a second,
+// then stops every answer to it until it reports the holding Lost.
+func lostWithAcksCut(t *testing.T, onRelease bool) (*net, *bakery.Client) {
+	n := newNetOf(t, 2, nil, func(c *bakery.ClientConfig) { c.Grace = time.Second; c.ExitLostOnRelease = onRelease }, nil)
+	n.lock(0)
+	n.tick(time.Second)
+	n.drop = func(p pkt) bool { return !p.toServer && p.to == 0 } // c0 hears nothing back
+	for lost := false; !lost; {
+		n.tick(10 * time.Millisecond)
+		for _, ev := range n.events {
+			lost = lost || ev.Kind == bakery.Lost
+		}
+	}
+	return n, n.clients[0]
 }
