@@ -175,6 +175,8 @@ var Catalogue = []Mutant{
 		"\tif revoked {\n", "\tif false && revoked {\n"},
 	{"admission-any-cluster", "change 23: an admission certificate is for this cluster", "wire/admission.go",
 		"checkCluster(\"admission certificate\", b.Cluster, cluster)", "checkCluster(\"admission certificate\", b.Cluster, b.Cluster)"},
+	{"admission-any-signer", "change 23: an admission certificate is signed by this cluster's client CA", "wire/admission.go",
+		"if err := crypto.Open(ca, crypto.DomainAdmission, s, &b); err != nil {", "if err := crypto.UnmarshalCanonical(s.Body, &b); err != nil {"},
 	{"admission-window-end-inclusive", "change 23: a certificate is valid before NotAfter, not at it", "wire/admission.go",
 		"case ms >= b.NotAfter:", "case ms > b.NotAfter:"},
 	{"grant-expiry-ignored", "change 23: a connection that outlives its certificate is refused everything", "server/core/admission.go",
