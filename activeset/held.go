@@ -39,6 +39,12 @@ func (l *Lock) heldChanged(s *Subscription, c wire.ClientID, certFor CertFor, re
 	if l.blocks(s) {
 		return nil
 	}
+	return l.releaseHeld(s, certFor)
+}
+
+// releaseHeld sends the held report of s, registered until now, and
+// forgets s.
+func (l *Lock) releaseHeld(s *Subscription, certFor CertFor) *wire.Update {
 	u := s.held
 	u.Seq = l.seq
 	delete(l.subs, s.key())
@@ -48,15 +54,30 @@ func (l *Lock) heldChanged(s *Subscription, c wire.ClientID, certFor CertFor, re
 
 // blocks says whether some member s watches is still ahead of its client
 // here: its value is active (a Doorway, a Ticket or Held that has not
-// settled it and so left Watch). A member with no value here, an Exit or a
-// voided value does not block: only q servers' reports of absence pass it.
+// settled it and so left Watch) and not frozen (change 42). A member with no
+// value here, an Exit or a voided value does not block: only q servers'
+// reports of absence pass it.
 func (l *Lock) blocks(s *Subscription) bool {
 	for x := range s.Watch {
-		if l.highest[x].Active() {
+		if e := l.highest[x]; e.Active() && (s.Frozen == nil || !s.Frozen(x, e)) {
 			return true
 		}
 	}
 	return false
+}
+
+// Refrozen returns the held reports released now that member c's value
+// here is frozen (this server voted on its session, docs/protocol.md
+// change 42): each held Listen watching c that nothing else blocks.
+func (l *Lock) Refrozen(c wire.ClientID, certFor CertFor) []Push {
+	var out []Push
+	for _, s := range l.sortedSubs() {
+		if s.held == nil || s.Client == c || !s.watches(c) || l.blocks(s) {
+			continue
+		}
+		out = append(out, Push{To: s.Client, Update: l.releaseHeld(s, certFor)})
+	}
+	return out
 }
 
 // release completes u with the current value of every member left in

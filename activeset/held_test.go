@@ -141,3 +141,49 @@ func TestHeldListensNoHerd(t *testing.T) {
 	}
 	require.Zero(t, l.Subscribers())
 }
+
+// A member whose session this server voted on (docs/protocol.md change 42)
+// is frozen here: it does not hold a Listen, whether frozen when the Listen
+// comes or later (Refrozen), and the report still shows its value as it is.
+// Another member ahead still holds the report.
+func TestHeldListenFrozenMemberDoesNotBlock(t *testing.T) {
+	a, b, w := newSigner(t), newSigner(t), newSigner(t)
+	frozen := map[wire.ClientID]bool{}
+	frozenHere := func(x wire.ClientID, _ *Entry) bool { return frozen[x] }
+	listen := func(members ...signer) *Subscription {
+		s := heldListen(w, 5, members...)
+		s.Frozen = frozenHere
+		return s
+	}
+
+	// Frozen when the Listen comes: answered at once, with a's Doorway.
+	l := NewLock("L")
+	l.Apply(a.entry(t, 1, 1, wire.PhaseDoorway, 0))
+	require.Nil(t, l.Subscribe(listen(a), nil), "a chooses and is not frozen: held")
+	frozen[a.id] = true
+	u := l.Subscribe(listen(a), nil)
+	require.NotNil(t, u, "a's value is frozen: it does not hold the Listen")
+	require.True(t, u.Released)
+	require.Equal(t, map[wire.ClientID]wire.Phase{a.id: wire.PhaseDoorway}, phases(u), "the report shows a's value as it is")
+	require.Zero(t, l.Subscribers())
+
+	// Frozen while the Listen is held: Refrozen releases it, unless another
+	// member still blocks.
+	frozen[a.id] = false
+	l = NewLock("L")
+	l.Apply(a.entry(t, 1, 1, wire.PhaseTicket, 1))
+	l.Apply(b.entry(t, 1, 1, wire.PhaseDoorway, 0))
+	require.Nil(t, l.Subscribe(listen(a, b), nil))
+	require.Empty(t, l.Refrozen(a.id, nil), "a is not frozen yet")
+	frozen[a.id] = true
+	require.Empty(t, l.Refrozen(a.id, nil), "b still chooses")
+	frozen[b.id] = true
+	require.Empty(t, l.Refrozen(w.id, nil), "nobody watches the listener itself")
+	p := l.Refrozen(b.id, nil)
+	require.Len(t, p, 1)
+	require.Equal(t, w.id, p[0].To)
+	require.True(t, p[0].Update.Released && p[0].Update.Last)
+	require.Equal(t, map[wire.ClientID]wire.Phase{a.id: wire.PhaseTicket, b.id: wire.PhaseDoorway}, phases(p[0].Update))
+	require.Zero(t, l.Subscribers())
+	require.Empty(t, l.Refrozen(b.id, nil), "a released Listen is forgotten")
+}

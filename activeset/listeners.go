@@ -25,6 +25,10 @@ type Subscription struct {
 	// member that settles to held, and sends held once no watched member
 	// blocks here (blocks).
 	Hold bool
+	// Frozen, if set (a held Listen), reports whether x's value here may
+	// never change but by an Exit or a reset, because this server voted on
+	// its session (docs/protocol.md change 42): such a member does not block.
+	Frozen func(x wire.ClientID, e *Entry) bool
 	// INVARIANT: held != nil exactly while a Hold subscription is
 	// registered; it describes each member that left Watch, as it settled.
 	held *wire.Update

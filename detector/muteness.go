@@ -425,6 +425,14 @@ func (m *Muteness) liveBelow(cs *clientState, sess uint64, now time.Time) bool {
 	return false
 }
 
+// Voted reports whether this server voted on c's session sess, or on a
+// newer one (docs/protocol.md change 42): it renews none of them and takes
+// no statement of theirs but an Exit, so c's value here may stay as it is.
+func (m *Muteness) Voted(c wire.ClientID, sess uint64) bool {
+	cs := m.clients[c]
+	return cs != nil && sess <= cs.votedUpTo
+}
+
 // LeaseOK reports whether this server holds a live, unsuspected lease on (c, sess).
 func (m *Muteness) LeaseOK(c wire.ClientID, sess uint64, now time.Time) bool {
 	cs := m.clients[c]

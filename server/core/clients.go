@@ -255,12 +255,18 @@ func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply fu
 		}
 	}
 	sub := &activeset.Subscription{Client: c, Req: l.Req, Watch: watch, Remaining: k.cfg.MaxPushes,
-		Settled: settledFor(bakery.Token{N: own.St.N, Client: c}), Hold: l.Hold}
+		Settled: settledFor(bakery.Token{N: own.St.N, Client: c}), Hold: l.Hold, Frozen: k.frozen}
 	if u := lock.Subscribe(sub, k.mute.Certificate); u != nil {
 		reply(&wire.Message{Update: u})
 	} else {
 		k.Stats.ListensHeld++
 	}
+}
+
+// frozen says whether x's value here can change only by an Exit or a reset:
+// this server voted on its session (docs/protocol.md change 42).
+func (k *Core) frozen(x wire.ClientID, en *activeset.Entry) bool {
+	return k.mute.Voted(x, en.St.Session)
 }
 
 // settledFor is the Settled rule of a Listen whose client holds ticket

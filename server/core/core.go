@@ -364,6 +364,7 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 		k.addVote(now, v, &e)
 		// Tell the client too: it stops counting this server toward its lease.
 		e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(body.Client), Msg: &wire.Message{Suspect: &v}})
+		k.releaseFrozen(body.Client, &e)
 	}
 	if len(k.announce) > 0 && now.Sub(k.announceSince) >= k.cfg.AnnounceDelay {
 		k.flushAnnounce(&e)
@@ -522,6 +523,16 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 
 func (k *Core) push(lock *activeset.Lock, c wire.ClientID, e *Effects) {
 	k.sendPushes(lock.Changed(c, k.mute.Certificate), e)
+}
+
+// releaseFrozen sends the held Listens that only c blocked, now that this
+// server voted on c's session (docs/protocol.md change 42).
+func (k *Core) releaseFrozen(c wire.ClientID, e *Effects) {
+	for _, name := range sortedKeys(k.clientLocks[c]) {
+		if lock := k.locks[name]; lock != nil {
+			k.sendPushes(lock.Refrozen(c, k.mute.Certificate), e)
+		}
+	}
 }
 
 func (k *Core) sendPushes(pushes []activeset.Push, e *Effects) {

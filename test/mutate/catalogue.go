@@ -194,6 +194,12 @@ var Catalogue = []Mutant{
 	{"revocation-any-signer", "change 23: only the client CA can revoke", "wire/admission.go",
 		"if err := crypto.Open(ca, crypto.DomainRevocation, s, &r); err != nil {", "if err := crypto.UnmarshalCanonical(s.Body, &r); err != nil {"},
 
+	// A voted-on session does not hold a Listen (change 42).
+	{"frozen-blocks", "change 42: a member whose session this server voted on does not hold a Listen", "activeset/held.go",
+		"e.Active() && (s.Frozen == nil || !s.Frozen(x, e))", "e.Active()"},
+	{"vote-keeps-listens-held", "change 42: a vote releases the held Listens only its member blocked", "server/core/core.go",
+		"\t\tk.releaseFrozen(body.Client, &e)\n", "\n"},
+
 	// Max-hold (change 24).
 	{"maxhold-twice", "change 24: past its max-hold a holder's lease is refused", "detector/maxhold.go",
 		"if h.limit == 0 || now.Sub(h.since) < h.limit {", "if h.limit == 0 || now.Sub(h.since) < 2*h.limit {"},
@@ -443,7 +449,7 @@ var Catalogue = []Mutant{
 	{"held-settled-not-reported", "change 27: a held report carries the value that settled each member, as it settled", "activeset/held.go",
 		"\t\tl.describe(s.held, c, certFor)\n", ""},
 	{"hold-ignored", "change 27: a server holds a LISTEN that asks for it (herd-free)", "server/core/clients.go",
-		"Hold: l.Hold}", "Hold: false}"},
+		"Hold: l.Hold, Frozen", "Hold: false, Frozen"},
 	{"vouch-f", "change 28: a statement counts unverified only when f+1 distinct servers sent it", "bakery/vouch.go",
 		"if len(cl.by) > c.cfg.F {", "if len(cl.by) >= c.cfg.F {"},
 	{"members-vouch-f", "change 28: a member named by at most f of SET-TICKET's q answers needs a statement that verifies", "bakery/vouch.go",

@@ -56,6 +56,7 @@ func TestCampaignRegressions(t *testing.T) {
 		{8002273, 4, "a faulty server fed a silent client's Doorway to the correct servers 3.7 s into the quiet period; they reset it 2.1 s after they first held it, past the checker's bound counted from the quiet period (caught-or-harmless now counts from the later of the two; probation, change 33, bounds what such late Doorways can cost)"},
 		{8116117, 0, "while sends toward s0 overflowed, both correct servers' Wants for a sybil's Doorway only s0 held were dropped; no certificate could form and a Listen naming the sybil waited for ever (a resync now asks again for what was asked and is still lacking, change 35)"},
 		{8116373, 0, "the same lost Want, for another waiter"},
+		{8202424, 0, "s3, cut off 2.1 s, voted on c1's session and kept c1's Doorway for good; the faulty s1 never served c4, whose held Listen waited on s3, while c1 waited behind c4 (a member whose session a server voted on no longer holds a Listen there, change 42)"},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
 		if err != nil {
