@@ -114,6 +114,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger.With("server", m.ID.String())
 	reg := metrics.NewRegistry(m.ID.String())
+	reg.SetCertificateExpiry(m.Cluster.CA, m.TLS.Leaf)
 	storeOpts := store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
 		reg.Fsync.Observe(d.Seconds())
 		reg.Batches.Observe(float64(ops))
@@ -201,6 +202,7 @@ func Start(cfg Config) (*Server, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	go metrics.WarnExpiry(ctx, log, m.Cluster.CA, m.TLS.Leaf)
 	go s.loop(ctx)
 	go s.commitLoop(ctx)
 	return s, nil

@@ -2,13 +2,19 @@
 // counters and gauges the protocol core keeps, published by the server loop
 // as a Snapshot and collected from it at each scrape; histograms of the
 // durable store's commits; traffic counters the runtime bumps as it goes;
-// and the standard go_* and process_* collectors.
+// the expiry of the certificates the server depends on, with the warnings
+// logged ahead of it; and the standard go_* and process_* collectors.
 package metrics
 
 import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -76,6 +82,9 @@ type Registry struct {
 	// Overflows counts messages to servers dropped on a full send queue;
 	// Repairs counts the resyncs that made up for them (core.Repair).
 	Overflows, Repairs prometheus.Counter
+	// expiry is bq_certificate_expiry_timestamp_seconds by certificate
+	// (SetCertificateExpiry).
+	expiry *prometheus.GaugeVec
 }
 
 // NewRegistry makes the metrics of server (its id, "s0").
@@ -102,7 +111,11 @@ func NewRegistry(server string) *Registry {
 	r.ToServers = Traffic{Messages: messages("bq_messages_out_total", out, "to", "server")}
 	r.Overflows = prometheus.NewCounter(prometheus.CounterOpts{Name: "bq_send_overflows_total", Help: "Messages to other servers dropped because the peer's send queue was full."})
 	r.Repairs = prometheus.NewCounter(prometheus.CounterOpts{Name: "bq_overflow_repairs_total", Help: "Resynchronisations with a server after its send queue overflowed."})
-	reg.MustRegister(r.Fsync, r.Batches, r.Overflows, r.Repairs, snapshotCollector{r})
+	r.expiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bq_certificate_expiry_timestamp_seconds",
+		Help: "When a certificate this server depends on expires (its NotAfter), in Unix seconds, by certificate: cluster_ca, server (its own TLS certificate).",
+	}, []string{"certificate"})
+	reg.MustRegister(r.Fsync, r.Batches, r.Overflows, r.Repairs, r.expiry, snapshotCollector{r})
 	for _, t := range []Traffic{r.FromClients, r.FromServers, r.ToClients, r.ToServers} {
 		reg.MustRegister(t.Messages)
 		if t.Bytes != nil {
@@ -110,6 +123,16 @@ func NewRegistry(server string) *Registry {
 		}
 	}
 	return r
+}
+
+// SetCertificateExpiry sets bq_certificate_expiry_timestamp_seconds of each
+// certificate the server depends on: the cluster CA and its own TLS
+// certificate. The runtime calls it once at start; the certificates do not
+// change while it runs.
+func (r *Registry) SetCertificateExpiry(clusterCA, own *x509.Certificate) {
+	for _, c := range ServerCertificates(clusterCA, own) {
+		r.expiry.WithLabelValues(c.Label).Set(float64(c.NotAfter.Unix()))
+	}
 }
 
 // Publish replaces the snapshot the next scrape reports.
@@ -206,4 +229,106 @@ func sortedKeys(m map[string]uint64) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Certificate expiry (issue 28: every expiry visible ahead). A server
+// depends on the cluster CA and on its own TLS certificate: past its
+// NotAfter the other servers and the clients refuse the certificate, and
+// the server does not start with it. The metric shows when; the warnings
+// say so in the log from ExpiryWarnBefore ahead.
+
+// ExpiryWarnBefore is how long before a certificate expires the server
+// warns (and bqserver server list marks it).
+const ExpiryWarnBefore = 30 * 24 * time.Hour
+
+// The certificate label values of bq_certificate_expiry_timestamp_seconds.
+const (
+	CertClusterCA = "cluster_ca"
+	CertServer    = "server"
+)
+
+// Certificate is one certificate a server depends on.
+type Certificate struct {
+	Label    string // its certificate label: CertClusterCA, CertServer
+	What     string // for people: "the cluster CA"
+	NotAfter time.Time
+}
+
+// ServerCertificates are the certificates a server depends on: the cluster
+// CA and its own TLS certificate.
+func ServerCertificates(clusterCA, own *x509.Certificate) []Certificate {
+	return []Certificate{
+		{Label: CertClusterCA, What: "the cluster CA", NotAfter: clusterCA.NotAfter},
+		{Label: CertServer, What: "this server's TLS certificate", NotAfter: own.NotAfter},
+	}
+}
+
+// ExpiryWarning is one certificate that expires within ExpiryWarnBefore of
+// now, or has expired.
+type ExpiryWarning struct {
+	Certificate
+	Expired  bool
+	DaysLeft int // whole days left; 0 or less once expired
+	Msg      string
+	Todo     string // what the operator should do
+}
+
+// What the operator does about a certificate that is about to expire.
+// Reconfiguration (docs/protocol.md change 43) renews a member's
+// certificate with `server replace` and rotates the CA with an epoch; until
+// it is built, a new certificate is made with the cluster CA's key.
+const (
+	todoServer = "renew with `bqserver server replace` once reconfiguration lands; until then make a new certificate with the cluster CA (DIR/ca/ca.key)"
+	todoCA     = "rotate the CA with a reconfiguration epoch once reconfiguration lands; until then make a new CA certificate with the cluster CA key (DIR/ca/ca.key) and give the new cluster.yaml to every server and client"
+)
+
+// ExpiryWarnings returns a warning for each of certs that expires within
+// ExpiryWarnBefore of now (31 days ahead: none; 29 days: one) or has
+// expired. It reads no clock: the caller gives now.
+func ExpiryWarnings(now time.Time, certs []Certificate) []ExpiryWarning {
+	var out []ExpiryWarning
+	for _, c := range certs {
+		left := c.NotAfter.Sub(now)
+		if left >= ExpiryWarnBefore {
+			continue
+		}
+		w := ExpiryWarning{Certificate: c, DaysLeft: int(left / (24 * time.Hour)), Todo: todoServer}
+		if c.Label == CertClusterCA {
+			w.Todo = todoCA
+		}
+		date := c.NotAfter.UTC().Format(time.RFC3339)
+		if left <= 0 {
+			w.Expired = true
+			w.Msg = fmt.Sprintf("%s expired on %s: servers and clients refuse it", c.What, date)
+		} else if w.DaysLeft == 0 {
+			w.Msg = fmt.Sprintf("%s expires within a day, on %s", c.What, date)
+		} else {
+			w.Msg = fmt.Sprintf("%s expires in %d days, on %s", c.What, w.DaysLeft, date)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// WarnExpiry logs at Warn each certificate the server depends on that
+// expires within ExpiryWarnBefore: now, then once a day, until ctx ends.
+func WarnExpiry(ctx context.Context, log *slog.Logger, clusterCA, own *x509.Certificate) {
+	t := time.NewTicker(24 * time.Hour)
+	defer t.Stop()
+	warnExpiry(ctx, log, ServerCertificates(clusterCA, own), time.Now(), t.C)
+}
+
+// warnExpiry is WarnExpiry with its clock given: it logs as of start, then
+// as of the time of each tick.
+func warnExpiry(ctx context.Context, log *slog.Logger, certs []Certificate, start time.Time, tick <-chan time.Time) {
+	for now := start; ; {
+		for _, w := range ExpiryWarnings(now, certs) {
+			log.Warn(w.Msg, "certificate", w.Label, "not_after", w.NotAfter.UTC().Format(time.RFC3339), "days_left", w.DaysLeft, "todo", w.Todo)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case now = <-tick:
+		}
+	}
 }

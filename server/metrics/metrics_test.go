@@ -1,8 +1,13 @@
 package metrics
 
 import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,3 +75,110 @@ func BenchmarkCountMessage(b *testing.B) {
 		r.FromClients.Bytes.Add(412)
 	}
 }
+
+// The expiry of the certificates a server depends on is a gauge of Unix
+// seconds, one series per certificate.
+func TestCertificateExpiryGauge(t *testing.T) {
+	r := NewRegistry("s2")
+	ca := &x509.Certificate{NotAfter: time.Unix(2_000_000_000, 0)}
+	own := &x509.Certificate{NotAfter: time.Unix(1_900_000_000, 0)}
+	r.SetCertificateExpiry(ca, own)
+
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		"# TYPE bq_certificate_expiry_timestamp_seconds gauge",
+		`bq_certificate_expiry_timestamp_seconds{certificate="cluster_ca",server="s2"} 2e+09`,
+		`bq_certificate_expiry_timestamp_seconds{certificate="server",server="s2"} 1.9e+09`,
+	} {
+		require.Contains(t, body, want)
+	}
+	require.Equal(t, 2, testutil.CollectAndCount(r.expiry))
+	require.InDelta(t, 2e9, testutil.ToFloat64(r.expiry.WithLabelValues(CertClusterCA)), 0)
+	problems, err := testutil.GatherAndLint(r.Gatherer(), "bq_certificate_expiry_timestamp_seconds")
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}
+
+// Both sides of the 30-day line, and past it: the clock is the caller's.
+func TestExpiryWarnings(t *testing.T) {
+	now := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	cert := func(label string, left time.Duration) Certificate {
+		return Certificate{Label: label, What: "cert " + label, NotAfter: now.Add(left)}
+	}
+	require.Empty(t, ExpiryWarnings(now, []Certificate{cert(CertServer, 31*day), cert(CertClusterCA, 3650*day)}), "31 days ahead: no warning")
+	require.Empty(t, ExpiryWarnings(now, []Certificate{cert(CertServer, 30*day)}), "exactly 30 days ahead: not yet")
+	require.Empty(t, ExpiryWarnings(now, nil))
+
+	ws := ExpiryWarnings(now, []Certificate{cert(CertServer, 29*day), cert(CertClusterCA, 40*day)})
+	require.Len(t, ws, 1, "29 days ahead: a warning; 40 days: none")
+	w := ws[0]
+	require.Equal(t, CertServer, w.Label)
+	require.False(t, w.Expired)
+	require.Equal(t, 29, w.DaysLeft)
+	require.Equal(t, "cert server expires in 29 days, on 2030-06-30T12:00:00Z", w.Msg)
+	require.Contains(t, w.Todo, "bqserver server replace")
+	require.Contains(t, w.Todo, "make a new certificate with the cluster CA")
+
+	ws = ExpiryWarnings(now, []Certificate{cert(CertServer, 29*day+23*time.Hour), cert(CertClusterCA, time.Hour)})
+	require.Len(t, ws, 2)
+	require.Equal(t, 29, ws[0].DaysLeft, "whole days left")
+	require.Equal(t, "cert cluster_ca expires within a day, on 2030-06-01T13:00:00Z", ws[1].Msg)
+	require.Contains(t, ws[1].Todo, "rotate the CA", "the CA is not renewed like a member's certificate")
+
+	for _, left := range []time.Duration{0, -time.Second, -3 * day} {
+		ws = ExpiryWarnings(now, []Certificate{cert(CertServer, left)})
+		require.Len(t, ws, 1, "expired %v ago: a warning", -left)
+		require.True(t, ws[0].Expired)
+		require.LessOrEqual(t, ws[0].DaysLeft, 0)
+		require.Contains(t, ws[0].Msg, "cert server expired on ")
+	}
+}
+
+// The server logs its warnings at Warn when it starts and at each daily
+// tick, and stops when its context ends.
+func TestWarnExpiryLogsAtStartAndEachTick(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	start := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	certs := []Certificate{
+		{Label: CertServer, What: "this server's TLS certificate", NotAfter: start.Add(32 * 24 * time.Hour)},
+		{Label: CertClusterCA, What: "the cluster CA", NotAfter: start.Add(10 * 24 * time.Hour)},
+	}
+	tick := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		warnExpiry(ctx, log, certs, start, tick)
+	}()
+	day := 24 * time.Hour
+	tick <- start.Add(day)                  // 31 days left: still quiet
+	tick <- start.Add(2 * day)              // 30 days left: still quiet
+	tick <- start.Add(3*day + 12*time.Hour) // 28.5 days left: warns
+	cancel()
+	<-done
+	out := buf.String()
+	require.Equal(t, 5, strings.Count(out, "level=WARN"), out)
+	require.Equal(t, 4, strings.Count(out, "certificate=cluster_ca"), "at start and at each of 3 ticks:\n%s", out)
+	require.Contains(t, out, `msg="the cluster CA expires in 10 days, on 2030-06-11T00:00:00Z"`, "the one at start")
+	require.Equal(t, 1, strings.Count(out, "certificate=server"), "once it is within 30 days:\n%s", out)
+	require.Contains(t, out, `msg="this server's TLS certificate expires in 28 days, on 2030-07-03T00:00:00Z"`)
+	require.Contains(t, out, "days_left=28")
+	require.Contains(t, out, "bqserver server replace")
+}
+
+// syncBuffer is a bytes.Buffer safe for the logging goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
