@@ -187,6 +187,9 @@ const (
 	// DomainAdmission and DomainRevocation are the client CA's (change 23).
 	DomainAdmission  Domain = "bq/v1/admission"
 	DomainRevocation Domain = "bq/v1/revocation"
+	// DomainEpoch is the cluster CA's, on a configuration (docs/protocol.md
+	// change 43).
+	DomainEpoch Domain = "bq/v1/epoch"
 	// DomainProclamation is a leader's value (docs/protocol.md §11).
 	DomainProclamation Domain = "bq/v1/proclamation"
 	DomainTest         Domain = "bq/v1/test"

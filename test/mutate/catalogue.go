@@ -200,6 +200,26 @@ var Catalogue = []Mutant{
 	{"vote-keeps-listens-held", "change 42: a vote releases the held Listens only its member blocked", "server/core/core.go",
 		"\t\tk.releaseFrozen(body.Client, &e)\n", "\n"},
 
+	// Epochs (change 43): what a chain adopts.
+	{"epoch-any-signer", "change 43: an epoch is signed by the cluster CA in force", "wire/epoch.go",
+		"if err := crypto.Open(c.ca, crypto.DomainEpoch, s, &b); err != nil {", "if err := crypto.UnmarshalCanonical(s.Body, &b); err != nil {"},
+	{"epoch-any-cluster", "change 43: an epoch names this cluster", "wire/epoch.go",
+		"checkCluster(\"epoch\", b.Cluster, c.cluster)", "checkCluster(\"epoch\", b.Cluster, b.Cluster)"},
+	{"epoch-number-skipped", "change 43: epochs are consecutive", "wire/epoch.go",
+		"if b.Number != c.Number()+1 {", "if b.Number <= c.Number() {"},
+	{"epoch-any-prev", "change 43: an epoch names the hash of the one before", "wire/epoch.go",
+		"if b.Prev != prev {", "if false && b.Prev != prev {"},
+	{"epoch-id-reused", "change 43: an id an epoch left out never comes back", "wire/epoch.go",
+		"if c.retired[m.ID] {", "if false && c.retired[m.ID] {"},
+	{"epoch-id-rekeyed", "change 43: a server id names one key for ever", "wire/epoch.go",
+		"if k, ok := c.keys[m.ID]; ok && k != m.Key.Fingerprint() {", "if k, ok := c.keys[m.ID]; false && ok && k != m.Key.Fingerprint() {"},
+	{"epoch-conflict-ignored", "change 43: two different epochs with one number are refused", "wire/epoch.go",
+		"return adopted, fmt.Errorf(\"wire: %w: epoch %d\", ErrEpochConflict, pre.Number)", "continue"},
+	{"epoch-old-ca-signs-on", "change 43: after a CA rotation only the next CA signs", "wire/epoch.go",
+		"c.maxID, c.ca = maxID, nextCA", "c.maxID, _ = maxID, nextCA"},
+	{"epoch-n-3f", "change 43: an epoch has n ≥ 3f+1 members", "wire/epoch.go",
+		"case n < 3*int(b.F)+1:", "case n < 3*int(b.F):"},
+
 	// Max-hold (change 24).
 	{"maxhold-twice", "change 24: past its max-hold a holder's lease is refused", "detector/maxhold.go",
 		"if h.limit == 0 || now.Sub(h.since) < h.limit {", "if h.limit == 0 || now.Sub(h.since) < 2*h.limit {"},

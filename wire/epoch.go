@@ -1,0 +1,290 @@
+package wire
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"fmt"
+
+	"github.com/bq-lock/bq/crypto"
+)
+
+// Epochs (docs/protocol.md change 43): a configuration after the one
+// `bqserver init` made (epoch 0, the cluster file) is an EpochBody signed by
+// the cluster CA. Epochs are consecutive, each names the hash of the one
+// before it, and a server id names one key for ever: an id left out of an
+// epoch never comes back.
+
+// Bounds on what an epoch may carry.
+const (
+	MaxEpochMembers = 1024     // members of one epoch (ServerID is a uint16)
+	MaxEpochAddress = 256      // bytes of a member's address
+	MaxEpochCert    = 16 << 10 // bytes of a member's TLS certificate or of a CA certificate
+	MaxEpochBytes   = 16 << 20 // bytes of a signed epoch (body and signature)
+	MaxClientCAs    = 4        // client CAs in force at once (a rotation lists the old and the new)
+)
+
+// EpochMember is one server of an epoch.
+type EpochMember struct {
+	ID      ServerID         `cbor:"1,keyasint"`
+	Address string           `cbor:"2,keyasint"`
+	Key     crypto.PublicKey `cbor:"3,keyasint"` // its signing key
+	Cert    []byte           `cbor:"4,keyasint"` // DER of its TLS certificate
+}
+
+// EpochBody is configuration Number of Cluster, as the cluster CA signs it.
+type EpochBody struct {
+	Cluster ClusterID `cbor:"1,keyasint"`
+	Number  uint64    `cbor:"2,keyasint"`
+	// Prev is EpochHash of epoch Number−1; for epoch 1, the cluster id
+	// (epoch 0 is the cluster file, which the id identifies).
+	Prev    [32]byte      `cbor:"3,keyasint"`
+	Members []EpochMember `cbor:"4,keyasint"` // ids ascending
+	F       uint16        `cbor:"5,keyasint"`
+	// ClientCAs are the client CA keys in force (none: an open cluster).
+	ClientCAs []crypto.PublicKey `cbor:"6,keyasint,omitempty"`
+	// NextCA, if set, is the DER certificate of the cluster CA that signs
+	// every epoch after this one (a CA rotation).
+	NextCA []byte `cbor:"7,keyasint,omitempty"`
+}
+
+// N is the number of members.
+func (b *EpochBody) N() int { return len(b.Members) }
+
+// Quorum is q = ⌈(n+f+1)/2⌉ of this epoch.
+func (b *EpochBody) Quorum() int { return (b.N() + int(b.F) + 2) / 2 }
+
+// Member returns the member with id, if any.
+func (b *EpochBody) Member(id ServerID) (EpochMember, bool) {
+	for _, m := range b.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return EpochMember{}, false
+}
+
+// SignEpoch signs b with the cluster CA's key.
+func SignEpoch(ca *crypto.PrivateKey, b *EpochBody) (crypto.Signed, error) {
+	if err := b.check(); err != nil {
+		return crypto.Signed{}, err
+	}
+	return crypto.Seal(ca, crypto.DomainEpoch, b)
+}
+
+// EpochHash is what the next epoch names as Prev.
+func EpochHash(s crypto.Signed) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("bq/v1/epoch-hash\x00"))
+	h.Write(s.Body)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// check verifies what an epoch says about itself.
+func (b *EpochBody) check() error {
+	n := len(b.Members)
+	switch {
+	case n == 0:
+		return invalid("epoch %d has no members", b.Number)
+	case n > MaxEpochMembers:
+		return invalid("epoch %d has %d members (the limit is %d)", b.Number, n, MaxEpochMembers)
+	case n < 3*int(b.F)+1:
+		return invalid("epoch %d has n=%d members for f=%d: n must be at least 3f+1", b.Number, n, b.F)
+	case len(b.ClientCAs) > MaxClientCAs:
+		return invalid("epoch %d lists %d client CAs (the limit is %d)", b.Number, len(b.ClientCAs), MaxClientCAs)
+	case len(b.NextCA) > MaxEpochCert:
+		return invalid("epoch %d: next CA certificate of %d bytes (the limit is %d)", b.Number, len(b.NextCA), MaxEpochCert)
+	}
+	for i, m := range b.Members {
+		if i > 0 && m.ID <= b.Members[i-1].ID {
+			return invalid("epoch %d: member ids must ascend (%s after %s)", b.Number, m.ID, b.Members[i-1].ID)
+		}
+		if m.Address == "" || len(m.Address) > MaxEpochAddress {
+			return invalid("epoch %d: member %s has an address of %d bytes (1 to %d)", b.Number, m.ID, len(m.Address), MaxEpochAddress)
+		}
+		if len(m.Cert) == 0 || len(m.Cert) > MaxEpochCert {
+			return invalid("epoch %d: member %s has a certificate of %d bytes (1 to %d)", b.Number, m.ID, len(m.Cert), MaxEpochCert)
+		}
+		if _, err := m.Key.Parse(); err != nil {
+			return invalid("epoch %d: member %s: %v", b.Number, m.ID, err)
+		}
+	}
+	for _, k := range b.ClientCAs {
+		if _, err := k.Parse(); err != nil {
+			return invalid("epoch %d: client CA: %v", b.Number, err)
+		}
+	}
+	return nil
+}
+
+// ErrEpochConflict marks two different signed epochs with one number: the
+// CA holder signed both, and a server refuses to go past them (change 43).
+var ErrEpochConflict = errors.New("two different epochs with one number")
+
+// Chain is a verified sequence of epochs after the cluster file's epoch 0.
+// It is a pure value: whoever shows epochs, Extend checks them.
+// INVARIANT: epochs[i] is epoch i+1, each verified under the CA in force
+// for it and naming the hash of the one before; keys holds the key of
+// every id ever used (maxID the highest), retired every such id that an
+// epoch left out.
+type Chain struct {
+	cluster ClusterID
+	ca      *crypto.Parsed // signs the next epoch
+	epochs  []chainEpoch
+	keys    map[ServerID][32]byte
+	maxID   ServerID
+	retired map[ServerID]bool
+}
+
+type chainEpoch struct {
+	signed crypto.Signed
+	body   *EpochBody
+	hash   [32]byte
+}
+
+// NewChain starts a chain at epoch 0: cluster's file, whose members 0..n0−1
+// have the signing keys keys0 and whose CA key is ca.
+func NewChain(cluster ClusterID, ca *crypto.Parsed, keys0 []*crypto.Parsed) *Chain {
+	if len(keys0) < 1 || len(keys0) > MaxEpochMembers {
+		panic(fmt.Sprintf("wire: epoch 0 with %d members", len(keys0)))
+	}
+	c := &Chain{cluster: cluster, ca: ca, keys: make(map[ServerID][32]byte, len(keys0)), maxID: ServerID(len(keys0) - 1), retired: map[ServerID]bool{}}
+	for i, k := range keys0 {
+		c.keys[ServerID(i)] = k.Wire.Fingerprint()
+	}
+	return c
+}
+
+// Number is the newest epoch held (0: the cluster file only).
+func (c *Chain) Number() uint64 { return uint64(len(c.epochs)) }
+
+// Current is the newest epoch's body, or nil at epoch 0.
+func (c *Chain) Current() *EpochBody {
+	if len(c.epochs) == 0 {
+		return nil
+	}
+	return c.epochs[len(c.epochs)-1].body
+}
+
+// Since returns the signed epochs after number from (what a peer that holds
+// from lacks), oldest first.
+func (c *Chain) Since(from uint64) []crypto.Signed {
+	if from >= c.Number() {
+		return nil
+	}
+	out := make([]crypto.Signed, 0, c.Number()-from)
+	for _, e := range c.epochs[from:] {
+		out = append(out, e.signed)
+	}
+	return out
+}
+
+// Extend adopts the epochs of shown that continue the chain, oldest first,
+// and returns how many it adopted. An epoch it already holds is skipped if
+// it is byte for byte the one held and is ErrEpochConflict otherwise; the
+// first epoch that does not verify stops it with an ErrInvalid error (the
+// epochs before it stay adopted).
+func (c *Chain) Extend(shown []crypto.Signed) (adopted int, err error) {
+	for _, s := range shown {
+		if len(s.Body)+len(s.Sig) > MaxEpochBytes {
+			return adopted, invalid("epoch of %d bytes (the limit is %d)", len(s.Body)+len(s.Sig), MaxEpochBytes)
+		}
+		var pre EpochBody // unverified: only its number, to find a held epoch
+		if err := crypto.Unmarshal(s.Body, &pre); err != nil {
+			return adopted, invalid("epoch: %v", err)
+		}
+		if pre.Number >= 1 && pre.Number <= c.Number() {
+			held := c.epochs[pre.Number-1].signed
+			if string(held.Body) == string(s.Body) {
+				continue
+			}
+			return adopted, fmt.Errorf("wire: %w: epoch %d", ErrEpochConflict, pre.Number)
+		}
+		if err := c.adopt(s); err != nil {
+			return adopted, err
+		}
+		adopted++
+	}
+	return adopted, nil
+}
+
+// adopt verifies s as the next epoch and appends it.
+func (c *Chain) adopt(s crypto.Signed) error {
+	var b EpochBody
+	if err := crypto.Open(c.ca, crypto.DomainEpoch, s, &b); err != nil {
+		if errors.Is(err, crypto.ErrBadSignature) {
+			return invalid("epoch %d is not signed by the cluster CA in force", c.Number()+1)
+		}
+		return invalid("epoch: %v", err)
+	}
+	if err := checkCluster("epoch", b.Cluster, c.cluster); err != nil {
+		return err
+	}
+	if b.Number != c.Number()+1 {
+		return invalid("epoch %d does not follow epoch %d", b.Number, c.Number())
+	}
+	prev := [32]byte(c.cluster)
+	if n := len(c.epochs); n > 0 {
+		prev = c.epochs[n-1].hash
+	}
+	if b.Prev != prev {
+		return invalid("epoch %d names another epoch %d than the one held", b.Number, b.Number-1)
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	maxID := c.maxID
+	for _, m := range b.Members {
+		if c.retired[m.ID] {
+			return invalid("epoch %d brings back server id %s, which an earlier epoch left out (ids are never reused)", b.Number, m.ID)
+		}
+		if k, ok := c.keys[m.ID]; ok && k != m.Key.Fingerprint() {
+			return invalid("epoch %d gives server id %s another key (a new key takes a new id: server replace)", b.Number, m.ID)
+		}
+		maxID = max(maxID, m.ID)
+	}
+	nextCA := c.ca
+	if len(b.NextCA) > 0 {
+		k, err := caKey(b.NextCA)
+		if err != nil {
+			return invalid("epoch %d: next CA: %v", b.Number, err)
+		}
+		nextCA = k
+	}
+	// Every id used so far and not in this epoch is retired for good.
+	in := make(map[ServerID]bool, len(b.Members))
+	for _, m := range b.Members {
+		in[m.ID] = true
+	}
+	for id := ServerID(0); id <= c.maxID; id++ {
+		if !in[id] {
+			c.retired[id] = true
+		}
+		if id == ^ServerID(0) {
+			break
+		}
+	}
+	for _, m := range b.Members {
+		c.keys[m.ID] = m.Key.Fingerprint()
+	}
+	c.maxID, c.ca = maxID, nextCA
+	c.epochs = append(c.epochs, chainEpoch{signed: s, body: &b, hash: EpochHash(s)})
+	return nil
+}
+
+// caKey is the signing key of a DER CA certificate (an Ed25519 key, as
+// certs.NewCA makes).
+func caKey(der []byte) (*crypto.Parsed, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	pub, ok := cert.PublicKey.(ed25519.PublicKey)
+	if !ok || !cert.IsCA {
+		return nil, errors.New("not an Ed25519 CA certificate")
+	}
+	return crypto.PublicKey{Scheme: crypto.Ed25519, Key: []byte(pub)}.Parse()
+}

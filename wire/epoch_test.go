@@ -1,0 +1,220 @@
+package wire_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// epochWorld is a cluster of 4 at epoch 0 and a CA, to sign epochs with.
+type epochWorld struct {
+	cluster wire.ClusterID
+	ca      *crypto.PrivateKey
+	keys0   []*crypto.Parsed
+}
+
+func newEpochWorld(t testing.TB) *epochWorld {
+	w := &epochWorld{ca: genKey(t)}
+	for range 4 {
+		w.keys0 = append(w.keys0, genKey(t).Public)
+	}
+	w.cluster = wire.ClusterIDOf(1, w.keys0)
+	return w
+}
+
+func genKey(t testing.TB) *crypto.PrivateKey {
+	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	return k
+}
+
+func (w *epochWorld) chain() *wire.Chain { return wire.NewChain(w.cluster, w.ca.Public, w.keys0) }
+
+// member is server id with key k.
+func member(id wire.ServerID, k *crypto.Parsed) wire.EpochMember {
+	return wire.EpochMember{ID: id, Address: "127.0.0.1:7000", Key: k.Wire, Cert: []byte{0x30}}
+}
+
+// next is epoch number after prev (nil: epoch 0) with the given members.
+func (w *epochWorld) body(number uint64, prev *crypto.Signed, f uint16, members ...wire.EpochMember) *wire.EpochBody {
+	b := &wire.EpochBody{Cluster: w.cluster, Number: number, Prev: [32]byte(w.cluster), Members: members, F: f}
+	if prev != nil {
+		b.Prev = wire.EpochHash(*prev)
+	}
+	return b
+}
+
+func sign(t testing.TB, ca *crypto.PrivateKey, b *wire.EpochBody) crypto.Signed {
+	s, err := wire.SignEpoch(ca, b)
+	require.NoError(t, err)
+	return s
+}
+
+// caCert is a DER CA certificate for k (as certs.NewCA makes).
+func caCert(t *testing.T, k *crypto.PrivateKey) []byte {
+	priv := ed25519.NewKeyFromSeed(k.Seed())
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "next CA"}, NotBefore: time.Unix(0, 0),
+		NotAfter: time.Unix(1<<33, 0), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, priv.Public(), priv)
+	require.NoError(t, err)
+	return der
+}
+
+// docs/protocol.md change 43: a chain adopts the epochs that continue it,
+// each signed by the CA in force, naming the one before, keeping every id's
+// key and never bringing an id back.
+func TestEpochChainAdoptsWhatContinuesIt(t *testing.T) {
+	w := newEpochWorld(t)
+	s4 := genKey(t).Public
+	// Epoch 1: server 2 replaced by server 4 (a new id for a new key).
+	e1 := sign(t, w.ca, w.body(1, nil, 1, member(0, w.keys0[0]), member(1, w.keys0[1]), member(3, w.keys0[3]), member(4, s4)))
+	// Epoch 2: grow to 7 with f=2.
+	grown := []wire.EpochMember{member(0, w.keys0[0]), member(1, w.keys0[1]), member(3, w.keys0[3]), member(4, s4)}
+	for id := wire.ServerID(5); id <= 7; id++ {
+		grown = append(grown, member(id, genKey(t).Public))
+	}
+	e2 := sign(t, w.ca, w.body(2, &e1, 2, grown...))
+
+	c := w.chain()
+	require.Zero(t, c.Number())
+	require.Nil(t, c.Current())
+	n, err := c.Extend([]crypto.Signed{e1, e2})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Equal(t, uint64(2), c.Number())
+	require.Equal(t, 7, c.Current().N())
+	require.Equal(t, 5, c.Current().Quorum())
+	require.Equal(t, []crypto.Signed{e2}, c.Since(1))
+	require.Empty(t, c.Since(2))
+
+	// Shown again, byte for byte: nothing to adopt, no error.
+	n, err = c.Extend([]crypto.Signed{e1, e2})
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// A different epoch 2 (same number): the CA holder's error, refused.
+	other := sign(t, w.ca, w.body(2, &e1, 1, member(0, w.keys0[0]), member(1, w.keys0[1]), member(3, w.keys0[3]), member(4, s4)))
+	_, err = c.Extend([]crypto.Signed{other})
+	require.ErrorIs(t, err, wire.ErrEpochConflict)
+	require.Equal(t, 7, c.Current().N(), "the held epoch stays")
+
+	// An epoch after a partly valid list: the valid prefix is kept.
+	c = w.chain()
+	n, err = c.Extend([]crypto.Signed{e1, sign(t, genKey(t), w.body(2, &e1, 1, grown[:4]...))})
+	require.ErrorIs(t, err, wire.ErrInvalid)
+	require.Equal(t, 1, n)
+	require.Equal(t, uint64(1), c.Number())
+}
+
+// Every way an epoch can fail to continue the chain is refused, each for
+// its own reason, and the same epoch made right is adopted.
+func TestEpochChainRefuses(t *testing.T) {
+	w := newEpochWorld(t)
+	all := func() []wire.EpochMember {
+		return []wire.EpochMember{member(0, w.keys0[0]), member(1, w.keys0[1]), member(2, w.keys0[2]), member(3, w.keys0[3])}
+	}
+	good := w.body(1, nil, 1, all()...)
+	require.NoError(t, extendOne(w.chain(), sign(t, w.ca, good)))
+
+	for _, c := range []struct {
+		name string
+		make func() crypto.Signed
+		want string
+	}{
+		{"another CA", func() crypto.Signed { return sign(t, genKey(t), good) }, "not signed by the cluster CA"},
+		{"another cluster", func() crypto.Signed {
+			b := *good
+			b.Cluster[0] ^= 1
+			return sign(t, w.ca, &b)
+		}, "cluster"},
+		{"a number skipped", func() crypto.Signed {
+			b := *good
+			b.Number = 2
+			return sign(t, w.ca, &b)
+		}, "does not follow"},
+		{"another predecessor", func() crypto.Signed {
+			b := *good
+			b.Prev[0] ^= 1
+			return sign(t, w.ca, &b)
+		}, "names another epoch"},
+		{"an id with another key", func() crypto.Signed {
+			m := all()
+			m[2] = member(2, genKey(t).Public)
+			return sign(t, w.ca, w.body(1, nil, 1, m...))
+		}, "another key"},
+		{"n < 3f+1", func() crypto.Signed {
+			s, err := crypto.Seal(w.ca, crypto.DomainEpoch, w.body(1, nil, 1, all()[:3]...))
+			require.NoError(t, err)
+			return s
+		}, "at least 3f+1"},
+		{"ids not ascending", func() crypto.Signed {
+			m := all()
+			m[0], m[1] = m[1], m[0]
+			s, err := crypto.Seal(w.ca, crypto.DomainEpoch, w.body(1, nil, 1, m...))
+			require.NoError(t, err)
+			return s
+		}, "ascend"},
+	} {
+		err := extendOne(w.chain(), c.make())
+		require.ErrorContains(t, err, c.want, c.name)
+	}
+
+	// An id an epoch left out never comes back.
+	c := w.chain()
+	e1 := sign(t, w.ca, w.body(1, nil, 1, member(0, w.keys0[0]), member(1, w.keys0[1]), member(3, w.keys0[3]), member(4, genKey(t).Public)))
+	require.NoError(t, extendOne(c, e1))
+	back := sign(t, w.ca, w.body(2, &e1, 1, all()...))
+	require.ErrorContains(t, extendOne(c, back), "never reused")
+}
+
+// A CA rotation: the epoch that names the next CA is the last the old one
+// signs.
+func TestEpochChainRotatesTheCA(t *testing.T) {
+	w := newEpochWorld(t)
+	next := genKey(t)
+	members := []wire.EpochMember{member(0, w.keys0[0]), member(1, w.keys0[1]), member(2, w.keys0[2]), member(3, w.keys0[3])}
+	b1 := w.body(1, nil, 1, members...)
+	b1.NextCA = caCert(t, next)
+	e1 := sign(t, w.ca, b1)
+	c := w.chain()
+	require.NoError(t, extendOne(c, e1))
+	require.ErrorContains(t, extendOne(c, sign(t, w.ca, w.body(2, &e1, 1, members...))), "not signed by the cluster CA", "the old CA signs no more")
+	require.NoError(t, extendOne(c, sign(t, next, w.body(2, &e1, 1, members...))))
+	require.Equal(t, uint64(2), c.Number())
+}
+
+func extendOne(c *wire.Chain, s crypto.Signed) error {
+	_, err := c.Extend([]crypto.Signed{s})
+	return err
+}
+
+// FuzzEpochChainExtend: whatever bytes are shown as epochs, Extend never
+// panics, and adopts nothing that the CA did not sign.
+func FuzzEpochChainExtend(f *testing.F) {
+	w := newEpochWorld(f)
+	good := sign(f, w.ca, w.body(1, nil, 1, member(0, w.keys0[0]), member(1, w.keys0[1]), member(2, w.keys0[2]), member(3, w.keys0[3])))
+	f.Add(good.Body, good.Sig)
+	f.Add([]byte{0xa1, 0x02, 0x01}, []byte{})
+	f.Fuzz(func(t *testing.T, body, sig []byte) {
+		c := w.chain()
+		s := crypto.Signed{Body: body, Sig: sig}
+		n, err := c.Extend([]crypto.Signed{s})
+		if err != nil {
+			require.Zero(t, n)
+			require.Zero(t, c.Number())
+			return
+		}
+		if n == 1 {
+			require.True(t, w.ca.Public.Verify(crypto.DomainEpoch, body, sig), "adopted only what the CA signed")
+		}
+	})
+}
