@@ -5,6 +5,8 @@
 //	bqserver run  --dir DIR --id I
 //	bqserver dev  [--dir DIR] [--servers 4] [--processes]
 //	bqserver client add|list|revoke ...   (a closed cluster's clients)
+//	bqserver server list --dir DIR [--json]   (members, state, expiry dates)
+//	bqserver status --dir DIR [LOCK]
 //
 // Run `bqserver COMMAND --help` for a command's flags.
 package main
