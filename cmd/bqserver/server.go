@@ -144,7 +144,7 @@ type memberLine struct {
 // listServers reads the cluster in dir and asks each server whether it
 // answers until ctx ends; now is the time the expiries are counted from.
 func listServers(ctx context.Context, dir string, now time.Time) (*serverList, error) {
-	cl, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
+	cl, err := certs.InspectCluster(filepath.Join(dir, certs.ClusterFileName))
 	if err != nil {
 		return nil, err
 	}

@@ -182,3 +182,18 @@ func TestServerListUsage(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "list")
 }
+
+// An expired server certificate is listed as EXPIRED, not refused: the
+// operator needs the list most when something has expired. Connecting still
+// checks the dates (LoadCluster refuses the file).
+func TestServerListShowsExpiredCertificates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	initAged(t, dir, certs.ServerValidity+48*time.Hour) // expired two days ago
+
+	_, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
+	require.ErrorContains(t, err, "expired on", "a client or server still refuses the file")
+
+	code, out, errs := runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms")
+	require.Equal(t, 0, code, errs)
+	require.Equal(t, 4, strings.Count(out, "EXPIRED"), out)
+}

@@ -102,7 +102,7 @@ type expiry struct {
 }
 
 func operatorStatus(ctx context.Context, dir, lock string) (*operatorReport, error) {
-	cl, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
+	cl, err := certs.InspectCluster(filepath.Join(dir, certs.ClusterFileName))
 	if err != nil {
 		return nil, err
 	}
