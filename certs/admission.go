@@ -147,6 +147,57 @@ func (ca *ClientCA) Enroll(opts EnrollOptions, now time.Time, rand io.Reader) (c
 	return s, body, nil
 }
 
+// Renew certifies the key of the client enrolled as name again, with the
+// same lock patterns and max-hold, valid for validity (0:
+// DefaultAdmissionValidity) from now, and records the new certificate in
+// place of the old (docs/protocol.md change 43, key lifecycle). The old one
+// stays valid until its own end: a client switches when it next connects.
+// A revoked client is not renewed.
+func (ca *ClientCA) Renew(name string, validity time.Duration, now time.Time, rand io.Reader) (crypto.Signed, *wire.AdmissionBody, error) {
+	if err := CheckClientName(name); err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	if validity < 0 {
+		return crypto.Signed{}, nil, errors.New("certs: validity cannot be negative")
+	}
+	if validity == 0 {
+		validity = DefaultAdmissionValidity
+	}
+	if _, r, err := ca.revoked(name); err == nil {
+		return crypto.Signed{}, nil, fmt.Errorf("certs: client %q was revoked on %s: a revoked client is not renewed (enroll its new key under another name)",
+			name, time.UnixMilli(r.At).UTC().Format(time.RFC3339))
+	}
+	old, err := ca.enrolled(name)
+	if err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	var serial [8]byte
+	if _, err := io.ReadFull(rand, serial[:]); err != nil {
+		return crypto.Signed{}, nil, fmt.Errorf("certs: %w", err)
+	}
+	body := &wire.AdmissionBody{
+		Serial: binary.BigEndian.Uint64(serial[:]) >> 1, Name: old.Name, Client: old.Client,
+		Locks: old.Locks, MaxHoldMillis: old.MaxHoldMillis,
+		NotBefore: now.Add(-5 * time.Minute).UnixMilli(), // clock skew between this machine and the servers
+		NotAfter:  now.Add(validity).UnixMilli(),
+	}
+	s, err := wire.SignAdmission(ca.Key, ca.Cluster.ID(), body)
+	if err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	path := filepath.Join(ca.dir, ClientsDirName, name+".cert")
+	tmp := path + ".renew"
+	_ = os.Remove(tmp) // left by an interrupted renew
+	if err := writeNew(tmp, EncodeAdmission(s), 0o644); err != nil {
+		return crypto.Signed{}, nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return crypto.Signed{}, nil, fmt.Errorf("certs: %w", err)
+	}
+	return s, body, nil
+}
+
 // Revoke signs the revocation of the client enrolled as name and records it
 // (DIR/clients/NAME.revoked). Revoking again returns the recorded one.
 func (ca *ClientCA) Revoke(name string, now time.Time) (crypto.Signed, *wire.RevocationBody, error) {
@@ -179,6 +230,15 @@ func (ca *ClientCA) Revoke(name string, now time.Time) (crypto.Signed, *wire.Rev
 		return crypto.Signed{}, nil, err
 	}
 	return s, body, nil
+}
+
+// Enrollment returns the recorded admission certificate of the client
+// enrolled as name.
+func (ca *ClientCA) Enrollment(name string) (*wire.AdmissionBody, error) {
+	if err := CheckClientName(name); err != nil {
+		return nil, err
+	}
+	return ca.enrolled(name)
 }
 
 func (ca *ClientCA) enrolled(name string) (*wire.AdmissionBody, error) {

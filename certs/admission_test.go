@@ -89,3 +89,52 @@ func TestPublicKeyFile(t *testing.T) {
 	_, err = LoadPublicKey(path)
 	require.ErrorContains(t, err, "holds a private key")
 }
+
+// Renew certifies the same key again, with the same patterns and max-hold
+// and a later end, replaces the record and the identity file's certificate,
+// and refuses a revoked or unknown client (docs/protocol.md change 43).
+func TestClientCARenew(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	_, err := Init(InitOptions{Dir: dir, Servers: 4, Closed: true}, now, rand.Reader)
+	require.NoError(t, err)
+	ca, err := LoadClientCA(dir)
+	require.NoError(t, err)
+	k, err := crypto.GenerateKey(ca.Cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+	signed, old, err := ca.Enroll(EnrollOptions{Name: "ci", Key: k.Public, Locks: []string{"ci/**"}, MaxHold: 5 * time.Second, Validity: time.Hour, Record: true}, now, rand.Reader)
+	require.NoError(t, err)
+	idPath := filepath.Join(t.TempDir(), "ci.identity")
+	require.NoError(t, WriteIdentity(idPath, &Identity{Key: k, Admission: &signed}))
+
+	later := now.Add(50 * time.Minute)
+	renewed, body, err := ca.Renew("ci", 48*time.Hour, later, rand.Reader)
+	require.NoError(t, err)
+	require.Equal(t, old.Client, body.Client)
+	require.Equal(t, old.Locks, body.Locks)
+	require.Equal(t, old.MaxHoldMillis, body.MaxHoldMillis)
+	require.NotEqual(t, old.Serial, body.Serial)
+	require.Equal(t, later.Add(48*time.Hour).UnixMilli(), body.NotAfter)
+	got, err := wire.VerifyAdmission(ca.Cluster.ClientCA, ca.Cluster.ID(), renewed)
+	require.NoError(t, err)
+	require.NoError(t, got.ValidAt(now.Add(2*time.Hour)), "valid past the old end")
+	rec, err := ca.Enrollment("ci")
+	require.NoError(t, err)
+	require.Equal(t, body.Serial, rec.Serial, "the record is the new certificate")
+
+	require.NoError(t, ReplaceIdentity(idPath, &Identity{Key: k, Admission: &renewed}))
+	id, err := LoadIdentity(idPath)
+	require.NoError(t, err)
+	require.Equal(t, renewed, *id.Admission)
+	require.Equal(t, k.Public.ID, id.Key.Public.ID)
+	st, err := os.Stat(idPath)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+
+	_, _, err = ca.Renew("nobody", 0, now, rand.Reader)
+	require.ErrorContains(t, err, "no client named")
+	_, _, err = ca.Revoke("ci", now)
+	require.NoError(t, err)
+	_, _, err = ca.Renew("ci", 0, now, rand.Reader)
+	require.ErrorContains(t, err, "revoked")
+}

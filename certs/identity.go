@@ -96,6 +96,26 @@ func WriteIdentity(path string, id *Identity) error {
 	return err
 }
 
+// ReplaceIdentity writes id over the identity file at path in one step (a
+// new file renamed over it, mode 0600): a crash leaves the old file or the
+// new one, never a mix.
+func ReplaceIdentity(path string, id *Identity) error {
+	data := encodeSigningKey(id.Key)
+	if id.Admission != nil {
+		data = append(data, EncodeAdmission(*id.Admission)...)
+	}
+	tmp := path + ".new"
+	_ = os.Remove(tmp) // left by an interrupted replace
+	if err := writeNew(tmp, data, 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("certs: %w", err)
+	}
+	return nil
+}
+
 // LoadIdentity reads a client identity file. It refuses a file that group or
 // others can read, and wraps ErrNoIdentity when the file does not exist.
 func LoadIdentity(path string) (*Identity, error) {

@@ -33,7 +33,7 @@ func clientCmd(stdout, stderr io.Writer) *cobra.Command {
 certificate of its client CA, kept in DIR/ca/client-ca.key: the operator's secret. These commands
 need that directory; the servers need no restart.`,
 	}
-	cmd.AddCommand(clientAddCmd(stdout, stderr), clientListCmd(stdout), clientRevokeCmd(stdout, stderr))
+	cmd.AddCommand(clientAddCmd(stdout, stderr), clientListCmd(stdout), clientRenewCmd(stdout, stderr), clientRevokeCmd(stdout, stderr))
 	return cmd
 }
 
@@ -172,7 +172,11 @@ func clientListCmd(stdout io.Writer) *cobra.Command {
 				case en.Revoked != nil:
 					state = "revoked " + time.UnixMilli(en.Revoked.At).UTC().Format(time.RFC3339)
 				case en.Admission.ValidAt(now) != nil:
-					state = "expired"
+					state = "expired: bqserver client renew " + en.Name
+				default:
+					if left := time.UnixMilli(en.Admission.NotAfter).Sub(now); left < renewAhead {
+						state = fmt.Sprintf("enrolled, expires in %d days: bqserver client renew %s", int(left/(24*time.Hour)), en.Name)
+					}
 				}
 				hold := "default"
 				if ms := en.Admission.MaxHoldMillis; ms > 0 {
@@ -184,6 +188,80 @@ func clientListCmd(stdout io.Writer) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "cluster directory made by 'bqserver init' (required)")
+	return cmd
+}
+
+// renewAhead is how long before its end client list marks a certificate.
+const renewAhead = 30 * 24 * time.Hour
+
+func clientRenewCmd(stdout, stderr io.Writer) *cobra.Command {
+	var dir, identity string
+	var validFor time.Duration
+	cmd := &cobra.Command{
+		Use:   "renew NAME --dir DIR [--identity FILE] [--valid-for DUR]",
+		Short: "Renew a client's admission certificate: same key, patterns and max-hold, a new end",
+		Long: `Certify the key of the client enrolled as NAME again, with the lock patterns and max-hold it has,
+valid for --valid-for from now, and record it in DIR/clients/NAME.cert. Nothing stops: the old
+certificate stays valid until its own end, and the client uses the new one from its next
+connection (bqclient reads its identity file at each run; an SDK program opens a new Client).
+
+With --identity, the certificate is appended to that identity file (the last one in the file
+counts); otherwise it goes to standard output, to append to the client's identity file. A revoked
+client is not renewed.`,
+		Example: `  bqserver client renew ci --dir /etc/bq --identity ci.identity
+  bqserver client renew worker --dir /etc/bq >> worker.key     # or send it to the worker`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dir == "" {
+				return cli.Usagef("--dir is required")
+			}
+			if validFor <= 0 {
+				return cli.Usagef("--valid-for must be > 0")
+			}
+			ca, err := certs.LoadClientCA(dir)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			var id *certs.Identity
+			if identity != "" {
+				// Check the file first: a renewal for another key must not land in it.
+				if id, err = certs.LoadIdentity(identity); err != nil {
+					return &cli.Exit{Code: 1, Msg: err.Error()}
+				}
+			}
+			if id != nil {
+				en, err := ca.Enrollment(args[0])
+				if err != nil {
+					return &cli.Exit{Code: 1, Msg: err.Error()}
+				}
+				if wire.ClientID(id.Key.Public.ID) != en.Client {
+					return &cli.Exit{Code: 1, Msg: fmt.Sprintf("%s holds the key of client %s, not of %q (%s): nothing renewed",
+						identity, wire.ClientID(id.Key.Public.ID).Hex()[:16], args[0], en.Client.Hex()[:16])}
+				}
+			}
+			signed, body, err := ca.Renew(args[0], validFor, time.Now(), rand.Reader)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			if id != nil {
+				id.Admission = &signed
+				if err := certs.ReplaceIdentity(identity, id); err != nil {
+					return &cli.Exit{Code: 1, Msg: err.Error()}
+				}
+				fmt.Fprintf(stdout, "renewed %q (client id %s): may use %s%s; valid until %s\nwrote it to %s\n",
+					body.Name, body.Client.Hex()[:16], body.Patterns(), holdNote(body), until(body), identity)
+				return nil
+			}
+			_, _ = stdout.Write(certs.EncodeAdmission(signed))
+			fmt.Fprintf(stderr, "renewed %q (client id %s): may use %s%s; valid until %s\nthe certificate went to standard output: append it to the client's identity file\n",
+				body.Name, body.Client.Hex()[:16], body.Patterns(), holdNote(body), until(body))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "cluster directory made by 'bqserver init', with its client CA key (required)")
+	f.StringVar(&identity, "identity", "", "write the renewed certificate into this identity file (of the same client)")
+	f.DurationVar(&validFor, "valid-for", certs.DefaultAdmissionValidity, "how long the new certificate is valid")
 	return cmd
 }
 

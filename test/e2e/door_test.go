@@ -54,6 +54,18 @@ func TestDoorAsAUserMeetsIt(t *testing.T) {
 	require.Equal(t, 7, code, out)
 	require.Contains(t, out, "expired")
 	require.Contains(t, out, "ask the cluster's operator for a new one")
+	// The operator renews it (same key): the client is back, no server restarted.
+	out, code = runCLI(t, "bqserver", "client", "list", "--dir", dir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `(?m)^brief\s+.*expired: bqserver client renew brief$`, out)
+	out, code = runCLI(t, "bqserver", "client", "renew", "brief", "--dir", dir, "--identity", filepath.Join(work, "bob.id"))
+	require.Equal(t, 1, code, "another client's identity file is not touched: %s", out)
+	require.Contains(t, out, "nothing renewed")
+	out, code = runCLI(t, "bqserver", "client", "renew", "brief", "--dir", dir, "--identity", filepath.Join(work, "brief.id"))
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `renewed "brief"`)
+	out, code = as("brief.id", "lock", "x", "--", "true")
+	require.Equal(t, 0, code, out)
 
 	// A certificate that expires while its holder holds: the servers close
 	// its connections and refuse it, so its lease runs out.
