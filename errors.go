@@ -193,7 +193,7 @@ func checkAdmission(c *certs.Cluster, key *crypto.PrivateKey, admission *crypto.
 			where, b.Name, b.Client.Hex(), wire.ClientID(key.Public.ID).Hex())
 	}
 	if err := b.ValidAt(time.Now()); err != nil {
-		return refuse("%v: ask the cluster's operator for a new one", err)
+		return refuse("%v: ask the cluster's operator for a new one (bqserver client renew %s)", err, b.Name)
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func TestDoorAsAUserMeetsIt(t *testing.T) {
 	out, code = as("brief.id", "lock", "x", "--", "true")
 	require.Equal(t, 7, code, out)
 	require.Contains(t, out, "expired")
-	require.Contains(t, out, "ask the cluster's operator for a new one")
+	require.Contains(t, out, "ask the cluster's operator for a new one (bqserver client renew brief)")
 	// The operator renews it (same key): the client is back, no server restarted.
 	out, code = runCLI(t, "bqserver", "client", "list", "--dir", dir)
 	require.Equal(t, 0, code, out)
