@@ -60,6 +60,11 @@ identity file yet it uses a throwaway key.`,
 			if err != nil {
 				return fail(err)
 			}
+			// What ends within 30 days goes to standard error, in both
+			// forms, so a JSON reader is not disturbed.
+			for _, n := range expiring(g, time.Now()) {
+				fmt.Fprintf(std.err, "note: %s\n", n)
+			}
 			if asJSON {
 				enc := json.NewEncoder(std.out)
 				enc.SetIndent("", "  ")
@@ -92,4 +97,19 @@ func dialObserver(ctx context.Context, g *globals) (*bq.Client, error) {
 		cfg.IdentityFile = "" // open cluster: a throwaway key
 	}
 	return bq.Dial(ctx, cfg)
+}
+
+// expiring lists the certificates this client depends on that end within
+// 30 days (certs.Expiring): the cluster's and, on a closed cluster, its
+// identity's admission certificate.
+func expiring(g *globals, now time.Time) []string {
+	cl, err := certs.LoadCluster(g.cluster)
+	if err != nil {
+		return nil
+	}
+	var adm *wire.AdmissionBody
+	if id, err := certs.LoadIdentity(g.identity); err == nil && id.Admission != nil && cl.Closed() {
+		adm, _ = wire.VerifyAdmission(cl.ClientCA, cl.ID(), *id.Admission)
+	}
+	return certs.Expiring(cl, adm, now)
 }

@@ -60,6 +60,19 @@ func TestLookingOnAClosedCluster(t *testing.T) {
 	require.Contains(t, out, `client "bob" admission`)
 	require.Contains(t, out, "settings: the defaults")
 
+	out, code = as(bob, "status")
+	require.Equal(t, 0, code, out)
+	require.NotContains(t, out, "note:", "nothing ends within 30 days")
+
+	// An identity whose certificate ends within 30 days hears it from status.
+	soon := filepath.Join(work, "soon.id")
+	out, code = runCLI(t, "bqserver", "client", "add", "soon", "--dir", dir, "--out", soon, "--valid-for", "240h")
+	require.Equal(t, 0, code, out)
+	out, code = as(soon, "status")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `note: this identity's admission certificate ("soon") expires in 9 days`)
+	require.Contains(t, out, "bqserver client renew soon")
+
 	out, code = as(filepath.Join(work, "stranger.key"), "keygen", "--out", filepath.Join(work, "stranger.key"))
 	require.Equal(t, 0, code, out)
 	out, code = as(filepath.Join(work, "stranger.key"), "status", "deploy")
