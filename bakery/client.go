@@ -105,6 +105,10 @@ type attempt struct {
 	n         uint64
 	reqTicket uint64
 	members   *quorum.Access[[]memberClaim]
+	// refs: reqTicket asks for answers by reference (change 44); false once
+	// they did not decide S' and the Ticket went again for full answers.
+	// INVARIANT: never goes back to true within an attempt.
+	refs bool
 
 	others    []wire.ClientID
 	reqListen uint64
@@ -346,7 +350,7 @@ func (c *Client) resend(a *attempt, s wire.ServerID, send func(*wire.Message)) {
 	case phaseGetTicket:
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqDoorway, Statement: a.doorway}})
 	case phaseSetTicket:
-		send(&wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
+		send(a.ticketSubmit())
 	case phaseListen:
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
 		send(a.listen(a.others))
@@ -356,6 +360,12 @@ func (c *Client) resend(a *attempt, s wire.ServerID, send func(*wire.Message)) {
 	case phaseExiting:
 		send(&wire.Message{Submit: &wire.Submit{Req: a.reqExit, Statement: a.exit}})
 	}
+}
+
+// ticketSubmit is a's Ticket as SET-TICKET sends it: asking for answers by
+// reference while a.refs (change 44).
+func (a *attempt) ticketSubmit() *wire.Message {
+	return &wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j, Refs: a.refs}}
 }
 
 // Step handles one message from server s.

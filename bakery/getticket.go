@@ -73,8 +73,9 @@ func (c *Client) onView(now time.Time, a *attempt, s wire.ServerID, sv wire.Sign
 	a.reqTicket = c.req()
 	c.byReq[a.reqTicket] = a
 	a.members = quorum.NewAccess[[]memberClaim](c.q)
+	a.refs = true // answers by reference first (change 44)
 	c.access(a, "ticket")
-	c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqTicket, Statement: a.ticket, J: a.j}})
+	c.toAll(e, a.ticketSubmit())
 }
 
 // justify picks J: the first q views, or, if their ticket reaches the cap,

@@ -14,12 +14,21 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	}
 	// Not even decoded: whether each is genuine is decided once q answers
 	// are in, by how many servers name its member (membersOf, change 28).
-	claims := make([]memberClaim, len(mr.Members))
+	claims := make([]memberClaim, 0, len(mr.Members)+len(mr.Clients))
 	for i := range mr.Members {
 		ss := &mr.Members[i]
-		claims[i] = memberClaim{id: wire.ClientID(ss.Key.Fingerprint()), h: ss.Hash(), ss: ss}
+		claims = append(claims, memberClaim{id: wire.ClientID(ss.Key.Fingerprint()), h: ss.Hash(), ss: ss})
+	}
+	for _, id := range mr.Clients {
+		// An answer by reference (change 44) names the members that do not
+		// hold by their ids only.
+		claims = append(claims, memberClaim{id: id})
 	}
 	if !a.members.Offer(s, claims) {
+		return
+	}
+	if c.needStatements(a.members.First()) {
+		c.askFullMembers(a, e)
 		return
 	}
 	// SET-TICKET done: S' = union of the member sets of q answers (§3.2).

@@ -115,10 +115,50 @@ func (c *Client) remember(h wire.Digest, st *wire.Statement) {
 
 // memberClaim is one statement of a SET-TICKET answer, not decoded: id is
 // its signer's fingerprint, the client id a correct server checked.
+// memberClaim is one member an answer of SET-TICKET names: by its
+// statement, or by its client id alone in an answer by reference (change
+// 44: h and ss are then zero).
 type memberClaim struct {
 	id wire.ClientID
 	h  wire.Digest
 	ss *wire.SignedStatement
+}
+
+// needStatements reports whether S' cannot be decided on these q answers
+// (docs/protocol.md change 44): a member named by at most f of them must
+// have a statement of its verified (change 28), and no answer carried one.
+func (c *Client) needStatements(answers []quorum.Reply[[]memberClaim]) bool {
+	names := make(map[wire.ClientID]int)
+	stated := make(map[wire.ClientID]bool)
+	for _, ans := range answers {
+		for _, mc := range ans.Value {
+			names[mc.id]++
+			if mc.ss != nil {
+				stated[mc.id] = true
+			}
+		}
+	}
+	for id, n := range names {
+		if id != c.id && n <= c.cfg.F && !stated[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// askFullMembers sends a's Ticket again, asking for answers in full (change
+// 44): a duplicate that each server answers with its members' statements.
+// Answers to the request by reference are ignored from now on.
+func (c *Client) askFullMembers(a *attempt, e *Effects) {
+	a.refs = false
+	delete(c.byReq, a.reqTicket)
+	a.reqTicket = c.req()
+	c.byReq[a.reqTicket] = a
+	a.members = quorum.NewAccess[[]memberClaim](c.q)
+	// The same access, asked again: counted apart, not as a fourth access
+	// of the attempt (§5.1's three are GET-TICKET, SET-TICKET, LISTEN).
+	c.Stats.Accesses["ticket-full"]++
+	c.toAll(e, a.ticketSubmit())
 }
 
 // membersOf decides S' from the first q answers of SET-TICKET: the union
@@ -165,7 +205,7 @@ func (c *Client) answered(lock string, x wire.ClientID, answers []quorum.Reply[[
 	seen := make(map[wire.Digest]bool)
 	for _, ans := range answers {
 		for _, mc := range ans.Value {
-			if mc.id != x || seen[mc.h] {
+			if mc.id != x || mc.ss == nil || seen[mc.h] {
 				continue
 			}
 			seen[mc.h] = true

@@ -107,3 +107,79 @@ func TestMembersVouchRule(t *testing.T) {
 	got := listen.Listen.Members
 	require.ElementsMatch(t, want, got)
 }
+
+// change 44: the Ticket asks for answers by reference; when every member is
+// named by f+1 of the q answers, S' is decided on the names alone; when one
+// is named by at most f, the Ticket goes again (a new request) asking for
+// full answers, late answers by reference are ignored, and S' is decided on
+// the full answers by change 28.
+func TestMembersByReferenceRule(t *testing.T) {
+	ticketOf := func(r *rules) *wire.Message {
+		req := r.lockAndView()
+		att := r.c.Attempt("L")
+		var e Effects
+		for s := range rulesQ {
+			e = r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, nil, nil)}})
+		}
+		tk := sent(e, func(m *wire.Message) bool { return m.Submit != nil && len(m.Submit.J) > 0 })
+		require.NotNil(t, tk)
+		require.True(t, tk.Submit.Refs, "the Ticket asks for references first")
+		return tk
+	}
+	refs := func(req uint64, ids ...wire.ClientID) *wire.Message {
+		return &wire.Message{MembersReply: &wire.MembersReply{Req: req, Lock: "L", Clients: ids}}
+	}
+
+	t.Run("names agree: decided at once", func(t *testing.T) {
+		r := newRules(t)
+		a, b := r.member(), r.member()
+		tk := ticketOf(r)
+		var e Effects
+		for s := range rulesQ {
+			e = r.step(s, refs(tk.Submit.Req, a.id, b.id, r.c.ID()))
+		}
+		listen := sent(e, func(m *wire.Message) bool { return m.Listen != nil })
+		require.NotNil(t, listen)
+		require.ElementsMatch(t, []wire.ClientID{a.id, b.id}, listen.Listen.Members)
+		require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Submit != nil }))
+	})
+
+	t.Run("a member named by at most f: full answers decide", func(t *testing.T) {
+		r := newRules(t)
+		a, b, x := r.member(), r.member(), r.member()
+		tk := ticketOf(r)
+		var e Effects
+		for s := range rulesQ {
+			ids := []wire.ClientID{a.id, r.c.ID()}
+			if s == 0 {
+				ids = append(ids, b.id, x.id) // b and x named by one server only
+			}
+			e = r.step(s, refs(tk.Submit.Req, ids...))
+		}
+		require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Listen != nil }), "S' is not decided on names alone")
+		again := sent(e, func(m *wire.Message) bool { return m.Submit != nil })
+		require.NotNil(t, again, "the Ticket goes again")
+		require.False(t, again.Submit.Refs, "asking for full answers")
+		require.NotEqual(t, tk.Submit.Req, again.Submit.Req)
+		require.Equal(t, tk.Submit.Statement, again.Submit.Statement)
+
+		// A late answer by reference to the first request counts for nothing.
+		e = r.step(rulesQ, refs(tk.Submit.Req, a.id, r.c.ID()))
+		require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Listen != nil }))
+
+		// Full answers: b's genuine Doorway verifies; x's forged one does not.
+		var listen *wire.Message
+		for s := range rulesQ {
+			members := []wire.SignedStatement{r.stmt(a, 1, 1, wire.PhaseTicket, 1), again.Submit.Statement}
+			if s == 0 {
+				members = append(members, r.stmt(b, 1, 1, wire.PhaseDoorway, 0), forged(r.stmt(x, 1, 1, wire.PhaseDoorway, 0)))
+			}
+			e = r.step(s, &wire.Message{MembersReply: &wire.MembersReply{Req: again.Submit.Req, Lock: "L", Members: members}})
+			if l := sent(e, func(m *wire.Message) bool { return m.Listen != nil }); l != nil {
+				listen = l
+			}
+		}
+		require.NotNil(t, listen)
+		require.ElementsMatch(t, []wire.ClientID{a.id, b.id}, listen.Listen.Members)
+	})
+}

@@ -339,9 +339,17 @@ type Submit struct {
 	Req       uint64          `cbor:"1,keyasint"`
 	Statement SignedStatement `cbor:"2,keyasint"`
 	J         []SignedView    `cbor:"3,keyasint,omitempty"`
+	// Refs asks that a Ticket be answered with the members' client ids
+	// only (MembersReply.Clients, docs/protocol.md change 44; 1.4).
+	Refs bool `cbor:"4,keyasint,omitempty"`
 }
 
-func (s *Submit) String() string { return fmt.Sprintf("Submit(req=%d J=%d)", s.Req, len(s.J)) }
+func (s *Submit) String() string {
+	if s.Refs {
+		return fmt.Sprintf("Submit(req=%d J=%d refs)", s.Req, len(s.J))
+	}
+	return fmt.Sprintf("Submit(req=%d J=%d)", s.Req, len(s.J))
+}
 
 // ViewReply answers a Doorway with the server's signed View.
 type ViewReply struct {
@@ -353,14 +361,21 @@ func (v *ViewReply) String() string {
 	return fmt.Sprintf("ViewReply(req=%d by=%s)", v.Req, v.View.Server)
 }
 
-// MembersReply answers a Ticket with the lock's members and their highest statements.
+// MembersReply answers a Ticket with the lock's members and their highest
+// statements, or, when the Submit asked for references (change 44), with
+// the holders' statements in Members and the other members' client ids in
+// Clients.
 type MembersReply struct {
 	Req     uint64            `cbor:"1,keyasint"`
 	Lock    string            `cbor:"2,keyasint"`
 	Members []SignedStatement `cbor:"3,keyasint"`
+	Clients []ClientID        `cbor:"4,keyasint,omitempty"`
 }
 
 func (m *MembersReply) String() string {
+	if m.Clients != nil {
+		return fmt.Sprintf("MembersReply(req=%d %s refs=%d)", m.Req, m.Lock, len(m.Clients))
+	}
 	return fmt.Sprintf("MembersReply(req=%d %s members=%d)", m.Req, m.Lock, len(m.Members))
 }
 

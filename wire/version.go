@@ -13,8 +13,9 @@ const (
 	// 1.1: Listen.Hold and Update.Released (herd-free listening); 1.2: Proclaim,
 	// StatusReply.Proclamations (elections); 1.3: Hello.Observe (observer
 	// connections, change 32: a signed flag an older server cannot verify,
-	// so it refuses the observer instead of taking it for a session's connection).
-	ProtocolMinor = 3
+	// so it refuses the observer instead of taking it for a session's connection);
+	// 1.4: Submit.Refs and MembersReply.Clients (SET-TICKET answers by reference, change 44).
+	ProtocolMinor = 4
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

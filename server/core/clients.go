@@ -222,7 +222,7 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 	case wire.PhaseDoorway:
 		reply(&wire.Message{ViewReply: &wire.ViewReply{Req: m.Req, View: k.view(lock, st)}})
 	case wire.PhaseTicket:
-		reply(&wire.Message{MembersReply: &wire.MembersReply{Req: m.Req, Lock: lock.Name, Members: activeset.Signed(lock.Members())}})
+		reply(&wire.Message{MembersReply: membersReply(m, lock)})
 	default:
 		reply(&wire.Message{Ack: &wire.Ack{Req: m.Req}})
 	}
@@ -267,6 +267,26 @@ func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply fu
 // this server voted on its session (docs/protocol.md change 42).
 func (k *Core) frozen(x wire.ClientID, en *activeset.Entry) bool {
 	return k.mute.Voted(x, en.St.Session)
+}
+
+// membersReply answers a Ticket's Submit m: the members' statements, or,
+// if m asks for references (docs/protocol.md change 44), the holders'
+// statements (so a waiter can say who holds the lock) and the other
+// members' client ids.
+func membersReply(m *wire.Submit, lock *activeset.Lock) *wire.MembersReply {
+	members := lock.Members()
+	if !m.Refs {
+		return &wire.MembersReply{Req: m.Req, Lock: lock.Name, Members: activeset.Signed(members)}
+	}
+	r := &wire.MembersReply{Req: m.Req, Lock: lock.Name}
+	for _, en := range members {
+		if en.St.Phase == wire.PhaseHeld {
+			r.Members = append(r.Members, en.Signed)
+		} else {
+			r.Clients = append(r.Clients, en.St.Client)
+		}
+	}
+	return r
 }
 
 // settledFor is the Settled rule of a Listen whose client holds ticket

@@ -80,3 +80,42 @@ func TestLockMembersCapped(t *testing.T) {
 	require.Empty(t, errorCodes(c.replies(x.id)))
 	require.True(t, isMember(k, "L", x.id))
 }
+
+// docs/protocol.md change 44: a Ticket whose Submit asks for references is
+// answered with the holders' statements and the other members' ids; the
+// same Ticket again without (a duplicate), with every statement.
+func TestMembersReplyByReference(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	h, w, me := c.newClient(), c.newClient(), c.newClient()
+	members := func(cl *client) *wire.MembersReply {
+		for _, m := range c.replies(cl.id) {
+			if m.MembersReply != nil {
+				return m.MembersReply
+			}
+		}
+		t.Fatal("no MembersReply")
+		return nil
+	}
+	ticket := func(cl *client, n uint64, refs bool) (wire.SignedStatement, []wire.SignedView) {
+		j := c.doorway(cl, "L", 1, 1)
+		tk := cl.stmt("L", 1, 1, wire.PhaseTicket, n, j)
+		c.fromClient(0, cl.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: tk, J: j, Refs: refs}})
+		return tk, j
+	}
+	ticket(h, 1, false)
+	require.Len(t, members(h).Members, 1)
+	c.fromClient(0, h.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: h.stmt("L", 1, 1, wire.PhaseHeld, 1, nil)}})
+	ticket(w, 2, false)
+	members(w)
+
+	tk, j := ticket(me, 3, true)
+	r := members(me)
+	require.Len(t, r.Members, 1, "the holder's statement")
+	require.Equal(t, h.id, wire.ClientID(r.Members[0].Key.Fingerprint()))
+	require.ElementsMatch(t, []wire.ClientID{w.id, me.id}, r.Clients, "the others by id")
+
+	c.fromClient(0, me.id, &wire.Message{Submit: &wire.Submit{Req: 4, Statement: tk, J: j}})
+	r = members(me)
+	require.Len(t, r.Members, 3, "in full")
+	require.Empty(t, r.Clients)
+}

@@ -220,6 +220,17 @@ var Catalogue = []Mutant{
 	{"epoch-n-3f", "change 43: an epoch has n ≥ 3f+1 members", "wire/epoch.go",
 		"case n < 3*int(b.F)+1:", "case n < 3*int(b.F):"},
 
+	// SET-TICKET answers by reference (change 44).
+	{"refs-names-f", "change 44: a member named by at most f of the answers by reference sends the Ticket again for full answers", "bakery/vouch.go",
+		"if id != c.id && n <= c.cfg.F && !stated[id] {", "if id != c.id && n < c.cfg.F && !stated[id] {"},
+	{"refs-asked-again", "change 44: the second round asks for full answers", "bakery/vouch.go",
+		"\ta.refs = false\n\tdelete(c.byReq, a.reqTicket)", "\ta.refs = true\n\tdelete(c.byReq, a.reqTicket)"},
+	{"refs-same-request", "change 44: the second round is a new request, so late answers by reference count for nothing", "bakery/vouch.go",
+		"\ta.reqTicket = c.req()\n\tc.byReq[a.reqTicket] = a\n\ta.members = quorum.NewAccess[[]memberClaim](c.q)\n",
+		"\t_ = c.req()\n\tc.byReq[a.reqTicket] = a\n\ta.members = quorum.NewAccess[[]memberClaim](c.q)\n"},
+	{"refs-ignored", "change 44: a server answers a Ticket that asks for references by reference", "server/core/clients.go",
+		"\tif !m.Refs {\n", "\tif true || !m.Refs {\n"},
+
 	// Max-hold (change 24).
 	{"maxhold-twice", "change 24: past its max-hold a holder's lease is refused", "detector/maxhold.go",
 		"if h.limit == 0 || now.Sub(h.since) < h.limit {", "if h.limit == 0 || now.Sub(h.since) < 2*h.limit {"},
