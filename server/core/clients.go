@@ -270,9 +270,11 @@ func (k *Core) frozen(x wire.ClientID, en *activeset.Entry) bool {
 }
 
 // membersReply answers a Ticket's Submit m: the members' statements, or,
-// if m asks for references (docs/protocol.md change 44), the holders'
-// statements (so a waiter can say who holds the lock) and the other
-// members' client ids.
+// if m asks for references (docs/protocol.md change 44), the waiting
+// members' client ids and the statements of the others: the holders (a
+// waiter says who holds the lock) and those choosing, whose Doorway may
+// not have reached every server yet (named by few answers, a member needs
+// a statement checked: change 28).
 func membersReply(m *wire.Submit, lock *activeset.Lock) *wire.MembersReply {
 	members := lock.Members()
 	if !m.Refs {
@@ -280,10 +282,10 @@ func membersReply(m *wire.Submit, lock *activeset.Lock) *wire.MembersReply {
 	}
 	r := &wire.MembersReply{Req: m.Req, Lock: lock.Name}
 	for _, en := range members {
-		if en.St.Phase == wire.PhaseHeld {
-			r.Members = append(r.Members, en.Signed)
-		} else {
+		if en.St.Phase == wire.PhaseTicket {
 			r.Clients = append(r.Clients, en.St.Client)
+		} else {
+			r.Members = append(r.Members, en.Signed)
 		}
 	}
 	return r

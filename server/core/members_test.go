@@ -82,8 +82,9 @@ func TestLockMembersCapped(t *testing.T) {
 }
 
 // docs/protocol.md change 44: a Ticket whose Submit asks for references is
-// answered with the holders' statements and the other members' ids; the
-// same Ticket again without (a duplicate), with every statement.
+// answered with the waiting members' ids and the other statements (a
+// holder's, a Doorway's); the same Ticket again without (a duplicate), with
+// every statement.
 func TestMembersReplyByReference(t *testing.T) {
 	c := newCluster(t, 4, 1)
 	h, w, me := c.newClient(), c.newClient(), c.newClient()
@@ -107,15 +108,17 @@ func TestMembersReplyByReference(t *testing.T) {
 	c.fromClient(0, h.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: h.stmt("L", 1, 1, wire.PhaseHeld, 1, nil)}})
 	ticket(w, 2, false)
 	members(w)
+	d := c.newClient()
+	c.doorway(d, "L", 1, 1) // choosing
 
 	tk, j := ticket(me, 3, true)
 	r := members(me)
-	require.Len(t, r.Members, 1, "the holder's statement")
-	require.Equal(t, h.id, wire.ClientID(r.Members[0].Key.Fingerprint()))
-	require.ElementsMatch(t, []wire.ClientID{w.id, me.id}, r.Clients, "the others by id")
+	require.Len(t, r.Members, 2, "the holder's statement and the Doorway")
+	require.ElementsMatch(t, []wire.ClientID{h.id, d.id}, []wire.ClientID{wire.ClientID(r.Members[0].Key.Fingerprint()), wire.ClientID(r.Members[1].Key.Fingerprint())})
+	require.ElementsMatch(t, []wire.ClientID{w.id, me.id}, r.Clients, "the waiters by id")
 
 	c.fromClient(0, me.id, &wire.Message{Submit: &wire.Submit{Req: 4, Statement: tk, J: j}})
 	r = members(me)
-	require.Len(t, r.Members, 3, "in full")
+	require.Len(t, r.Members, 4, "in full")
 	require.Empty(t, r.Clients)
 }
