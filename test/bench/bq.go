@@ -17,7 +17,7 @@ import (
 	"github.com/bq-lock/bq/crypto"
 )
 
-// bqCluster is n=4 bqserver processes on loopback, each with durable bbolt
+// bqCluster is n bqserver processes (4 unless --servers) on loopback, each with durable bbolt
 // storage and a metrics endpoint.
 type bqCluster struct {
 	bin     string // bqserver
@@ -27,6 +27,7 @@ type bqCluster struct {
 	metrics []string // metrics URLs
 }
 
+// bqServers is n by default (--servers), and always for --attack.
 const bqServers = 4
 
 // startBQ makes a fresh open cluster in work/bq and starts its servers.
@@ -43,6 +44,8 @@ type clusterOptions struct {
 	name   string
 	closed bool
 	scheme string // signature scheme (bqserver init --scheme); "" is the default
+	// servers is n (0: bqServers), with f = ⌊(n-1)/3⌋, the most n tolerate.
+	servers int
 }
 
 func startCluster(bin, work, profileDir string, o clusterOptions) (*bqCluster, error) {
@@ -52,11 +55,16 @@ func startCluster(bin, work, profileDir string, o clusterOptions) (*bqCluster, e
 	if o.name != "bq" {
 		logPrefix = file + "-server"
 	}
-	base, err := freeUDPBase(bqServers)
+	n := o.servers
+	if n == 0 {
+		n = bqServers
+	}
+	f := (n - 1) / 3
+	base, err := freeUDPBase(n)
 	if err != nil {
 		return nil, err
 	}
-	initArgs := []string{"init", "--dir", dir, "--servers", fmt.Sprint(bqServers), "--port-base", fmt.Sprint(base)}
+	initArgs := []string{"init", "--dir", dir, "--servers", fmt.Sprint(n), "--f", fmt.Sprint(f), "--port-base", fmt.Sprint(base)}
 	if !o.closed {
 		initArgs = append(initArgs, "--open")
 	}
@@ -71,12 +79,15 @@ func startCluster(bin, work, profileDir string, o clusterOptions) (*bqCluster, e
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freeTCPPorts(bqServers)
+	if cl.N != n || cl.F != f || len(cl.Servers) != n {
+		return nil, fmt.Errorf("bqserver init --servers %d --f %d made n=%d f=%d with %d servers", n, f, cl.N, cl.F, len(cl.Servers))
+	}
+	ports, err := freeTCPPorts(n)
 	if err != nil {
 		return nil, err
 	}
 	b := &bqCluster{bin: bin, dir: dir, cluster: cl}
-	for i := range bqServers {
+	for i := range n {
 		args := []string{bin, "run", "--dir", dir, "--id", fmt.Sprint(i), "--metrics", fmt.Sprintf("127.0.0.1:%d", ports[i])}
 		if profileDir != "" {
 			args = append(args, "--cpuprofile", filepath.Join(profileDir, fmt.Sprintf("bqserver-%d.pprof", i)))
@@ -91,7 +102,7 @@ func startCluster(bin, work, profileDir string, o clusterOptions) (*bqCluster, e
 	}
 	for _, c := range b.servers {
 		// Every server logs the n-1 peers it accepted, each with mutual TLS.
-		if err := c.waitLog("accepted server connection", bqServers-1, 30*time.Second); err != nil {
+		if err := c.waitLog("accepted server connection", n-1, 30*time.Second); err != nil {
 			b.stop()
 			return nil, err
 		}

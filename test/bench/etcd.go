@@ -21,7 +21,6 @@ import (
 )
 
 const (
-	etcdMembers = 3
 	etcdReady   = "bench: etcd member ready"
 	etcdLockKey = "/lock/bench"
 )
@@ -81,23 +80,23 @@ func etcdMember(args []string) int {
 	}
 }
 
-// etcdCluster is three etcd members, each its own process.
+// etcdCluster is etcd's members (--servers or --etcd-members), each its own process.
 type etcdCluster struct {
 	members   []*child
 	endpoints []string
 }
 
-func startEtcd(self, work string) (*etcdCluster, error) {
-	ports, err := freeTCPPorts(2 * etcdMembers)
+func startEtcd(self, work string, members int) (*etcdCluster, error) {
+	ports, err := freeTCPPorts(2 * members)
 	if err != nil {
 		return nil, err
 	}
 	var initial []string
-	for i := range etcdMembers {
+	for i := range members {
 		initial = append(initial, fmt.Sprintf("e%d=http://127.0.0.1:%d", i, ports[2*i]))
 	}
 	e := &etcdCluster{}
-	for i := range etcdMembers {
+	for i := range members {
 		client := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
 		c, err := startChild(fmt.Sprintf("etcd-%d", i), filepath.Join(work, fmt.Sprintf("etcd-%d.log", i)),
 			self, "etcd-member", "--name", fmt.Sprintf("e%d", i), "--dir", filepath.Join(work, fmt.Sprintf("etcd-%d", i)),

@@ -5,7 +5,8 @@
 //
 //	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
 //	      [--schemes Ed25519,ML-DSA-44,...]
-//	      [--workloads uncontended,contended,scaling,failover] [--profile DIR]
+//	      [--workloads uncontended,contended,scaling,failover]
+//	      [--servers N] [--profile DIR]
 //	bench --attack [--json] [--quick] [attack sizes]
 //
 // --attack runs only the attack benchmark on bq (attack.go).
@@ -62,8 +63,11 @@ type options struct {
 	uncontendedWarm, uncontendedOps int
 	contenders                      int
 	failoverRounds                  int
-	observePoll                     time.Duration
-	warm, contended, step, timeout  time.Duration
+	// servers is bq's n (f = ⌊(n-1)/3⌋); etcdMembers etcd's members
+	// (default: servers).
+	servers, etcdMembers           int
+	observePoll                    time.Duration
+	warm, contended, step, timeout time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -83,6 +87,8 @@ func parseFlags(args []string) (*options, error) {
 	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
 	fs.IntVar(&o.uncontendedOps, "ops", 1000, "measured uncontended Lock+Unlock cycles (--quick: 500)")
 	fs.IntVar(&o.contenders, "contenders", 8, "clients in the contended run")
+	fs.IntVar(&o.servers, "servers", bqServers, "cluster size for every workload: bq's n (f = ⌊(n-1)/3⌋: 7 is f=2) and, unless --etcd-members, etcd's members")
+	fs.IntVar(&o.etcdMembers, "etcd-members", 0, "etcd's members (default: --servers; 3 is the setup of the runs before --servers)")
 	fs.DurationVar(&o.contended, "duration", 10*time.Second, "contended run length (--quick: 3s)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and clean up) after this long")
 	fs.DurationVar(&o.step, "step", 3*time.Second, "length of each scaling run (--quick: 2s)")
@@ -100,6 +106,15 @@ func parseFlags(args []string) (*options, error) {
 		return found
 	}
 	o.uncontendedWarm = 50
+	if o.servers < 1 || o.etcdMembers < 0 {
+		return nil, fmt.Errorf("bad --servers %d or --etcd-members %d", o.servers, o.etcdMembers)
+	}
+	if o.etcdMembers == 0 {
+		o.etcdMembers = o.servers
+	}
+	if o.attack && (o.servers != bqServers || set("etcd-members")) {
+		return nil, fmt.Errorf("--attack always runs n=%d; --servers and --etcd-members are for the workloads", bqServers)
+	}
 	o.atk.attackDefaults(o.quick, set)
 	if o.attack && !set("timeout") {
 		o.timeout = time.Hour
@@ -262,6 +277,7 @@ func fail(ctx context.Context, sys string, err error) int {
 type sysResult struct {
 	name        string // "bq", "bq/SCHEME" or "etcd"
 	bq          bool   // a bq cluster (its counters are bq's)
+	n, f        int    // bq: servers and faults tolerated; etcd: members (f unused)
 	uncontended *uncontendedResult
 	contended   *contendedResult
 	uwindow     window // of the uncontended run
@@ -297,17 +313,17 @@ func runBQ(ctx context.Context, o *options, work, name, scheme string) (*sysResu
 			return nil, err
 		}
 	}
-	logf("%s: starting %d bqserver processes (%s)", name, bqServers, scheme)
+	logf("%s: starting %d bqserver processes (%s)", name, o.servers, scheme)
 	profile := o.profile
 	if name != "bq" {
 		profile = "" // one set of profiles per run: the first scheme's
 	}
-	b, err := startCluster(o.bqserver, work, profile, clusterOptions{name: name, scheme: scheme})
+	b, err := startCluster(o.bqserver, work, profile, clusterOptions{name: name, scheme: scheme, servers: o.servers})
 	if err != nil {
 		return nil, err
 	}
 	defer b.stop()
-	r := &sysResult{name: name, bq: true}
+	r := &sysResult{name: name, bq: true, n: b.cluster.N, f: b.cluster.F}
 
 	if o.workloads["uncontended"] {
 		ls, err := b.dial(ctx, 1, "bench-uncontended", &fence{})
@@ -501,13 +517,13 @@ func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	logf("etcd: starting %d members", etcdMembers)
-	e, err := startEtcd(self, work)
+	logf("etcd: starting %d members", o.etcdMembers)
+	e, err := startEtcd(self, work, o.etcdMembers)
 	if err != nil {
 		return nil, err
 	}
 	defer e.stop()
-	r := &sysResult{name: "etcd"}
+	r := &sysResult{name: "etcd", n: len(e.members)}
 	if o.workloads["uncontended"] {
 		ls, err := e.dial(ctx, 1, etcdLockKey+"-uncontended")
 		if err != nil {

@@ -131,22 +131,23 @@ func (st acqStats) json(m map[string]any, prefix string) {
 
 // accessesPerAcq is the quorum accesses of the kinds per acquisition: each
 // access goes to every server, so the servers' total is divided by n.
-func (row scalingRow) accessesPerAcq(kinds ...string) float64 {
+func (row scalingRow) accessesPerAcq(n int, kinds ...string) float64 {
 	var sum float64
 	for k, v := range row.Accesses {
 		if slices.Contains(kinds, k) {
 			sum += v
 		}
 	}
-	return perAcq(sum/bqServers, row.R.All)
+	return perAcq(sum/float64(n), row.R.All)
 }
 
 func (r *results) print(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "\nbq vs etcd v3.7 on one machine: nproc=%d, kernel %s, CPU %s\n", r.env.nproc, r.env.kernel, r.env.cpu)
 	fmt.Fprintf(w, "load average before %s, after %s; %s; started %s\n", r.env.loadBefore, r.env.loadAfter, r.env.goVersion, r.env.started)
-	fmt.Fprintf(w, "bq: n=4 f=1, 4 bqserver processes, WAL + fdatasync (bbolt behind it), QUIC on loopback, %s (bq/SCHEME: that scheme).\n", o.schemes[0])
-	fmt.Fprintf(w, "etcd: 3 members (embed, one process each), default fsync; concurrency.Mutex, one session per client.\n")
+	fmt.Fprintf(w, "bq: n=%d f=%d, %d bqserver processes, WAL + fdatasync (bbolt behind it), QUIC on loopback, %s (bq/SCHEME: that scheme).\n",
+		o.servers, (o.servers-1)/3, o.servers, o.schemes[0])
+	fmt.Fprintf(w, "etcd: %d members (embed, one process each), default fsync; concurrency.Mutex, one session per client.\n", o.etcdMembers)
 	fmt.Fprintf(w, "Per-acquisition counters are sums over all servers, in the measured window. Messages: c→s/s→s/s→c (bq),\n"+
 		"client RPCs (etcd). Commits: WAL group commits, one fdatasync each (bq, applied to bbolt in the background); WAL fsyncs (etcd).\n\n")
 	header := fmt.Sprintf("%-44s", "")
@@ -276,7 +277,7 @@ func (r *results) print(w io.Writer) {
 func (r *results) printScaling(w io.Writer, s *sysResult) {
 	if s.bq {
 		fmt.Fprintf(w, "\n%s, k contenders on one lock, %v each (×2 at 32, ×4 at 64); per acquisition: messages c→s/s→s/s→c, pushes to\n"+
-			"waiters, bytes received by servers, commits, quorum accesses (of which LISTEN), CPU ms of the 4 servers and of the client process:\n", s.name, r.opts.step)
+			"waiters, bytes received by servers, commits, quorum accesses (of which LISTEN), CPU ms of the %d servers and of the client process:\n", s.name, r.opts.step, s.n)
 		fmt.Fprintf(w, "%4s %8s %20s %8s %17s %6s %9s %7s %12s %8s %8s %6s %s\n",
 			"k", "acq/s", "Lock p50/p99 ms", "handoff", "msgs", "push", "bytes", "commits", "acc (listen)", "srv ms", "cli ms", "fair", "votes/resets")
 		for _, row := range s.scaling {
@@ -284,13 +285,13 @@ func (r *results) printScaling(w io.Writer, s *sysResult) {
 			_, _, fair := row.R.fairness()
 			fmt.Fprintf(w, "%4d %8s %20s %8s %17s %6s %9s %7s %12s %8s %8s %6s %.0f/%.0f\n", row.K, f1(row.R.opsPerSec()), pair(row.R.Lock.ms(.5), row.R.Lock.ms(.99)),
 				f3(row.R.Handoff.ms(.5)), st.msgs(), f1(st.Pushes), f1(st.Bytes), f1(st.Fsyncs),
-				fmt.Sprintf("%.2f (%.2f)", row.accessesPerAcq("doorway", "ticket", "listen", "exit"), row.accessesPerAcq("listen")),
+				fmt.Sprintf("%.2f (%.2f)", row.accessesPerAcq(s.n, "doorway", "ticket", "listen", "exit"), row.accessesPerAcq(s.n, "listen")),
 				f3(st.ServerCPUms), f3(st.ClientCPUms), f3(fair), row.Step["bq_suspicions_total"], row.Step["bq_resets_total"])
 		}
 		return
 	}
 	fmt.Fprintf(w, "\n%s, k contenders on one lock, %v each (×2 at 32, ×4 at 64); per acquisition: client RPCs, bytes received by\n"+
-		"members, WAL fsyncs, CPU ms of the 3 members and of the client process:\n", s.name, r.opts.step)
+		"members, WAL fsyncs, CPU ms of the %d members and of the client process:\n", s.name, r.opts.step, s.n)
 	fmt.Fprintf(w, "%4s %8s %20s %8s %9s %9s %7s %8s %8s %6s\n", "k", "acq/s", "Lock p50/p99 ms", "handoff", "RPCs", "bytes", "fsyncs", "srv ms", "cli ms", "fair")
 	for _, row := range s.scaling {
 		st := s.stats(row.W, row.R.Acq)
@@ -381,7 +382,7 @@ func (r *results) targets() []target {
 		add(fmt.Sprintf("bq fairness max/min at %d contenders", k.n), fair, "≤ 1.1", fair <= 1.1, "")
 		if k.n == 64 {
 			v := bs.S2C
-			add("bq server-to-client messages per acquisition at 64 contenders", v, fmt.Sprintf("≤ 3n = %d", 3*bqServers), v <= 3*bqServers,
+			add("bq server-to-client messages per acquisition at 64 contenders", v, fmt.Sprintf("≤ 3n = %d", 3*bq.n), v <= float64(3*bq.n),
 				fmt.Sprintf("of which %.1f pushes to waiters", bs.Pushes))
 			if b8, _, ok := r.busy(bq, 8); ok {
 				v := b.opsPerSec() / b8.opsPerSec()
@@ -476,6 +477,11 @@ func (r *results) json() map[string]any {
 
 func (s *sysResult) json() map[string]any {
 	m := map[string]any{}
+	if s.bq {
+		m["n"], m["f"] = s.n, s.f
+	} else {
+		m["members"] = s.n
+	}
 	if u := s.uncontended; u != nil {
 		m["uncontended_ops"] = len(u.Cycle)
 		m["uncontended_p50_ms"], m["uncontended_p99_ms"] = jnum(u.Cycle.ms(.5)), jnum(u.Cycle.ms(.99))
@@ -523,8 +529,8 @@ func (s *sysResult) json() map[string]any {
 				"overlaps":              row.R.Overlaps,
 			}
 			if s.bq {
-				x["accesses_per_acq"] = jnum(row.accessesPerAcq("doorway", "ticket", "listen", "exit"))
-				x["listens_per_acq"] = jnum(row.accessesPerAcq("listen"))
+				x["accesses_per_acq"] = jnum(row.accessesPerAcq(s.n, "doorway", "ticket", "listen", "exit"))
+				x["listens_per_acq"] = jnum(row.accessesPerAcq(s.n, "listen"))
 				x["suspicions"] = row.Step["bq_suspicions_total"]
 				x["resets"] = row.Step["bq_resets_total"]
 				x["rejected"] = row.Step["bq_rejected_total"]
