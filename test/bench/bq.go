@@ -178,11 +178,25 @@ func (l *bqLocker) Close() error { return l.c.Close() }
 // dial opens k clients in parallel, each with a fresh in-memory identity,
 // all on the lock called name.
 func (b *bqCluster) dial(ctx context.Context, k int, name string, f *fence) ([]locker, error) {
+	return b.dialEach(ctx, k, func(int) (string, *fence) { return name, f })
+}
+
+// dialParallel bounds the clients dialling at once (the handshakes of a few
+// hundred would outlast the dial timeout on two cores).
+const dialParallel = 64
+
+// dialEach opens k clients like dial, client i on the lock lock(i) names,
+// checking its tokens with the fence it returns (nil: none).
+func (b *bqCluster) dialEach(ctx context.Context, k int, lock func(i int) (string, *fence)) ([]locker, error) {
 	ls := make([]locker, k)
 	errs := make([]error, k)
+	sem := make(chan struct{}, dialParallel)
 	var wg sync.WaitGroup
 	for i := range k {
+		name, f := lock(i)
 		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			key, err := crypto.GenerateKey(b.cluster.Scheme, rand.Reader)
 			if err != nil {
 				errs[i] = err

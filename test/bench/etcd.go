@@ -158,11 +158,20 @@ func (l *etcdLocker) Close() error {
 // dial opens k clients, each with its own connection (to all members, as
 // clientv3 balances) and its own session (lease TTL 10 s, like bq's default).
 func (e *etcdCluster) dial(ctx context.Context, k int, key string) ([]locker, error) {
+	return e.dialEach(ctx, k, func(int) string { return key })
+}
+
+// dialEach opens k clients like dial, client i on the lock key(i) names.
+func (e *etcdCluster) dialEach(ctx context.Context, k int, key func(i int) string) ([]locker, error) {
 	ls := make([]locker, k)
 	errs := make([]error, k)
+	sem := make(chan struct{}, dialParallel)
 	var wg sync.WaitGroup
 	for i := range k {
+		key := key(i)
 		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			cli, err := clientv3.New(clientv3.Config{Endpoints: e.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(), Context: ctx})
 			if err != nil {
 				errs[i] = err

@@ -5,8 +5,8 @@
 //
 //	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
 //	      [--schemes Ed25519,ML-DSA-44,...]
-//	      [--workloads uncontended,contended,scaling,failover]
-//	      [--servers N] [--profile DIR]
+//	      [--workloads uncontended,contended,scaling,failover,spread]
+//	      [--servers N] [--spread 16,64,256] [--profile DIR]
 //	bench --attack [--json] [--quick] [attack sizes]
 //
 // --attack runs only the attack benchmark on bq (attack.go).
@@ -57,6 +57,7 @@ type options struct {
 	schemes     []string // bq's signature schemes: the first is "bq", each other one "bq/SCHEME"
 	workloads   map[string]bool
 	scaling     []int
+	spread      []int // clients in the spread workload's rows (each also mixed: over K/4 locks)
 	attack      bool
 	atk         attackOptions
 
@@ -81,10 +82,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (logs, data) at the end; with ./run, give a --workdir outside its temporary directory")
 	systems := fs.String("systems", "bq,etcd", "systems to measure")
 	schemes := fs.String("schemes", "Ed25519", "bq's signature schemes, comma-separated (Ed25519, ML-DSA-44, Ed25519-Dilithium2): the first is measured as \"bq\", each other one as \"bq/SCHEME\", with the same workloads")
-	workloads := fs.String("workloads", "uncontended,contended,scaling,failover", "workloads to run, for every system")
+	workloads := fs.String("workloads", "uncontended,contended,scaling,failover", "workloads to run, for every system (also: spread)")
 	fs.IntVar(&o.failoverRounds, "failover-rounds", 20, "kill -9 of the leader in the failover workload (--quick: 5)")
 	fs.DurationVar(&o.observePoll, "observe-poll", 0, "bq's observer in the failover workload reads the leader this often instead of Observe (200ms: Observe before it was pushed)")
 	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
+	spread := fs.String("spread", "", "client counts K for the spread workload: K clients on K locks, then on K/4 (default 16,64,256; --quick 16,64)")
 	fs.IntVar(&o.uncontendedOps, "ops", 1000, "measured uncontended Lock+Unlock cycles (--quick: 500)")
 	fs.IntVar(&o.contenders, "contenders", 8, "clients in the contended run")
 	fs.IntVar(&o.servers, "servers", bqServers, "cluster size for every workload: bq's n (f = ⌊(n-1)/3⌋: 7 is f=2) and, unless --etcd-members, etcd's members")
@@ -94,7 +96,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.step, "step", 3*time.Second, "length of each scaling run (--quick: 2s)")
 	fs.BoolVar(&o.attack, "attack", false, "run only the attack benchmark on bq (attack.go; --timeout default 60m)")
 	addAttackFlags(fs, &o.atk)
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -143,19 +146,28 @@ func parseFlags(args []string) (*options, error) {
 	if len(o.schemes) == 0 {
 		return nil, fmt.Errorf("bad --schemes %q", *schemes)
 	}
-	sc := *scaling
-	if sc == "" {
-		sc = "1,2,4,8,16,32,64"
-		if o.quick {
-			sc = "1,4,16"
+	ints := func(flag, s, def, quick string) ([]int, error) {
+		if s == "" {
+			s = def
+			if o.quick {
+				s = quick
+			}
 		}
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 1 {
+				return nil, fmt.Errorf("bad --%s %q", flag, s)
+			}
+			out = append(out, k)
+		}
+		return out, nil
 	}
-	for _, f := range strings.Split(sc, ",") {
-		k, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || k < 1 {
-			return nil, fmt.Errorf("bad --scaling %q", sc)
-		}
-		o.scaling = append(o.scaling, k)
+	if o.scaling, err = ints("scaling", *scaling, "1,2,4,8,16,32,64", "1,4,16"); err != nil {
+		return nil, err
+	}
+	if o.spread, err = ints("spread", *spread, "16,64,256", "16,64"); err != nil {
+		return nil, err
 	}
 	if o.bqserver == "" {
 		self, err := os.Executable()
@@ -287,6 +299,7 @@ type sysResult struct {
 	// (the bakery breaks ticket ties by ClientID).
 	byID    []int
 	scaling []scalingRow
+	spread  []spreadRow
 	// failover is each measured failover: kill -9 of the leader to the
 	// next leader's Campaign returning, and an observer's lag behind it.
 	failover failoverResult
@@ -369,6 +382,26 @@ func runBQ(ctx context.Context, o *options, work, name, scheme string) (*sysResu
 			}
 			r.fenceErrors += f.bad
 			r.scaling = append(r.scaling, row)
+		}
+	}
+	if o.workloads["spread"] {
+		var fences []*fence
+		dial := func(clients, names int, lockOf []int) ([]locker, error) {
+			fs := make([]*fence, names)
+			for j := range fs {
+				fs[j] = &fence{}
+			}
+			fences = append(fences, fs...)
+			return b.dialEach(ctx, clients, func(i int) (string, *fence) {
+				return fmt.Sprintf("bench-spread-%d-%d-%d", clients, names, lockOf[i]), fs[lockOf[i]]
+			})
+		}
+		r.spread, err = runSpread(ctx, o, name, dial, b.pids(), b.metrics)
+		for _, f := range fences {
+			r.fenceErrors += f.bad
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if o.workloads["failover"] && name == "bq" {
@@ -558,6 +591,16 @@ func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
 				return nil, fmt.Errorf("scaling, %d contenders: %w", k, err)
 			}
 			r.scaling = append(r.scaling, row)
+		}
+	}
+	if o.workloads["spread"] {
+		dial := func(clients, names int, lockOf []int) ([]locker, error) {
+			return e.dialEach(ctx, clients, func(i int) string {
+				return fmt.Sprintf("%s-spread-%d-%d-%d", etcdLockKey, clients, names, lockOf[i])
+			})
+		}
+		if r.spread, err = runSpread(ctx, o, "etcd", dial, e.pids(), e.metrics()); err != nil {
+			return nil, err
 		}
 	}
 	if o.workloads["failover"] {

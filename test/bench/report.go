@@ -154,7 +154,9 @@ func (r *results) print(w io.Writer) {
 	for _, s := range r.systems {
 		header += fmt.Sprintf(" %18s", s.name)
 	}
-	fmt.Fprintln(w, header)
+	if o.workloads["uncontended"] || o.workloads["contended"] || o.workloads["failover"] {
+		fmt.Fprintln(w, header)
+	}
 	row := func(label string, f func(*sysResult) string) {
 		line := fmt.Sprintf("%-44s", label)
 		for _, s := range r.systems {
@@ -234,6 +236,7 @@ func (r *results) print(w io.Writer) {
 		}
 	}
 	r.printSideBySide(w)
+	r.printSpread(w)
 	if o.workloads["failover"] {
 		fmt.Fprintf(w, "\nfailover: kill -9 of the leader until the next candidate's Campaign returns, session TTL %v, %d rounds, %d candidates waiting:\n", failoverTTL, o.failoverRounds, failoverWaiting)
 		row("  failover p50 / p99 (ms)", func(s *sysResult) string {
@@ -266,6 +269,7 @@ func (r *results) print(w io.Writer) {
 		for _, row := range s.scaling {
 			overlaps += row.R.Overlaps
 		}
+		overlaps += spreadOverlaps(s.spread)
 		if overlaps > 0 || s.fenceErrors > 0 {
 			fmt.Fprintf(w, "\nWARNING: %s broke mutual exclusion (%d overlaps) or fencing (%d tokens out of order)\n", s.name, overlaps, s.fenceErrors)
 		}
@@ -319,6 +323,59 @@ func (r *results) printSideBySide(w io.Writer) {
 		_, _, ef := e.R.fairness()
 		fmt.Fprintf(w, "%4d %9s %9s %7s %12s %12s %9s %9s %7s %7s\n", b.K, f1(b.R.opsPerSec()), f1(e.R.opsPerSec()),
 			f3(b.R.opsPerSec()/e.R.opsPerSec()), f3(b.R.Lock.ms(.99)), f3(e.R.Lock.ms(.99)), f3(bs.CPUms()), f3(es.CPUms()), f3(bf), f3(ef))
+	}
+}
+
+// printSpread prints the spread rows of every system side by side.
+func (r *results) printSpread(w io.Writer) {
+	var ss []*sysResult
+	for _, s := range r.systems {
+		if len(s.spread) > 0 {
+			ss = append(ss, s)
+		}
+	}
+	if len(ss) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nspread: K clients each looping Lock → Unlock, on K locks (each its own) or on K/4 (client i on lock i mod K/4);\n"+
+		"acquisitions/s over the window, Lock+Unlock p50/p99 (ms), CPU per acquisition of servers + client (ms):\n")
+	fmt.Fprintf(w, "%5s %5s %9s", "K", "locks", "window")
+	for _, s := range ss {
+		fmt.Fprintf(w, " | %10s %19s %8s", s.name+" acq/s", "p50 / p99", "CPU")
+	}
+	if len(ss) == 2 {
+		fmt.Fprintf(w, " | %s", ss[0].name+"/"+ss[1].name)
+	}
+	fmt.Fprintln(w)
+	var errs []string
+	for i, row := range ss[0].spread {
+		_, win := spreadTimes(r.opts.warm, r.opts.step, row.Clients)
+		fmt.Fprintf(w, "%5d %5d %9s", row.Clients, row.Names, win)
+		var ops []float64
+		for _, s := range ss {
+			if i >= len(s.spread) {
+				fmt.Fprintf(w, " | %10s %19s %8s", "-", "-", "-")
+				ops = append(ops, math.NaN())
+				continue
+			}
+			x := s.spread[i]
+			if x.Err != nil {
+				fmt.Fprintf(w, " | %10s %19s %8s", "error", "-", "-")
+				errs = append(errs, fmt.Sprintf("  %s, %d clients on %d locks: %s", s.name, x.Clients, x.Names, brief(x.Err)))
+				ops = append(ops, math.NaN())
+				continue
+			}
+			st := s.stats(x.W, x.R.Acq)
+			fmt.Fprintf(w, " | %10s %19s %8s", f1(x.R.opsPerSec()), pair(x.R.Cycle.ms(.5), x.R.Cycle.ms(.99)), f3(st.CPUms()))
+			ops = append(ops, x.R.opsPerSec())
+		}
+		if len(ss) == 2 {
+			fmt.Fprintf(w, " | %s", f3(ops[0]/ops[1]))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, e := range errs {
+		fmt.Fprintln(w, e)
 	}
 }
 
@@ -540,6 +597,29 @@ func (s *sysResult) json() map[string]any {
 			rows = append(rows, x)
 		}
 		m["scaling"] = rows
+	}
+	if len(s.spread) > 0 {
+		var rows []map[string]any
+		for _, row := range s.spread {
+			x := map[string]any{"clients": row.Clients, "names": row.Names}
+			if row.Err != nil {
+				x["error"] = brief(row.Err)
+				rows = append(rows, x)
+				continue
+			}
+			st := s.stats(row.W, row.R.Acq)
+			mx, mn, _ := row.R.fairness()
+			x["seconds"] = jnum(row.R.Window.Seconds())
+			x["ops_per_s"] = jnum(row.R.opsPerSec())
+			x["p50_ms"], x["p99_ms"] = jnum(row.R.Cycle.ms(.5)), jnum(row.R.Cycle.ms(.99))
+			x["lock_p50_ms"], x["lock_p99_ms"] = jnum(row.R.Lock.ms(.5)), jnum(row.R.Lock.ms(.99))
+			x["cpu_ms_per_acq"] = jnum(st.CPUms())
+			x["server_cpu_ms_per_acq"], x["client_cpu_ms_per_acq"] = jnum(st.ServerCPUms), jnum(st.ClientCPUms)
+			x["acquisitions_per_client_max"], x["acquisitions_per_client_min"] = mx, mn
+			x["overlaps"] = row.R.Overlaps
+			rows = append(rows, x)
+		}
+		m["spread"] = rows
 	}
 	return m
 }

@@ -85,9 +85,10 @@ type contendedResult struct {
 	Acq, All  int
 	PerClient []int
 	// Lock is each windowed Lock's latency (call to return); Handoff is the
-	// time from the previous holder starting its Unlock to this Lock
-	// returning.
-	Lock, Handoff durations
+	// time from the previous holder of the same lock starting its Unlock to
+	// this Lock returning; Cycle is from the Lock call to the Unlock's
+	// return.
+	Lock, Handoff, Cycle durations
 	// Overlaps counts acquisitions that found another holder inside: must be 0.
 	Overlaps int
 }
@@ -111,23 +112,43 @@ func (r contendedResult) fairness() (maxAcq, minAcq int, ratio float64) {
 // (to read counters). Clients still waiting at the end finish their attempt
 // (the queue drains) before contended returns.
 func contended(ctx context.Context, ls []locker, warm, window time.Duration, atStart, atEnd func()) (contendedResult, error) {
+	return onLocks(ctx, ls, nil, warm, window, atStart, atEnd)
+}
+
+// onLocks is contended with ls[i] on lock lockOf[i] (nil: all on one
+// lock): the overlap probe and the handoff are per lock. The lockers must
+// already be on those locks; lockOf only tells which share one.
+func onLocks(ctx context.Context, ls []locker, lockOf []int, warm, window time.Duration, atStart, atEnd func()) (contendedResult, error) {
 	base := time.Now() // every offset below is monotonic
 	mono := func() time.Duration { return time.Since(base) }
 	winStart, winEnd := warm, warm+window
 	ctx, cancel := context.WithTimeout(ctx, winEnd+2*time.Minute)
 	defer cancel()
 
-	var (
+	// lockState is one lock's probe.
+	type lockState struct {
 		inside     atomic.Int32
 		lastUnlock atomic.Int64 // offset of the last Unlock call's start; -1: none yet
-		overlaps   atomic.Int64
-		all        atomic.Int64
-	)
-	lastUnlock.Store(-1)
+	}
+	lockIdx := func(i int) int {
+		if lockOf == nil {
+			return 0
+		}
+		return lockOf[i]
+	}
+	nLocks := 1
+	for i := range ls {
+		nLocks = max(nLocks, lockIdx(i)+1)
+	}
+	locks := make([]lockState, nLocks)
+	for i := range locks {
+		locks[i].lastUnlock.Store(-1)
+	}
+	var overlaps, all atomic.Int64
 	type perClient struct {
-		n             int
-		lock, handoff durations
-		err           error
+		n                    int
+		lock, handoff, cycle durations
+		err                  error
 	}
 	res := make([]perClient, len(ls))
 	timers := make(chan struct{})
@@ -149,6 +170,7 @@ func contended(ctx context.Context, ls []locker, warm, window time.Duration, atS
 	}()
 	var wg sync.WaitGroup
 	for i, l := range ls {
+		ll := &locks[lockIdx(i)]
 		wg.Go(func() {
 			pc := &res[i]
 			for {
@@ -162,24 +184,28 @@ func contended(ctx context.Context, ls []locker, warm, window time.Duration, atS
 					return
 				}
 				t1 := mono()
-				if inside.Add(1) != 1 {
+				if ll.inside.Add(1) != 1 {
 					overlaps.Add(1)
 				}
 				all.Add(1)
-				prev := lastUnlock.Load()
-				if t1 >= winStart && t1 < winEnd {
+				prev := ll.lastUnlock.Load()
+				counted := t1 >= winStart && t1 < winEnd
+				if counted {
 					pc.n++
 					pc.lock = append(pc.lock, t1-t0)
 					if prev >= 0 {
 						pc.handoff = append(pc.handoff, t1-time.Duration(prev))
 					}
 				}
-				inside.Add(-1)
-				lastUnlock.Store(int64(mono()))
+				ll.inside.Add(-1)
+				ll.lastUnlock.Store(int64(mono()))
 				if err := l.Unlock(ctx); err != nil {
 					pc.err = fmt.Errorf("client %d: unlock: %w", i, err)
 					cancel()
 					return
+				}
+				if counted {
+					pc.cycle = append(pc.cycle, mono()-t0)
 				}
 			}
 		})
@@ -193,6 +219,7 @@ func contended(ctx context.Context, ls []locker, warm, window time.Duration, atS
 		r.PerClient = append(r.PerClient, pc.n)
 		r.Lock = append(r.Lock, pc.lock...)
 		r.Handoff = append(r.Handoff, pc.handoff...)
+		r.Cycle = append(r.Cycle, pc.cycle...)
 		if pc.err != nil && !errors.Is(pc.err, context.Canceled) {
 			errs = append(errs, pc.err)
 		}
