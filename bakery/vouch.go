@@ -124,26 +124,48 @@ type memberClaim struct {
 	ss *wire.SignedStatement
 }
 
-// needStatements reports whether S' cannot be decided on these q answers
-// (docs/protocol.md change 44): a member named by at most f of them must
-// have a statement of its verified (change 28), and no answer carried one.
-func (c *Client) needStatements(answers []quorum.Reply[[]memberClaim]) bool {
-	names := make(map[wire.ClientID]int)
-	stated := make(map[wire.ClientID]bool)
+// maxUnstated bounds the members that answers by reference add to S'
+// unchecked (docs/protocol.md change 44): named by at most f of them and
+// by reference, so with no statement to check. Waiting for them is safe
+// (§3.2), and one that no correct server holds is passed by absence (§3.3)
+// with the first reports; past the bound, a faulty server's invented names
+// cost a round of full answers instead.
+const maxUnstated = 4
+
+// named tallies SET-TICKET's answers: the distinct servers naming each
+// member other than the client, and whether any named it by reference.
+func (c *Client) named(answers []quorum.Reply[[]memberClaim]) (servers map[wire.ClientID]map[wire.ServerID]bool, byRef map[wire.ClientID]bool) {
+	servers = make(map[wire.ClientID]map[wire.ServerID]bool)
+	byRef = make(map[wire.ClientID]bool)
 	for _, ans := range answers {
 		for _, mc := range ans.Value {
-			names[mc.id]++
-			if mc.ss != nil {
-				stated[mc.id] = true
+			if mc.id == c.id {
+				continue
+			}
+			if servers[mc.id] == nil {
+				servers[mc.id] = make(map[wire.ServerID]bool)
+			}
+			servers[mc.id][ans.Server] = true
+			if mc.ss == nil {
+				byRef[mc.id] = true
 			}
 		}
 	}
-	for id, n := range names {
-		if id != c.id && n <= c.cfg.F && !stated[id] {
-			return true
+	return servers, byRef
+}
+
+// needStatements reports whether S' is not to be decided on these q
+// answers by reference (change 44): more than maxUnstated members are
+// named by at most f of them, by reference.
+func (c *Client) needStatements(answers []quorum.Reply[[]memberClaim]) bool {
+	servers, byRef := c.named(answers)
+	unstated := 0
+	for id, by := range servers {
+		if len(by) <= c.cfg.F && byRef[id] {
+			unstated++
 		}
 	}
-	return false
+	return unstated > maxUnstated
 }
 
 // askFullMembers sends a's Ticket again, asking for answers in full (change
@@ -164,24 +186,14 @@ func (c *Client) askFullMembers(a *attempt, e *Effects) {
 // membersOf decides S' from the first q answers of SET-TICKET: the union
 // of the members they name (§3.2). A member named by f+1 of them is one a
 // correct server holds, and joins without its statements being decoded;
-// one named by at most f joins only if one of its statements verifies for
-// this lock.
+// one named by at most f joins if one of its statements verifies for this
+// lock, or if an answer by reference named it (change 44: at most
+// maxUnstated such, needStatements).
 func (c *Client) membersOf(lock string, answers []quorum.Reply[[]memberClaim]) []wire.ClientID {
-	servers := make(map[wire.ClientID]map[wire.ServerID]bool)
-	for _, ans := range answers {
-		for _, mc := range ans.Value {
-			if mc.id == c.id {
-				continue
-			}
-			if servers[mc.id] == nil {
-				servers[mc.id] = make(map[wire.ServerID]bool)
-			}
-			servers[mc.id][ans.Server] = true
-		}
-	}
+	servers, byRef := c.named(answers)
 	others := make([]wire.ClientID, 0, len(servers))
 	for id, by := range servers {
-		if len(by) <= c.cfg.F && c.answered(lock, id, answers) == nil {
+		if len(by) <= c.cfg.F && !byRef[id] && c.answered(lock, id, answers) == nil {
 			continue // no statement of x verifies: x cannot make us wait
 		}
 		others = append(others, id)

@@ -108,11 +108,11 @@ func TestMembersVouchRule(t *testing.T) {
 	require.ElementsMatch(t, want, got)
 }
 
-// change 44: the Ticket asks for answers by reference; when every member is
-// named by f+1 of the q answers, S' is decided on the names alone; when one
-// is named by at most f, the Ticket goes again (a new request) asking for
-// full answers, late answers by reference are ignored, and S' is decided on
-// the full answers by change 28.
+// change 44: the Ticket asks for answers by reference. Members named by
+// f+1 of the q answers join S' on their names; up to maxUnstated named by at
+// most f by reference join too, unchecked (waiting for them is safe); with
+// more, the Ticket goes again (a new request) for full answers, late
+// answers by reference are ignored, and S' is decided by change 28.
 func TestMembersByReferenceRule(t *testing.T) {
 	ticketOf := func(r *rules) *wire.Message {
 		req := r.lockAndView()
@@ -129,6 +129,20 @@ func TestMembersByReferenceRule(t *testing.T) {
 	refs := func(req uint64, ids ...wire.ClientID) *wire.Message {
 		return &wire.Message{MembersReply: &wire.MembersReply{Req: req, Lock: "L", Clients: ids}}
 	}
+	// answerRefs answers tk by reference: every server names a and the
+	// client, server 0 also names few (at most f names each).
+	answerRefs := func(r *rules, tk *wire.Message, a member, few []wire.ClientID) Effects {
+		var e Effects
+		for s := range rulesQ {
+			ids := []wire.ClientID{a.id, r.c.ID()}
+			if s == 0 {
+				ids = append(ids, few...)
+			}
+			e = r.step(s, refs(tk.Submit.Req, ids...))
+		}
+		return e
+	}
+	isListen := func(m *wire.Message) bool { return m.Listen != nil }
 
 	t.Run("names agree: decided at once", func(t *testing.T) {
 		r := newRules(t)
@@ -138,25 +152,36 @@ func TestMembersByReferenceRule(t *testing.T) {
 		for s := range rulesQ {
 			e = r.step(s, refs(tk.Submit.Req, a.id, b.id, r.c.ID()))
 		}
-		listen := sent(e, func(m *wire.Message) bool { return m.Listen != nil })
+		listen := sent(e, isListen)
 		require.NotNil(t, listen)
 		require.ElementsMatch(t, []wire.ClientID{a.id, b.id}, listen.Listen.Members)
 		require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Submit != nil }))
 	})
 
-	t.Run("a member named by at most f: full answers decide", func(t *testing.T) {
+	t.Run("up to maxUnstated named by at most f join unchecked", func(t *testing.T) {
+		r := newRules(t)
+		a := r.member()
+		var few []wire.ClientID
+		for range maxUnstated {
+			few = append(few, r.member().id)
+		}
+		e := answerRefs(r, ticketOf(r), a, few)
+		listen := sent(e, isListen)
+		require.NotNil(t, listen, "decided on the answers by reference")
+		require.ElementsMatch(t, append([]wire.ClientID{a.id}, few...), listen.Listen.Members)
+		require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Submit != nil }))
+	})
+
+	t.Run("more named by at most f: full answers decide", func(t *testing.T) {
 		r := newRules(t)
 		a, b, x := r.member(), r.member(), r.member()
-		tk := ticketOf(r)
-		var e Effects
-		for s := range rulesQ {
-			ids := []wire.ClientID{a.id, r.c.ID()}
-			if s == 0 {
-				ids = append(ids, b.id, x.id) // b and x named by one server only
-			}
-			e = r.step(s, refs(tk.Submit.Req, ids...))
+		few := []wire.ClientID{b.id, x.id}
+		for range maxUnstated - 1 {
+			few = append(few, r.member().id)
 		}
-		require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Listen != nil }), "S' is not decided on names alone")
+		tk := ticketOf(r)
+		e := answerRefs(r, tk, a, few)
+		require.Nil(t, sent(e, isListen), "S' is not decided on these answers")
 		again := sent(e, func(m *wire.Message) bool { return m.Submit != nil })
 		require.NotNil(t, again, "the Ticket goes again")
 		require.False(t, again.Submit.Refs, "asking for full answers")
@@ -165,9 +190,10 @@ func TestMembersByReferenceRule(t *testing.T) {
 
 		// A late answer by reference to the first request counts for nothing.
 		e = r.step(rulesQ, refs(tk.Submit.Req, a.id, r.c.ID()))
-		require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Listen != nil }))
+		require.Nil(t, sent(e, isListen))
 
-		// Full answers: b's genuine Doorway verifies; x's forged one does not.
+		// Full answers: b's genuine Doorway verifies; x's forged one does
+		// not, and the others are named no more.
 		var listen *wire.Message
 		for s := range rulesQ {
 			members := []wire.SignedStatement{r.stmt(a, 1, 1, wire.PhaseTicket, 1), again.Submit.Statement}
@@ -175,11 +201,28 @@ func TestMembersByReferenceRule(t *testing.T) {
 				members = append(members, r.stmt(b, 1, 1, wire.PhaseDoorway, 0), forged(r.stmt(x, 1, 1, wire.PhaseDoorway, 0)))
 			}
 			e = r.step(s, &wire.Message{MembersReply: &wire.MembersReply{Req: again.Submit.Req, Lock: "L", Members: members}})
-			if l := sent(e, func(m *wire.Message) bool { return m.Listen != nil }); l != nil {
+			if l := sent(e, isListen); l != nil {
 				listen = l
 			}
 		}
 		require.NotNil(t, listen)
 		require.ElementsMatch(t, []wire.ClientID{a.id, b.id}, listen.Listen.Members)
+	})
+
+	t.Run("one server naming a member twice is one name", func(t *testing.T) {
+		r := newRules(t)
+		a, x := r.member(), r.member()
+		tk := ticketOf(r)
+		var e Effects
+		for s := range rulesQ {
+			ids := []wire.ClientID{a.id, r.c.ID()}
+			if s == 0 {
+				ids = append(ids, x.id, x.id)
+			}
+			e = r.step(s, refs(tk.Submit.Req, ids...))
+		}
+		listen := sent(e, isListen)
+		require.NotNil(t, listen)
+		require.ElementsMatch(t, []wire.ClientID{a.id, x.id}, listen.Listen.Members, "x joins unchecked, as named by one server")
 	})
 }

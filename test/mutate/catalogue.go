@@ -221,8 +221,12 @@ var Catalogue = []Mutant{
 		"case n < 3*int(b.F)+1:", "case n < 3*int(b.F):"},
 
 	// SET-TICKET answers by reference (change 44).
-	{"refs-names-f", "change 44: a member named by at most f of the answers by reference sends the Ticket again for full answers", "bakery/vouch.go",
-		"if id != c.id && n <= c.cfg.F && !stated[id] {", "if id != c.id && n < c.cfg.F && !stated[id] {"},
+	{"refs-names-f", "change 44: a member named by at most f answers, by reference, counts toward maxUnstated", "bakery/vouch.go",
+		"if len(by) <= c.cfg.F && byRef[id] {", "if len(by) < c.cfg.F && byRef[id] {"},
+	{"refs-unstated-unbounded", "change 44: past maxUnstated such members, full answers decide", "bakery/vouch.go",
+		"return unstated > maxUnstated", "return false"},
+	{"refs-unstated-dropped", "change 44: a member named by at most f answers, by reference, joins S' unchecked (§3.2: waiting is safe)", "bakery/vouch.go",
+		"if len(by) <= c.cfg.F && !byRef[id] && c.answered(lock, id, answers) == nil {", "if len(by) <= c.cfg.F && (byRef[id] || !byRef[id]) && c.answered(lock, id, answers) == nil {"},
 	{"refs-asked-again", "change 44: the second round asks for full answers", "bakery/vouch.go",
 		"\ta.refs = false\n\tdelete(c.byReq, a.reqTicket)", "\ta.refs = true\n\tdelete(c.byReq, a.reqTicket)"},
 	{"refs-same-request", "change 44: the second round is a new request, so late answers by reference count for nothing", "bakery/vouch.go",
@@ -484,7 +488,7 @@ var Catalogue = []Mutant{
 	{"vouch-f", "change 28: a statement counts unverified only when f+1 distinct servers sent it", "bakery/vouch.go",
 		"if len(cl.by) > c.cfg.F {", "if len(cl.by) >= c.cfg.F {"},
 	{"members-vouch-f", "change 28: a member named by at most f of SET-TICKET's q answers needs a statement that verifies", "bakery/vouch.go",
-		"if len(by) <= c.cfg.F && c.answered(lock, id, answers) == nil {", "if len(by) < c.cfg.F && c.answered(lock, id, answers) == nil {"},
+		"if len(by) <= c.cfg.F && !byRef[id] && c.answered(lock, id, answers) == nil {", "if len(by) < c.cfg.F && !byRef[id] && c.answered(lock, id, answers) == nil {"},
 	{"members-other-lock", "§3.2, change 28: a member named by at most f answers joins S' only by a statement of this lock", "bakery/vouch.go",
 		"if st, err := c.verify(cd.ss); err == nil && st.Lock == lock {", "if st, err := c.verify(cd.ss); err == nil {"},
 	{"leader-one-report", "§11: a register value counts toward the leader only when f+1 replies hold it", "bakery/leader.go",
