@@ -113,11 +113,10 @@ func (c *Client) remember(h wire.Digest, st *wire.Statement) {
 	c.cache[h] = st
 }
 
-// memberClaim is one statement of a SET-TICKET answer, not decoded: id is
-// its signer's fingerprint, the client id a correct server checked.
 // memberClaim is one member an answer of SET-TICKET names: by its
-// statement, or by its client id alone in an answer by reference (change
-// 44: h and ss are then zero).
+// statement, not decoded (id is its signer's fingerprint, the client id a
+// correct server checked), or by its client id alone in an answer by
+// reference (change 44: h and ss are then zero).
 type memberClaim struct {
 	id wire.ClientID
 	h  wire.Digest
