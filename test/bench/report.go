@@ -149,13 +149,13 @@ func (r *results) print(w io.Writer) {
 		o.servers, (o.servers-1)/3, o.servers, o.schemes[0])
 	fmt.Fprintf(w, "etcd: %d members (embed, one process each), default fsync; concurrency.Mutex, one session per client.\n", o.etcdMembers)
 	fmt.Fprintf(w, "Per-acquisition counters are sums over all servers, in the measured window. Messages: c→s/s→s/s→c (bq),\n"+
-		"client RPCs (etcd). Commits: WAL group commits, one fdatasync each (bq, applied to bbolt in the background); WAL fsyncs (etcd).\n\n")
+		"client RPCs (etcd). Commits: WAL group commits, one fdatasync each (bq, applied to bbolt in the background); WAL fsyncs (etcd).\n")
 	header := fmt.Sprintf("%-44s", "")
 	for _, s := range r.systems {
 		header += fmt.Sprintf(" %18s", s.name)
 	}
 	if o.workloads["uncontended"] || o.workloads["contended"] || o.workloads["failover"] {
-		fmt.Fprintln(w, header)
+		fmt.Fprintln(w, "\n"+header)
 	}
 	row := func(label string, f func(*sysResult) string) {
 		line := fmt.Sprintf("%-44s", label)
