@@ -27,13 +27,15 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	if !a.members.Offer(s, claims) {
 		return
 	}
-	if c.needStatements(a.members.First()) {
+	answers := a.members.First()
+	servers, byRef := c.named(answers)
+	if c.needStatements(servers, byRef) {
 		c.askFullMembers(a, e)
 		return
 	}
 	// SET-TICKET done: S' = union of the member sets of q answers (§3.2).
 	e.Events = append(e.Events, Event{Kind: Ticketed, Lock: a.lock, Attempt: a.att, Token: Token{N: a.n, Client: c.id}})
-	a.others = c.membersOf(a.lock, a.members.First())
+	a.others = c.membersOf(a.lock, answers, servers, byRef)
 	a.phase = phaseListen
 	a.since, a.progress = now, now
 	a.heard = make(map[wire.ServerID]bool)

@@ -153,11 +153,10 @@ func (c *Client) named(answers []quorum.Reply[[]memberClaim]) (servers map[wire.
 	return servers, byRef
 }
 
-// needStatements reports whether S' is not to be decided on these q
-// answers by reference (change 44): more than maxUnstated members are
-// named by at most f of them, by reference.
-func (c *Client) needStatements(answers []quorum.Reply[[]memberClaim]) bool {
-	servers, byRef := c.named(answers)
+// needStatements reports whether S' is not to be decided on the q answers
+// that named tallied (change 44): more than maxUnstated members are named
+// by at most f of them, by reference.
+func (c *Client) needStatements(servers map[wire.ClientID]map[wire.ServerID]bool, byRef map[wire.ClientID]bool) bool {
 	unstated := 0
 	for id, by := range servers {
 		if len(by) <= c.cfg.F && byRef[id] {
@@ -187,9 +186,9 @@ func (c *Client) askFullMembers(a *attempt, e *Effects) {
 // correct server holds, and joins without its statements being decoded;
 // one named by at most f joins if one of its statements verifies for this
 // lock, or if an answer by reference named it (change 44: at most
-// maxUnstated such, needStatements).
-func (c *Client) membersOf(lock string, answers []quorum.Reply[[]memberClaim]) []wire.ClientID {
-	servers, byRef := c.named(answers)
+// maxUnstated such, needStatements). servers and byRef are named's tally
+// of answers.
+func (c *Client) membersOf(lock string, answers []quorum.Reply[[]memberClaim], servers map[wire.ClientID]map[wire.ServerID]bool, byRef map[wire.ClientID]bool) []wire.ClientID {
 	others := make([]wire.ClientID, 0, len(servers))
 	for id, by := range servers {
 		if len(by) <= c.cfg.F && !byRef[id] && c.answered(lock, id, answers) == nil {

@@ -54,7 +54,7 @@ var Catalogue = []Mutant{
 	{"ticket-acks-q-1", "§3.2: SET-TICKET completes with the answers of q distinct servers", "bakery/getticket.go",
 		"a.members = quorum.NewAccess[[]memberClaim](c.q)", "a.members = quorum.NewAccess[[]memberClaim](c.q - 1)"},
 	{"union-q-1", "§3.2: S' is the union of the member sets of q answers", "bakery/setticket.go",
-		"a.others = c.membersOf(a.lock, a.members.First())", "a.others = c.membersOf(a.lock, a.members.First()[1:])"},
+		"\tanswers := a.members.First()\n", "\tanswers := a.members.First()[1:]\n"},
 	{"listen-heard-q-1", "§3.3: a client decides only once q servers reported since Listen", "bakery/listen.go",
 		"if len(a.others) > 0 && len(a.heard) < c.q {", "if len(a.others) > 0 && len(a.heard) < c.q-1 {"},
 	{"absence-q-1", "§3.3 absence rule: x is passable once q distinct servers report it absent", "bakery/listen.go",
