@@ -222,6 +222,20 @@ func (r *rules) lockAndView() uint64 {
 	return m.Submit.Req
 }
 
+// ticketed takes the lock's GET-TICKET through q Views and returns the
+// Ticket the client then submits (SET-TICKET).
+func (r *rules) ticketed() *wire.Message {
+	req := r.lockAndView()
+	att := r.c.Attempt("L")
+	var e Effects
+	for s := range rulesQ {
+		e = r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, nil, nil)}})
+	}
+	tk := sent(e, func(m *wire.Message) bool { return m.Submit != nil && len(m.Submit.J) > 0 })
+	require.NotNil(r.t, tk)
+	return tk
+}
+
 // §3.1: J is the Views of q distinct servers, each counted for the server
 // that signed it: a View relayed by another server does not count for the
 // relay, so the client never builds a J with one server twice.
@@ -257,14 +271,8 @@ func TestTicketTakesTheUnionOfQAnswers(t *testing.T) {
 	for _, where := range []int{0, 1, 2} {
 		r := newRules(t)
 		x := r.member()
-		req := r.lockAndView()
-		att := r.c.Attempt("L")
+		tk := r.ticketed()
 		var e Effects
-		for s := range rulesQ {
-			e = r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, nil, nil)}})
-		}
-		tk := sent(e, func(m *wire.Message) bool { return m.Submit != nil && len(m.Submit.J) > 0 })
-		require.NotNil(t, tk)
 		xt := r.stmt(x, 1, 1, wire.PhaseTicket, 1)
 		for s := range rulesQ {
 			var members []wire.SignedStatement

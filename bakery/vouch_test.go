@@ -81,14 +81,8 @@ func TestMembersVouchRule(t *testing.T) {
 	a, b, c, d, o := r.member(), r.member(), r.member(), r.member(), r.member()
 	otherLock, err := wire.SignStatement(o.key, r.keys.Cluster, &wire.Statement{Lock: "M", Client: o.id, Session: 1, Attempt: 1, Phase: wire.PhaseDoorway})
 	require.NoError(t, err)
-	req := r.lockAndView()
-	att := r.c.Attempt("L")
+	tk := r.ticketed()
 	var e Effects
-	for s := range rulesQ {
-		e = r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, nil, nil)}})
-	}
-	tk := sent(e, func(m *wire.Message) bool { return m.Submit != nil && len(m.Submit.J) > 0 })
-	require.NotNil(t, tk)
 	forgedD := forged(r.stmt(d, 1, 1, wire.PhaseTicket, 1))
 	answers := [][]wire.SignedStatement{
 		{r.stmt(a, 1, 1, wire.PhaseTicket, 1), forged(r.stmt(b, 1, 1, wire.PhaseTicket, 1)), forgedD, forgedD},
@@ -115,14 +109,7 @@ func TestMembersVouchRule(t *testing.T) {
 // answers by reference are ignored, and S' is decided by change 28.
 func TestMembersByReferenceRule(t *testing.T) {
 	ticketOf := func(r *rules) *wire.Message {
-		req := r.lockAndView()
-		att := r.c.Attempt("L")
-		var e Effects
-		for s := range rulesQ {
-			e = r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, nil, nil)}})
-		}
-		tk := sent(e, func(m *wire.Message) bool { return m.Submit != nil && len(m.Submit.J) > 0 })
-		require.NotNil(t, tk)
+		tk := r.ticketed()
 		require.True(t, tk.Submit.Refs, "the Ticket asks for references first")
 		return tk
 	}
