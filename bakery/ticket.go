@@ -79,6 +79,11 @@ func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a At
 	}
 	for i := range j {
 		v, err := views(&j[i])
+		if errors.Is(err, wire.ErrOtherEpoch) {
+			// A J of another epoch is refused, and convicts nobody: a
+			// correct client's attempt can straddle a change (change 43).
+			return 0, fmt.Errorf("bakery: view %d of the justification: %w", i, err)
+		}
 		if err != nil {
 			return 0, badJ("view %d: %v", i, err)
 		}

@@ -17,6 +17,11 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, n, q int, ttl time.Duration) *fixture {
+	return newFixtureIn(t, 0, n, q, ttl)
+}
+
+// newFixtureIn is newFixture with the detectors in epoch e (change 43).
+func newFixtureIn(t *testing.T, e uint64, n, q int, ttl time.Duration) *fixture {
 	f := &fixture{}
 	for range n {
 		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
@@ -25,6 +30,7 @@ func newFixture(t *testing.T, n, q int, ttl time.Duration) *fixture {
 		f.signers = append(f.signers, k)
 	}
 	f.keys = wire.NewKeyring((n-1)/3, f.keys.Servers)
+	f.keys.Epoch = e
 	for i := range n {
 		m, err := NewMuteness(MutenessConfig{
 			Self: wire.ServerID(i), Quorum: q, Keys: f.keys, Signer: f.signers[i],

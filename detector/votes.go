@@ -25,7 +25,7 @@ func (m *Muteness) knowsSession(cs *clientState, sess uint64) bool {
 }
 
 func (m *Muteness) sign(c wire.ClientID, sess uint64, why wire.SuspectReason) wire.SignedSuspect {
-	v, err := wire.SignSuspect(m.cfg.Signer, m.cfg.Keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: m.cfg.Self, Reason: why})
+	v, err := wire.SignSuspect(m.cfg.Signer, m.cfg.Keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: m.cfg.Self, Reason: why, Epoch: m.cfg.Keys.Epoch})
 	if err != nil {
 		panic(fmt.Sprintf("detector: signing a vote: %v", err)) // our own struct always encodes: a bug
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
 	"testing"
 	"time"
@@ -217,4 +218,82 @@ func FuzzEpochChainExtend(f *testing.F) {
 			require.True(t, w.ca.Public.Verify(crypto.DomainEpoch, body, sig), "adopted only what the CA signed")
 		}
 	})
+}
+
+// docs/protocol.md change 43, "signed bodies name their epoch": a View or
+// vote counts only for a verifier in the epoch it names, so votes of e never
+// make a certificate in e+1 and a J is Views of one epoch; a body of epoch 0
+// has the bytes it had before epochs (omitted), and one of another epoch is
+// refused as ErrOtherEpoch, which is no verdict on its signer.
+func TestViewsAndVotesCountInTheirEpochOnly(t *testing.T) {
+	f := fx(t)
+	in := func(e uint64) wire.Keyring { k := f.keys; k.Epoch = e; return k }
+	requireOther := func(t *testing.T, err error, got, want uint64) {
+		t.Helper()
+		require.ErrorIs(t, err, wire.ErrOtherEpoch)
+		require.ErrorContains(t, err, fmt.Sprintf("of epoch %d, this verifier is in epoch %d", got, want))
+	}
+
+	for _, e := range []uint64{0, 1, 7} {
+		view, err := wire.SignView(f.servers[1], f.keys.Cluster, &wire.ViewBody{Lock: testLock, For: id(f.alice), ForSession: 3, ForAttempt: 2, Server: 1, Epoch: e})
+		require.NoError(t, err)
+		body, err := view.Verify(in(e))
+		require.NoError(t, err, "epoch %d in its own epoch", e)
+		require.Equal(t, e, body.Epoch)
+		for _, other := range []uint64{e + 1, e ^ 1} {
+			_, err = view.Verify(in(other))
+			requireOther(t, err, e, other)
+		}
+
+		cert := wire.ResetCertificate{Client: id(f.alice), Session: 3}
+		for s := range f.q {
+			v, err := wire.SignSuspect(f.servers[s], f.keys.Cluster, &wire.SuspectBody{Client: id(f.alice), Session: 3, Server: wire.ServerID(s), Reason: wire.SuspectMute, Epoch: e})
+			require.NoError(t, err)
+			cert.Votes = append(cert.Votes, v)
+		}
+		require.NoError(t, cert.Verify(in(e), f.q))
+		requireOther(t, cert.Verify(in(e+1), f.q), e, e+1)
+	}
+
+	// Epoch 0 is omitted: a View of epoch 0 signs the bytes of a View
+	// made before epochs existed.
+	view, err := wire.SignView(f.servers[0], f.keys.Cluster, &wire.ViewBody{Lock: testLock, For: id(f.alice), Server: 0})
+	require.NoError(t, err)
+	var fields map[int]any
+	require.NoError(t, crypto.Unmarshal(view.Signed.Body, &fields))
+	require.NotContains(t, fields, 10, "epoch 0 is not encoded")
+	one, err := wire.SignView(f.servers[0], f.keys.Cluster, &wire.ViewBody{Lock: testLock, For: id(f.alice), Server: 0, Epoch: 1})
+	require.NoError(t, err)
+	fields = nil
+	require.NoError(t, crypto.Unmarshal(one.Signed.Body, &fields))
+	require.Contains(t, fields, 10)
+}
+
+// A View or vote whose signer this verifier does not know, or whose
+// signature is not its key's, is ErrOtherEpoch when it names another epoch
+// (a member added later is unknown to a verifier still in an earlier one:
+// that is no evidence), and invalid when it names this one.
+func TestUnknownSignersOfAnotherEpochAreNoEvidence(t *testing.T) {
+	f := fx(t)
+	later := f.keys
+	later.Epoch = 1
+	for _, e := range []uint64{0, 1} {
+		byOutsider, err := wire.SignView(f.outsider, f.keys.Cluster, &wire.ViewBody{Lock: testLock, For: id(f.alice), Server: 9, Epoch: e})
+		require.NoError(t, err)
+		forged, err := wire.SignView(f.outsider, f.keys.Cluster, &wire.ViewBody{Lock: testLock, For: id(f.alice), Server: 2, Epoch: e})
+		require.NoError(t, err)
+		vote, err := wire.SignSuspect(f.outsider, f.keys.Cluster, &wire.SuspectBody{Client: id(f.alice), Session: 1, Server: 9, Reason: wire.SuspectMute, Epoch: e})
+		require.NoError(t, err)
+		_, errUnknown := byOutsider.Verify(later)
+		_, errForged := forged.Verify(later)
+		_, errVote := vote.Verify(later)
+		for _, err := range []error{errUnknown, errForged, errVote} {
+			require.ErrorIs(t, err, wire.ErrInvalid)
+			if e == later.Epoch {
+				require.NotErrorIs(t, err, wire.ErrOtherEpoch, "a body of this epoch that does not verify is invalid")
+			} else {
+				require.ErrorIs(t, err, wire.ErrOtherEpoch)
+			}
+		}
+	}
 }

@@ -112,6 +112,9 @@ type ViewBody struct {
 	HW *SignedStatement `cbor:"8,keyasint,omitempty"`
 	// Cluster is the signer's cluster (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"9,keyasint"`
+	// Epoch is the configuration the signer served in (change 43); omitted
+	// in epoch 0, so a View of epoch 0 has the bytes it always had.
+	Epoch uint64 `cbor:"10,keyasint,omitempty"`
 }
 
 func (v *ViewBody) String() string {
@@ -119,8 +122,16 @@ func (v *ViewBody) String() string {
 	if v.HW != nil {
 		hw = "yes"
 	}
-	return fmt.Sprintf("View(%s for=%s sess=%d att=%d by=%s seq=%d members=%d hw=%s)",
-		v.Lock, v.For, v.ForSession, v.ForAttempt, v.Server, v.Seq, len(v.Members), hw)
+	return fmt.Sprintf("View(%s for=%s sess=%d att=%d by=%s seq=%d members=%d hw=%s%s)",
+		v.Lock, v.For, v.ForSession, v.ForAttempt, v.Server, v.Seq, len(v.Members), hw, epochSuffix(v.Epoch))
+}
+
+// epochSuffix names an epoch after the first in a signed body's string.
+func epochSuffix(e uint64) string {
+	if e == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" epoch=%d", e)
 }
 
 // SignedView is a ViewBody signed by Server.
@@ -156,10 +167,13 @@ type SuspectBody struct {
 	Reason  SuspectReason `cbor:"4,keyasint"`
 	// Cluster is the signer's cluster (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"5,keyasint"`
+	// Epoch is the configuration the signer voted in (change 43): votes of
+	// one epoch make a certificate; omitted in epoch 0.
+	Epoch uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 func (s *SuspectBody) String() string {
-	return fmt.Sprintf("Suspect(%s sess=%d by=%s %s)", s.Client, s.Session, s.Server, s.Reason)
+	return fmt.Sprintf("Suspect(%s sess=%d by=%s %s%s)", s.Client, s.Session, s.Server, s.Reason, epochSuffix(s.Epoch))
 }
 
 // SignedSuspect is a SuspectBody signed by Server.

@@ -12,9 +12,14 @@ import (
 // Keyring is what a verifier needs to know of its cluster: the servers'
 // signing keys, indexed by ServerID, and the cluster's id, which every signed
 // body must name (docs/protocol.md §1, cluster binding).
-// INVARIANT: Cluster == ClusterIDOf(f, Servers) for the f it was made with.
+// INVARIANT: Cluster == ClusterIDOf(f, Servers) for the f it was made with
+// (epoch 0, the cluster file); in a later epoch Cluster stays epoch 0's and
+// Servers are that epoch's members (docs/protocol.md change 43).
 type Keyring struct {
 	Cluster ClusterID
+	// Epoch is the configuration Servers belong to: every View and vote
+	// verified with this keyring must name it.
+	Epoch   uint64
 	Servers []*crypto.Parsed
 }
 
@@ -73,6 +78,32 @@ var ErrForeignCluster = fmt.Errorf("%w: signed for another cluster", ErrInvalid)
 func checkCluster(what string, got, want ClusterID) error {
 	if got != want {
 		return fmt.Errorf("wire: %w: %s of cluster %s, this is cluster %s", ErrForeignCluster, what, got, want)
+	}
+	return nil
+}
+
+// ErrOtherEpoch marks a View or vote signed in another epoch than the
+// verifier's (docs/protocol.md change 43): it does not count here, and it is
+// no evidence of anything (its signer may be correct and in another epoch).
+var ErrOtherEpoch = fmt.Errorf("%w: signed in another epoch", ErrInvalid)
+
+// peekEpoch reads the epoch of a body that did not verify with this
+// keyring (its signer is no member here, or the signature is not its key's):
+// one of another epoch is ErrOtherEpoch, not evidence — a member added in a
+// later epoch is unknown to a verifier still in an earlier one. An unverified
+// epoch decides nothing but which error it is: either way it counts for
+// nothing.
+func peekEpoch[B any](what string, s crypto.Signed, want uint64, epoch func(*B) uint64) error {
+	var b B
+	if crypto.Unmarshal(s.Body, &b) != nil {
+		return nil
+	}
+	return checkEpoch(what, epoch(&b), want)
+}
+
+func checkEpoch(what string, got, want uint64) error {
+	if got != want {
+		return fmt.Errorf("wire: %w: %s of epoch %d, this verifier is in epoch %d", ErrOtherEpoch, what, got, want)
 	}
 	return nil
 }
@@ -196,10 +227,16 @@ func SignView(k *crypto.PrivateKey, cluster ClusterID, v *ViewBody) (SignedView,
 func (v *SignedView) Verify(keys Keyring) (*ViewBody, error) {
 	pub := keys.Key(v.Server)
 	if pub == nil {
+		if err := peekEpoch[ViewBody]("view", v.Signed, keys.Epoch, func(b *ViewBody) uint64 { return b.Epoch }); err != nil {
+			return nil, err
+		}
 		return nil, invalid("view from unknown server %s", v.Server)
 	}
 	var body ViewBody
 	if err := crypto.Open(pub, crypto.DomainView, v.Signed, &body); err != nil {
+		if err := peekEpoch[ViewBody]("view", v.Signed, keys.Epoch, func(b *ViewBody) uint64 { return b.Epoch }); err != nil {
+			return nil, err
+		}
 		return nil, invalid("view by %s: %v", v.Server, err)
 	}
 	if body.Server != v.Server {
@@ -209,6 +246,9 @@ func (v *SignedView) Verify(keys Keyring) (*ViewBody, error) {
 		return nil, invalid("view: %v", err)
 	}
 	if err := checkCluster("view", body.Cluster, keys.Cluster); err != nil {
+		return nil, err
+	}
+	if err := checkEpoch("view", body.Epoch, keys.Epoch); err != nil {
 		return nil, err
 	}
 	return &body, nil
@@ -238,10 +278,16 @@ func SignSuspect(k *crypto.PrivateKey, cluster ClusterID, s *SuspectBody) (Signe
 func (s *SignedSuspect) Verify(keys Keyring) (*SuspectBody, error) {
 	pub := keys.Key(s.Server)
 	if pub == nil {
+		if err := peekEpoch[SuspectBody]("vote", s.Signed, keys.Epoch, func(b *SuspectBody) uint64 { return b.Epoch }); err != nil {
+			return nil, err
+		}
 		return nil, invalid("vote from unknown server %s", s.Server)
 	}
 	var body SuspectBody
 	if err := crypto.Open(pub, crypto.DomainSuspect, s.Signed, &body); err != nil {
+		if err := peekEpoch[SuspectBody]("vote", s.Signed, keys.Epoch, func(b *SuspectBody) uint64 { return b.Epoch }); err != nil {
+			return nil, err
+		}
 		return nil, invalid("vote by %s: %v", s.Server, err)
 	}
 	if body.Server != s.Server {
@@ -251,6 +297,9 @@ func (s *SignedSuspect) Verify(keys Keyring) (*SuspectBody, error) {
 		return nil, invalid("vote with unknown reason %d", body.Reason)
 	}
 	if err := checkCluster("vote", body.Cluster, keys.Cluster); err != nil {
+		return nil, err
+	}
+	if err := checkEpoch("vote", body.Epoch, keys.Epoch); err != nil {
 		return nil, err
 	}
 	return &body, nil

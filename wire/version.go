@@ -14,8 +14,11 @@ const (
 	// StatusReply.Proclamations (elections); 1.3: Hello.Observe (observer
 	// connections, change 32: a signed flag an older server cannot verify,
 	// so it refuses the observer instead of taking it for a session's connection);
-	// 1.4: Submit.Refs and MembersReply.Clients (SET-TICKET answers by reference, change 44).
-	ProtocolMinor = 4
+	// 1.4: Submit.Refs and MembersReply.Clients (SET-TICKET answers by reference, change 44);
+	// 1.5: ViewBody.Epoch and SuspectBody.Epoch (change 43: signed bodies
+	// name their epoch, omitted in epoch 0, so a 1.4 peer meets one only
+	// once a cluster has changed, and refuses it).
+	ProtocolMinor = 5
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

@@ -617,6 +617,7 @@ func (k *Core) view(lock *activeset.Lock, st *wire.Statement) wire.SignedView {
 		s := hw.Signed
 		body.HW = &s
 	}
+	body.Epoch = k.cfg.Keys.Epoch
 	v, err := wire.SignView(k.cfg.Signer, k.cfg.Keys.Cluster, body)
 	if err != nil {
 		panic(fmt.Sprintf("core: signing a view: %v", err))

@@ -74,7 +74,7 @@ func certificateSize(q int, scheme string) int {
 	vote, ok := voteSizeOf[scheme]
 	sizesMu.Unlock()
 	if !ok {
-		v, err := wire.SignSuspect(mustKey(scheme), wire.ClusterID{}, &wire.SuspectBody{Session: ^uint64(0), Server: ^wire.ServerID(0), Reason: wire.SuspectMute})
+		v, err := wire.SignSuspect(mustKey(scheme), wire.ClusterID{}, &wire.SuspectBody{Session: ^uint64(0), Server: ^wire.ServerID(0), Reason: wire.SuspectMute, Epoch: ^uint64(0)})
 		if err != nil {
 			panic(fmt.Sprintf("core: signing a vote to size it: %v", err))
 		}

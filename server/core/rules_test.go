@@ -62,7 +62,7 @@ func TestSettledRule(t *testing.T) {
 func (c *cluster) certify(client wire.ClientID, sess uint64, votes int) *wire.ResetCertificate {
 	cert := &wire.ResetCertificate{Client: client, Session: sess}
 	for s := range votes {
-		v, err := wire.SignSuspect(c.signers[s], c.keys.Cluster, &wire.SuspectBody{Client: client, Session: sess, Server: wire.ServerID(s), Reason: wire.SuspectMute})
+		v, err := wire.SignSuspect(c.signers[s], c.keys.Cluster, &wire.SuspectBody{Client: client, Session: sess, Server: wire.ServerID(s), Reason: wire.SuspectMute, Epoch: c.keys.Epoch})
 		require.NoError(c.t, err)
 		cert.Votes = append(cert.Votes, v)
 	}

@@ -220,6 +220,20 @@ var Catalogue = []Mutant{
 	{"epoch-n-3f", "change 43: an epoch has n ≥ 3f+1 members", "wire/epoch.go",
 		"case n < 3*int(b.F)+1:", "case n < 3*int(b.F):"},
 
+	// Signed bodies name their epoch (change 43).
+	{"view-epoch-unchecked", "change 43: a View counts only in the epoch it names", "wire/verify.go",
+		"checkEpoch(\"view\", body.Epoch, keys.Epoch)", "checkEpoch(\"view\", keys.Epoch, keys.Epoch)"},
+	{"vote-epoch-unchecked", "change 43: a vote counts only in the epoch it names", "wire/verify.go",
+		"checkEpoch(\"vote\", body.Epoch, keys.Epoch)", "checkEpoch(\"vote\", keys.Epoch, keys.Epoch)"},
+	{"view-signed-in-epoch-0", "change 43: a server signs its Views in its epoch", "server/core/core.go",
+		"\tbody.Epoch = k.cfg.Keys.Epoch\n", "\n"},
+	{"vote-signed-in-epoch-0", "change 43: a server votes in its epoch", "detector/votes.go",
+		"Reason: why, Epoch: m.cfg.Keys.Epoch}", "Reason: why}"},
+	{"other-epoch-j-convicts", "change 43: a J of another epoch is refused and convicts nobody", "bakery/ticket.go",
+		"if errors.Is(err, wire.ErrOtherEpoch) {", "if false && errors.Is(err, wire.ErrOtherEpoch) {"},
+	{"unknown-signer-epoch-unread", "change 43: an unknown signer of another epoch is no evidence", "wire/verify.go",
+		"\treturn checkEpoch(what, epoch(&b), want)\n", "\treturn nil\n"},
+
 	// SET-TICKET answers by reference (change 44).
 	{"refs-names-f", "change 44: a member named by at most f answers, by reference, counts toward maxUnstated", "bakery/vouch.go",
 		"if len(by) <= c.cfg.F && byRef[id] {", "if len(by) < c.cfg.F && byRef[id] {"},
