@@ -132,7 +132,9 @@ var ErrEpochConflict = errors.New("two different epochs with one number")
 // epoch left out.
 type Chain struct {
 	cluster ClusterID
-	ca      *crypto.Parsed // signs the next epoch
+	f0      int
+	keys0   []*crypto.Parsed // epoch 0's members' keys, by id
+	ca      *crypto.Parsed   // signs the next epoch
 	epochs  []chainEpoch
 	keys    map[ServerID][32]byte
 	maxID   ServerID
@@ -145,13 +147,15 @@ type chainEpoch struct {
 	hash   [32]byte
 }
 
-// NewChain starts a chain at epoch 0: cluster's file, whose members 0..n0−1
-// have the signing keys keys0 and whose CA key is ca.
-func NewChain(cluster ClusterID, ca *crypto.Parsed, keys0 []*crypto.Parsed) *Chain {
+// NewChain starts a chain at epoch 0: the cluster file, whose members
+// 0..n0−1 have the signing keys keys0, f0 of them tolerated faulty, and
+// whose CA key is ca. The cluster is ClusterIDOf(f0, keys0) for its life.
+func NewChain(ca *crypto.Parsed, f0 int, keys0 []*crypto.Parsed) *Chain {
 	if len(keys0) < 1 || len(keys0) > MaxEpochMembers {
 		panic(fmt.Sprintf("wire: epoch 0 with %d members", len(keys0)))
 	}
-	c := &Chain{cluster: cluster, ca: ca, keys: make(map[ServerID][32]byte, len(keys0)), maxID: ServerID(len(keys0) - 1), retired: map[ServerID]bool{}}
+	c := &Chain{cluster: ClusterIDOf(f0, keys0), f0: f0, keys0: keys0, ca: ca,
+		keys: make(map[ServerID][32]byte, len(keys0)), maxID: ServerID(len(keys0) - 1), retired: map[ServerID]bool{}}
 	for i, k := range keys0 {
 		c.keys[ServerID(i)] = k.Wire.Fingerprint()
 	}
@@ -167,6 +171,30 @@ func (c *Chain) Current() *EpochBody {
 		return nil
 	}
 	return c.epochs[len(c.epochs)-1].body
+}
+
+// Keyring returns the keyring of epoch e — its members' keys by id, named
+// by the cluster and e — and its quorum q_e, if the chain holds e: what
+// verifies a View, vote or certificate of e, in e or, for state copied
+// from e, in any later epoch (change 43).
+func (c *Chain) Keyring(e uint64) (keys Keyring, quorum int, ok bool) {
+	if e > c.Number() {
+		return Keyring{}, 0, false
+	}
+	if e == 0 {
+		n := len(c.keys0)
+		return Keyring{Cluster: c.cluster, Servers: c.keys0}, (n + c.f0 + 2) / 2, true
+	}
+	b := c.epochs[e-1].body
+	servers := make([]*crypto.Parsed, int(b.Members[len(b.Members)-1].ID)+1)
+	for _, m := range b.Members {
+		k, err := m.Key.Parse()
+		if err != nil {
+			panic(fmt.Sprintf("wire: a verified epoch holds an unparsable key: %v", err)) // check() parsed it
+		}
+		servers[m.ID] = k
+	}
+	return Keyring{Cluster: c.cluster, Epoch: e, Servers: servers}, b.Quorum(), true
 }
 
 // Since returns the signed epochs after number from (what a peer that holds

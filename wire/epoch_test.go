@@ -38,7 +38,7 @@ func genKey(t testing.TB) *crypto.PrivateKey {
 	return k
 }
 
-func (w *epochWorld) chain() *wire.Chain { return wire.NewChain(w.cluster, w.ca.Public, w.keys0) }
+func (w *epochWorld) chain() *wire.Chain { return wire.NewChain(w.ca.Public, 1, w.keys0) }
 
 // member is server id with key k.
 func member(id wire.ServerID, k *crypto.Parsed) wire.EpochMember {
@@ -96,6 +96,25 @@ func TestEpochChainAdoptsWhatContinuesIt(t *testing.T) {
 	require.Equal(t, 5, c.Current().Quorum())
 	require.Equal(t, []crypto.Signed{e2}, c.Since(1))
 	require.Empty(t, c.Since(2))
+
+	// Each epoch's keyring: its members' keys by id, named by its number.
+	k0, q0, ok := c.Keyring(0)
+	require.True(t, ok)
+	require.Equal(t, wire.Keyring{Cluster: w.cluster, Servers: w.keys0}, k0)
+	require.Equal(t, 3, q0)
+	k1, q1, ok := c.Keyring(1)
+	require.True(t, ok)
+	require.Equal(t, uint64(1), k1.Epoch)
+	require.Equal(t, w.cluster, k1.Cluster, "the cluster id is epoch 0's for ever")
+	require.Equal(t, 3, q1)
+	require.Nil(t, k1.Key(2), "server 2 left in epoch 1")
+	require.Equal(t, s4.Wire, k1.Key(4).Wire)
+	k2, q2, ok := c.Keyring(2)
+	require.True(t, ok)
+	require.Equal(t, 5, q2)
+	require.NotNil(t, k2.Key(7))
+	_, _, ok = c.Keyring(3)
+	require.False(t, ok, "an epoch the chain does not hold")
 
 	// Shown again, byte for byte: nothing to adopt, no error.
 	n, err = c.Extend([]crypto.Signed{e1, e2})

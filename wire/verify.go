@@ -29,8 +29,17 @@ func NewKeyring(f int, servers []*crypto.Parsed) Keyring {
 	return Keyring{Cluster: ClusterIDOf(f, servers), Servers: servers}
 }
 
-// Len is n, the number of servers.
-func (k Keyring) Len() int { return len(k.Servers) }
+// Len is n, the number of servers: ids with a key (after a change, the
+// ids of an epoch need not be 0..n−1).
+func (k Keyring) Len() int {
+	n := 0
+	for _, s := range k.Servers {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}
 
 // Key returns the key of server id, or nil if there is no such server.
 func (k Keyring) Key(id ServerID) *crypto.Parsed {
