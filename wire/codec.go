@@ -99,6 +99,10 @@ func (m *Message) Validate() error {
 				return err
 			}
 		}
+	case m.EpochNews != nil:
+		if n := len(m.EpochNews.Epochs); n == 0 || n > MaxEpochNews {
+			return fmt.Errorf("wire: epoch news of %d epochs (1 to %d)", n, MaxEpochNews)
+		}
 	case m.Status != nil:
 		if m.Status.Lock != "" {
 			return checkLock(m.Status.Lock)

@@ -120,6 +120,28 @@ func (b *EpochBody) check() error {
 	return nil
 }
 
+// MaxEpochNews bounds the epochs one EpochNews shows; a peer further behind
+// is shown the rest by the next.
+const MaxEpochNews = 64
+
+// EpochNews shows signed epochs, oldest first (change 43): the operator's
+// push of a new epoch, a sealed server's answer to a request of an epoch it
+// left, a peer's word on reconnecting. It is unsigned by its sender: each
+// epoch is signed by the cluster CA, and whoever receives it verifies them
+// with Chain.Extend, so a faulty sender can hide an epoch, never forge one.
+type EpochNews struct {
+	Epochs []crypto.Signed `cbor:"1,keyasint"`
+}
+
+func (n *EpochNews) String() string {
+	if len(n.Epochs) == 0 {
+		return "EpochNews()"
+	}
+	var last EpochBody
+	_ = crypto.Unmarshal(n.Epochs[len(n.Epochs)-1].Body, &last) // a label only
+	return fmt.Sprintf("EpochNews(%d epochs, to %d)", len(n.Epochs), last.Number)
+}
+
 // ErrEpochConflict marks two different signed epochs with one number: the
 // CA holder signed both, and a server refuses to go past them (change 43).
 var ErrEpochConflict = errors.New("two different epochs with one number")

@@ -270,7 +270,22 @@ func examples(tb testing.TB) []example {
 			{Lock: testLock, Client: id(f.bob), Session: 2, Attempt: 4, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&bobTicket)}}}}},
 		{"Revoke", &wire.Message{Revoke: &wire.Revoke{Req: 17, Revocation: revocation}}},
 		{"Proclaim", &wire.Message{Proclaim: &wire.Proclaim{Req: 18, Proclamation: carolSays}}},
+		{"EpochNews", &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{f.epochOne(tb)}}}},
 	}
+}
+
+// epochOne is epoch 1 of the fixture's cluster, signed by the outsider as
+// its CA: server 3 replaced by server 4 (the outsider's key).
+func (f *fixture) epochOne(tb testing.TB) crypto.Signed {
+	tb.Helper()
+	var members []wire.EpochMember
+	for i, k := range []*crypto.Parsed{f.keys.Servers[0], f.keys.Servers[1], f.keys.Servers[2], f.outsider.Public} {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i + i/3), Address: "127.0.0.1:7000", Key: k.Wire, Cert: []byte{0x30}})
+	}
+	s, err := wire.SignEpoch(f.outsider, &wire.EpochBody{Cluster: f.keys.Cluster, Number: 1, Prev: [32]byte(f.keys.Cluster),
+		Members: members, F: 1, ClientCAs: []crypto.PublicKey{f.alice.Public.Wire}, NextCA: []byte{0x30}})
+	require.NoError(tb, err)
+	return s
 }
 
 func ptr[T any](v T) *T { return &v }

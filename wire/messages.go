@@ -491,6 +491,10 @@ const (
 	// ErrCodeForbidden: the client's admission certificate does not allow
 	// the lock name (change 23).
 	ErrCodeForbidden ErrorCode = 10
+	// ErrCodeEpochMoved: this server sealed its epoch (change 43); the
+	// EpochNews it sent just before shows the epochs after it: adopt them
+	// and redo the request at the newer epoch's members.
+	ErrCodeEpochMoved ErrorCode = 11
 )
 
 func (c ErrorCode) String() string {
@@ -515,6 +519,8 @@ func (c ErrorCode) String() string {
 		return "internal"
 	case ErrCodeForbidden:
 		return "forbidden"
+	case ErrCodeEpochMoved:
+		return "epoch-moved"
 	}
 	return fmt.Sprintf("code(%d)", uint16(c))
 }
@@ -693,6 +699,7 @@ type Message struct {
 	Announce     *Announce         `cbor:"24,keyasint,omitempty"`
 	Revoke       *Revoke           `cbor:"25,keyasint,omitempty"`
 	Proclaim     *Proclaim         `cbor:"26,keyasint,omitempty"`
+	EpochNews    *EpochNews        `cbor:"27,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -745,6 +752,7 @@ func (m *Message) body() (fmt.Stringer, int) {
 	set(m.Announce, m.Announce == nil)
 	set(m.Revoke, m.Revoke == nil)
 	set(m.Proclaim, m.Proclaim == nil)
+	set(m.EpochNews, m.EpochNews == nil)
 	return found, n
 }
 

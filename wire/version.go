@@ -17,7 +17,8 @@ const (
 	// 1.4: Submit.Refs and MembersReply.Clients (SET-TICKET answers by reference, change 44);
 	// 1.5: ViewBody.Epoch and SuspectBody.Epoch (change 43: signed bodies
 	// name their epoch, omitted in epoch 0, so a 1.4 peer meets one only
-	// once a cluster has changed, and refuses it).
+	// once a cluster has changed, and refuses it), EpochNews and
+	// ErrCodeEpochMoved.
 	ProtocolMinor = 5
 )
 

@@ -49,6 +49,15 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		fail(requestID(m), wire.ErrCodeLimit, err)
 		return
 	}
+	if m.EpochNews != nil {
+		if err := k.onEpochNews(m.EpochNews, e); err != nil {
+			fail(0, wire.ErrCodeRejected, err)
+		}
+		return
+	}
+	if k.sealedClient(c, m, e) {
+		return
+	}
 	if name, ok := lockOf(m); ok {
 		if err := k.permitted(c, name); err != nil {
 			fail(requestID(m), wire.ErrCodeForbidden, err)

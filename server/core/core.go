@@ -69,6 +69,10 @@ type Config struct {
 	// ClientCA is the client CA of a closed cluster (change 23), which signs
 	// revocations; nil for an open one.
 	ClientCA *crypto.Parsed
+	// ClusterCA is the key of the cluster CA of epoch 0, which signs epoch
+	// 1 (change 43); nil: this server adopts no epoch (an EpochNews is
+	// ignored), and Keys must be of epoch 0.
+	ClusterCA *crypto.Parsed
 	// VerifyCacheSize bounds the cache of verified statements.
 	VerifyCacheSize int
 	// AnnounceDelay is how long a newly accepted statement waits before it
@@ -118,6 +122,9 @@ func (c *Config) Validate() error {
 	} else if int(c.Self) < c.Keys.Len() && c.Keys.Key(c.Self) != nil && c.Keys.Key(c.Self).ID != c.Signer.Public.ID {
 		errs = append(errs, errors.New("core: the signing key is not this server's key in the cluster file"))
 	}
+	if c.ClusterCA != nil && c.Keys.Epoch != 0 {
+		errs = append(errs, fmt.Errorf("core: keys of epoch %d: a server starts in epoch 0 and adopts later epochs from its disk or its peers", c.Keys.Epoch))
+	}
 	if c.AnnounceDelay < 0 {
 		errs = append(errs, errors.New("core: AnnounceDelay must be ≥ 0"))
 	}
@@ -160,7 +167,16 @@ type Stats struct {
 // lock with no refs, no subscriber and no hw is not kept (releaseClientLock);
 // every statement in a lock verified under its client's key.
 type Core struct {
-	cfg         Config
+	cfg Config
+	// chain holds the epochs this server knows (change 43); nil when
+	// cfg.ClusterCA is. Persisted in bucketEpoch.
+	// INVARIANT: chain == nil or chain.Number() ≥ cfg.Keys.Epoch, and this
+	// server has sealed cfg.Keys.Epoch iff chain.Number() > cfg.Keys.Epoch
+	// (sealed): it then accepts nothing of that epoch (epoch.go).
+	chain *wire.Chain
+	// told: the newest epoch each peer was shown since this server sealed,
+	// so a peer still talking in the sealed epoch is told once per epoch.
+	told        map[wire.ServerID]uint64
 	q           int
 	locks       map[string]*activeset.Lock
 	clientLocks map[wire.ClientID]map[string]struct{}
@@ -280,7 +296,12 @@ func New(cfg Config) (*Core, error) {
 		return nil, err
 	}
 	fit := memberFit(crypto.MaxMessageSize, q, cfg.Keys.Key(cfg.Self).Wire.Scheme)
+	var chain *wire.Chain
+	if cfg.ClusterCA != nil {
+		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys.Servers)
+	}
 	return &Core{
+		chain: chain, told: make(map[wire.ServerID]uint64),
 		cfg: cfg, q: q,
 		memberCap: min(cfg.MaxLockMembers, fit), listenCap: min(cfg.MaxListenMembers, fit),
 		locks:        make(map[string]*activeset.Lock),
@@ -320,7 +341,9 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 		}
 		return e
 	case InputConnected:
-		if !in.From.IsClient {
+		if !in.From.IsClient && k.sealed() {
+			k.tellEpochs(in.From.Server, &e)
+		} else if !in.From.IsClient {
 			k.resync(in.From.Server, &e)
 		} else {
 			k.connectedRates(in.From.Client, true)
@@ -340,13 +363,24 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 	} else {
 		k.fromServer(now, in.From.Server, m, &e)
 	}
-	k.settleHolds(now)
+	if !k.sealed() {
+		k.settleHolds(now)
+	}
 	return e
 }
 
 // Tick lets time pass: expired leases and overdue Doorways become votes.
 func (k *Core) Tick(now time.Time) (e Effects) {
 	k.startRestored(now, &e)
+	if k.sealed() {
+		// A sealed epoch's state is what its copy hands out: no lease
+		// runs out, no vote is cast, nothing is collected (epoch.go).
+		k.sweepRates(now)
+		k.expireGrants(now, &e)
+		k.cache.age(now)
+		k.views.age(now)
+		return e
+	}
 	k.settleHolds(now)
 	k.tickHolds(now)
 	k.sweepRates(now)

@@ -1,7 +1,11 @@
 package core
 
 import (
+	"crypto/rand"
 	"testing"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
 
 	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
@@ -52,4 +56,127 @@ func TestViewsJsAndCertificatesOfTheServersEpoch(t *testing.T) {
 	require.NotNil(t, c.cores[0].Register("L", cl.id), "votes of another epoch reset nothing")
 	c.fromServer(0, 1, &wire.Message{Reset: c.certify(cl.id, 1, c.cores[0].q)})
 	require.Nil(t, c.cores[0].Register("L", cl.id), "a certificate of this epoch resets the session")
+}
+
+// epochOne signs epoch 1 of c: server 3 replaced by a new id 4.
+func (c *cluster) epochOne(ca *crypto.PrivateKey) crypto.Signed {
+	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(c.t, err)
+	var members []wire.EpochMember
+	for i, key := range []*crypto.Parsed{c.keys.Servers[0], c.keys.Servers[1], c.keys.Servers[2], k.Public} {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i + i/3), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
+	}
+	s, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 1, Prev: [32]byte(c.keys.Cluster), Members: members, F: 1})
+	require.NoError(c.t, err)
+	return s
+}
+
+// sealedAnswer checks that ms is the answer of a server that sealed epoch 0
+// to request req: the epochs after it, then ErrCodeEpochMoved.
+func sealedAnswer(t *testing.T, ms []*wire.Message, req uint64, what string) {
+	t.Helper()
+	require.Len(t, ms, 2, what)
+	require.NotNil(t, ms[0].EpochNews, what)
+	require.Len(t, ms[0].EpochNews.Epochs, 1, what)
+	require.NotNil(t, ms[1].Error, what)
+	require.Equal(t, wire.ErrCodeEpochMoved, ms[1].Error.Code, what)
+	require.Equal(t, req, ms[1].Error.Req, what)
+}
+
+// docs/protocol.md change 43, the seal: a server shown a valid epoch after
+// its own persists it and seals its epoch — every request of a client of
+// it is answered with the epochs after it and ErrCodeEpochMoved (a status
+// aside), a held Listen is answered so, each peer is told once, a peer's
+// statement or vote of the sealed epoch is dropped, no lease runs out and
+// no vote is cast, while a certificate is still taken; and a restart from
+// its disk finds it sealed. An epoch that does not verify seals nothing.
+func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c.clusterCA = ca
+	for i := range c.cores {
+		c.cores[i] = c.newCore(i, 4, 1)
+	}
+	w, x := c.newClient(), c.newClient()
+	j := c.doorway(w, "L", 1, 1)
+	c.fromClient(0, w.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: w.stmt("L", 1, 1, wire.PhaseTicket, 1, j), J: j}})
+	c.doorway(x, "L", 1, 1)
+	c.flush()
+	c.replies(w.id)
+	c.replies(x.id)
+	// w's held Listen waits on x's Doorway at server 0.
+	c.fromClient(0, w.id, &wire.Message{Listen: &wire.Listen{Req: 3, Lock: "L", Session: 1, Attempt: 1, Members: []wire.ClientID{x.id}, Hold: true}})
+	require.Empty(t, c.replies(w.id))
+	c.drop()
+
+	// An epoch signed by another key seals nothing.
+	forged := c.epochOne(x.key)
+	c.fromClient(0, x.id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{forged}}})
+	require.Equal(t, []wire.ErrorCode{wire.ErrCodeRejected}, errorCodes(c.replies(x.id)))
+	require.False(t, c.cores[0].sealed())
+	require.Empty(t, c.disks[0][bucketEpoch])
+	require.Empty(t, c.replies(w.id), "w's Listen is still held")
+	require.Empty(t, c.inflight, "no peer is told anything")
+
+	// The real one, shown by any client.
+	one := c.epochOne(ca)
+	c.fromClient(0, x.id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	require.True(t, c.cores[0].sealed())
+	serves, knows := c.cores[0].Epoch()
+	require.Equal(t, [2]uint64{0, 1}, [2]uint64{serves, knows})
+	require.Len(t, c.disks[0][bucketEpoch], 1, "the epoch is persisted")
+	sealedAnswer(t, c.replies(w.id), 3, "the held Listen is answered with the epochs after")
+	require.Empty(t, c.replies(x.id))
+	told := map[wire.ServerID]int{}
+	for _, m := range c.inflight {
+		msg, err := wire.Decode(m.data)
+		require.NoError(t, err)
+		require.NotNil(t, msg.EpochNews, "the seal sends peers the epochs and nothing else")
+		told[m.to]++
+	}
+	require.Equal(t, map[wire.ServerID]int{1: 1, 2: 1, 3: 1}, told)
+	c.drop()
+
+	for _, m := range []*wire.Message{
+		{SessionOpen: &wire.SessionOpen{Session: 2, TTLMillis: 5000}},
+		{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 9}},
+		{Submit: &wire.Submit{Req: 10, Statement: x.stmt("L", 1, 1, wire.PhaseExit, 0, nil)}},
+		{Listen: &wire.Listen{Req: 11, Lock: "L", Session: 1, Attempt: 1, Members: []wire.ClientID{w.id}}},
+		{GetSet: &wire.GetSet{Req: 12, Lock: "L"}},
+		{Read: &wire.Read{Req: 13, Lock: "L", Client: w.id}},
+		{SessionClose: &wire.SessionClose{Req: 14, Session: 1}},
+	} {
+		c.fromClient(0, x.id, m)
+		sealedAnswer(t, c.replies(x.id), requestID(m), m.Body().String())
+	}
+	require.Equal(t, wire.PhaseDoorway, c.cores[0].Register("L", x.id).Phase, "the Exit was not taken")
+	c.fromClient(0, x.id, &wire.Message{Status: &wire.Status{Req: 15, Lock: "L"}})
+	got := c.replies(x.id)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].StatusReply, "a status is still answered")
+
+	// A peer's statement of the sealed epoch is dropped; it was told once.
+	c.fromServer(0, 1, &wire.Message{Forward: &wire.Forward{Statement: x.stmt("L", 1, 1, wire.PhaseExit, 0, nil)}})
+	require.Equal(t, wire.PhaseDoorway, c.cores[0].Register("L", x.id).Phase)
+	require.Empty(t, c.inflight, "peer 1 was told already")
+
+	// No lease runs out at a sealed server, and it casts no vote.
+	c.now = c.now.Add(time.Hour)
+	c.effects(0, c.cores[0].Tick(c.now))
+	require.Zero(t, c.cores[0].Stats.VotesCast)
+	require.Empty(t, c.inflight)
+	// A certificate still voids what it voids.
+	c.fromServer(0, 1, &wire.Message{Reset: c.certify(x.id, 1, c.cores[0].q)})
+	require.Nil(t, c.cores[0].Register("L", x.id))
+
+	// A restart from its disk finds it sealed.
+	c.drop()
+	c.restart(0)
+	require.True(t, c.cores[0].sealed())
+	c.fromClient(0, w.id, &wire.Message{GetSet: &wire.GetSet{Req: 16, Lock: "L"}})
+	sealedAnswer(t, c.replies(w.id), 16, "after a restart")
+	// Peers that reconnect are told.
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(2)}))
+	require.Len(t, c.inflight, 1)
 }

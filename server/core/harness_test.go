@@ -28,6 +28,8 @@ type cluster struct {
 	clientCA *crypto.PrivateKey
 	// maxHold, if set before the cores are made, is their default max-hold (change 24).
 	maxHold time.Duration
+	// clusterCA, if set before the cores are made, signs epochs (change 43).
+	clusterCA *crypto.PrivateKey
 }
 
 type serverMsg struct {
@@ -57,6 +59,9 @@ func (c *cluster) newCore(i, n, f int) *Core {
 		cfg.ClientCA = c.clientCA.Public
 	}
 	cfg.MaxHold = c.maxHold
+	if c.clusterCA != nil {
+		cfg.ClusterCA = c.clusterCA.Public
+	}
 	k, err := New(cfg)
 	require.NoError(c.t, err)
 	return k

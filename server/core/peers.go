@@ -16,6 +16,13 @@ import (
 // evidence and revocations, and the resync of a peer that (re)connects.
 
 func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Effects) {
+	if m.EpochNews != nil {
+		_ = k.onEpochNews(m.EpochNews, e) // a faulty server's garbage changes nothing
+		return
+	}
+	if k.sealedServer(s, m, e) {
+		return
+	}
 	switch {
 	case m.Forward != nil:
 		st, err := k.verify(&m.Forward.Statement)

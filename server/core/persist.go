@@ -73,6 +73,9 @@ func mustMarshal(v any) []byte {
 // first: a value, vote or TTL of a session one of them ended is not
 // restored but deleted with the first Tick (collection, change 22).
 func (k *Core) Restore(r Reader) error {
+	if err := k.restoreEpochs(r); err != nil {
+		return err
+	}
 	err := r.ForEach(bucketCert, func(_, v []byte) error {
 		var cert wire.ResetCertificate
 		if err := crypto.Unmarshal(v, &cert); err != nil {

@@ -234,6 +234,20 @@ var Catalogue = []Mutant{
 	{"unknown-signer-epoch-unread", "change 43: an unknown signer of another epoch is no evidence", "wire/verify.go",
 		"\treturn checkEpoch(what, epoch(&b), want)\n", "\treturn nil\n"},
 
+	// The seal (change 43).
+	{"seal-client-served", "change 43: a server that sealed its epoch serves no client request of it", "server/core/epoch.go",
+		"if !k.sealed() || m.Status != nil || m.EpochNews != nil {", "if true {"},
+	{"seal-peer-served", "change 43: a server that sealed its epoch takes no peer's statement or vote of it", "server/core/epoch.go",
+		"if !k.sealed() || m.Reset != nil || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {", "if true {"},
+	{"seal-still-votes", "change 43: a server that sealed its epoch casts no vote in it", "server/core/core.go",
+		"\tif k.sealed() {\n\t\t// A sealed epoch's state", "\tif false {\n\t\t// A sealed epoch's state"},
+	{"seal-listens-unanswered", "change 43: the seal answers every Listen and GetSet with the epochs after", "server/core/epoch.go",
+		"range k.locks[name].EndAll() {", "range k.locks[name].EndAll()[:0] {"},
+	{"seal-forgotten-on-restart", "change 43: the epochs adopted are persisted and restored", "server/core/persist.go",
+		"if err := k.restoreEpochs(r); err != nil {", "if err := error(nil); err != nil {"},
+	{"seal-unverified-epoch", "change 43: only a verified epoch seals", "server/core/epoch.go",
+		"\tif !wasSealed && k.sealed() {", "\tif !wasSealed && (k.sealed() || err != nil) {"},
+
 	// SET-TICKET answers by reference (change 44).
 	{"refs-names-f", "change 44: a member named by at most f answers, by reference, counts toward maxUnstated", "bakery/vouch.go",
 		"if len(by) <= c.cfg.F && byRef[id] {", "if len(by) < c.cfg.F && byRef[id] {"},

@@ -1,0 +1,166 @@
+package core
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Epochs and the seal (docs/protocol.md change 43). Anyone may show this
+// server epochs (an EpochNews: the operator's push, a peer, a client); each
+// is verified by the chain, so a faulty sender can hide an epoch, never forge
+// one. Once the chain holds an epoch after the one this server serves, it
+// has sealed that epoch: it accepts no statement, Listen, GetSet, read,
+// heartbeat, session or vote of it any more, casts no vote, collects
+// nothing, answers every request of a client with the epochs after it and
+// ErrCodeEpochMoved, and tells each peer once. What it holds stays as it is,
+// for the copy the newer epoch's members make of it. Certificates, evidence
+// and revocations are still taken: each verifies on its own, and each only
+// ends or voids.
+
+// bucketEpoch: epoch number (8 bytes, big-endian) → the signed epoch, as
+// adopted. Written before anything the seal changes is sent.
+const bucketEpoch = "epoch"
+
+// sealed reports whether this server knows an epoch after the one it serves.
+func (k *Core) sealed() bool {
+	return k.chain != nil && k.chain.Number() > k.cfg.Keys.Epoch
+}
+
+// Epoch is the epoch this server serves and the newest it knows (the same
+// unless it sealed).
+func (k *Core) Epoch() (serves, knows uint64) {
+	serves = k.cfg.Keys.Epoch
+	if k.chain != nil {
+		return serves, k.chain.Number()
+	}
+	return serves, serves
+}
+
+// onEpochNews adopts the epochs shown that continue the chain, persists
+// them, and seals when the first after the served one comes. An epoch that
+// does not verify changes nothing (the valid ones before it are kept).
+func (k *Core) onEpochNews(n *wire.EpochNews, e *Effects) error {
+	if k.chain == nil {
+		return errors.New("core: this server was started without the cluster CA: it adopts no epoch")
+	}
+	wasSealed := k.sealed()
+	from := k.chain.Number()
+	_, err := k.chain.Extend(n.Epochs)
+	for i, s := range k.chain.Since(from) {
+		e.Persist = append(e.Persist, Record{Bucket: bucketEpoch, Key: epochKey(from + 1 + uint64(i)), Value: mustMarshal(s)})
+	}
+	if !wasSealed && k.sealed() {
+		k.seal(e)
+	}
+	return err
+}
+
+func epochKey(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+// seal ends every subscription (each Listen and GetSet of the sealed epoch is
+// answered with the epochs after it, so its client moves instead of waiting)
+// and tells every peer of the sealed epoch.
+func (k *Core) seal(e *Effects) {
+	news := k.news()
+	told := map[wire.ClientID]bool{}
+	for _, name := range slices.Sorted(maps.Keys(k.locks)) {
+		for _, s := range k.locks[name].EndAll() {
+			if !told[s.Client] {
+				told[s.Client] = true
+				e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(s.Client), Msg: news})
+			}
+			e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(s.Client), Msg: errorMsg(s.Req, wire.ErrCodeEpochMoved, k.movedErr())})
+		}
+	}
+	for _, s := range k.peers() {
+		k.tellEpochs(s, e)
+	}
+}
+
+// news shows the epochs after the one this server serves: the ones a client
+// or peer still talking in it lacks (at most MaxEpochNews; the next request
+// shows the rest).
+func (k *Core) news() *wire.Message {
+	all := k.chain.Since(k.cfg.Keys.Epoch)
+	return &wire.Message{EpochNews: &wire.EpochNews{Epochs: all[:min(len(all), wire.MaxEpochNews)]}}
+}
+
+func (k *Core) movedErr() error {
+	serves, knows := k.Epoch()
+	return fmt.Errorf("core: this server sealed epoch %d: the cluster is in epoch %d; ask its members", serves, knows)
+}
+
+// tellEpochs shows peer s the epochs after the sealed one, once per epoch.
+func (k *Core) tellEpochs(s wire.ServerID, e *Effects) {
+	if k.told[s] >= k.chain.Number() {
+		return
+	}
+	k.told[s] = k.chain.Number()
+	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: k.news()})
+}
+
+// sealedClient answers a client's request of the sealed epoch: everything
+// but a status is refused with the epochs after it.
+func (k *Core) sealedClient(c wire.ClientID, m *wire.Message, e *Effects) bool {
+	if !k.sealed() || m.Status != nil || m.EpochNews != nil {
+		return false
+	}
+	k.Stats.Rejected++
+	e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: k.news()},
+		Outgoing{To: wire.ClientPeer(c), Msg: errorMsg(requestID(m), wire.ErrCodeEpochMoved, k.movedErr())})
+	return true
+}
+
+// sealedServer drops a peer's message of the sealed epoch, telling the peer
+// the epochs after it; certificates, evidence, revocations and epochs are
+// still taken.
+func (k *Core) sealedServer(s wire.ServerID, m *wire.Message, e *Effects) bool {
+	if !k.sealed() || m.Reset != nil || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {
+		return false
+	}
+	k.tellEpochs(s, e)
+	return true
+}
+
+// peers are the other servers of the served epoch.
+func (k *Core) peers() []wire.ServerID {
+	var out []wire.ServerID
+	for i, key := range k.cfg.Keys.Servers {
+		if s := wire.ServerID(i); key != nil && s != k.cfg.Self {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// restoreEpochs adopts the epochs this server persisted, oldest first.
+func (k *Core) restoreEpochs(r Reader) error {
+	var shown []crypto.Signed
+	err := r.ForEach(bucketEpoch, func(_, v []byte) error {
+		var s crypto.Signed
+		if err := crypto.Unmarshal(v, &s); err != nil {
+			return err
+		}
+		shown = append(shown, s)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring epochs: %w", err)
+	}
+	if len(shown) == 0 {
+		return nil
+	}
+	if k.chain == nil {
+		return fmt.Errorf("core: the disk holds %d epochs, but this server was started without the cluster CA to verify them", len(shown))
+	}
+	if _, err := k.chain.Extend(shown); err != nil {
+		return fmt.Errorf("core: restoring epochs: %w", err)
+	}
+	return nil
+}
