@@ -103,6 +103,8 @@ func (m *Message) Validate() error {
 		if n := len(m.EpochNews.Epochs); n == 0 || n > MaxEpochNews {
 			return fmt.Errorf("wire: epoch news of %d epochs (1 to %d)", n, MaxEpochNews)
 		}
+	case m.Copy != nil:
+		return m.Copy.check()
 	case m.Status != nil:
 		if m.Status.Lock != "" {
 			return checkLock(m.Status.Lock)

@@ -338,3 +338,79 @@ func caKey(der []byte) (*crypto.Parsed, error) {
 	}
 	return crypto.PublicKey{Scheme: crypto.Ed25519, Key: []byte(pub)}.Parse()
 }
+
+// MaxCopyItems bounds the entries of each list of one Copy part.
+const MaxCopyItems = 4096
+
+// CopyRequest asks a server that sealed epoch Epoch for its state: the copy
+// a member of a later epoch makes before it serves (change 43).
+type CopyRequest struct {
+	Epoch uint64 `cbor:"1,keyasint"`
+}
+
+func (r *CopyRequest) String() string { return fmt.Sprintf("CopyRequest(epoch=%d)", r.Epoch) }
+
+// Copy is one part of the state of a server that sealed epoch Epoch, sent to
+// the member of a later epoch that asked for it. Everything in it verifies
+// on its own (statements, Tickets with their J, certificates, evidence,
+// revocations), but the sessions, which the copier takes as hints (a lease
+// afresh) and the counters, of which it takes the (f+1)-th highest report.
+// Parts are numbered from 1; the last says so, and its number is the count,
+// so a copier that lost a part asks again.
+type Copy struct {
+	Epoch uint64 `cbor:"1,keyasint"`
+	Part  uint64 `cbor:"2,keyasint"`
+	Last  bool   `cbor:"3,keyasint,omitempty"`
+	// Registers: each register value, a Ticket with its J and a Held
+	// after its Ticket.
+	Registers   []Forward          `cbor:"4,keyasint,omitempty"`
+	HW          []SignedStatement  `cbor:"5,keyasint,omitempty"` // each lock's highest Ticket
+	Certs       []ResetCertificate `cbor:"6,keyasint,omitempty"`
+	Bans        []Evidence         `cbor:"7,keyasint,omitempty"`
+	Revocations []crypto.Signed    `cbor:"8,keyasint,omitempty"`
+	Clients     []CopyClient       `cbor:"9,keyasint,omitempty"`
+}
+
+func (c *Copy) String() string {
+	return fmt.Sprintf("Copy(epoch=%d part=%d last=%t registers=%d hw=%d certs=%d bans=%d revocations=%d clients=%d)",
+		c.Epoch, c.Part, c.Last, len(c.Registers), len(c.HW), len(c.Certs), len(c.Bans), len(c.Revocations), len(c.Clients))
+}
+
+// CopyClient is what a copy hands on of one client's sessions: its live
+// sessions with the TTL each asked for, the highest session it spoke in on
+// its own (change 33) and the highest a certificate ended (change 26).
+type CopyClient struct {
+	Client    ClientID      `cbor:"1,keyasint"`
+	Sessions  []CopySession `cbor:"2,keyasint,omitempty"`
+	SpokeUpTo uint64        `cbor:"3,keyasint,omitempty"`
+	ResetUpTo uint64        `cbor:"4,keyasint,omitempty"`
+}
+
+// CopySession is a session and the TTL its client asked for.
+type CopySession struct {
+	Session   uint64 `cbor:"1,keyasint"`
+	TTLMillis uint32 `cbor:"2,keyasint"`
+}
+
+// check bounds every list of the part.
+func (c *Copy) check() error {
+	for _, n := range []int{len(c.Registers), len(c.HW), len(c.Certs), len(c.Bans), len(c.Revocations), len(c.Clients)} {
+		if n > MaxCopyItems {
+			return fmt.Errorf("wire: copy part with a list of %d items (the limit is %d)", n, MaxCopyItems)
+		}
+	}
+	if c.Part == 0 {
+		return errors.New("wire: copy part 0 (parts count from 1)")
+	}
+	for i := range c.Registers {
+		if err := checkSignedStatement(c.Registers[i].Statement); err != nil {
+			return err
+		}
+	}
+	for i := range c.Clients {
+		if len(c.Clients[i].Sessions) > MaxCopyItems {
+			return fmt.Errorf("wire: copy of %d sessions of one client", len(c.Clients[i].Sessions))
+		}
+	}
+	return nil
+}

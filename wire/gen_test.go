@@ -271,6 +271,15 @@ func examples(tb testing.TB) []example {
 		{"Revoke", &wire.Message{Revoke: &wire.Revoke{Req: 17, Revocation: revocation}}},
 		{"Proclaim", &wire.Message{Proclaim: &wire.Proclaim{Req: 18, Proclamation: carolSays}}},
 		{"EpochNews", &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{f.epochOne(tb)}}}},
+		{"CopyRequest", &wire.Message{CopyRequest: &wire.CopyRequest{Epoch: 2}}},
+		{"Copy", &wire.Message{Copy: &wire.Copy{Epoch: 2, Part: 3, Last: true,
+			Registers:   []wire.Forward{{Statement: ticket, J: j}, {Statement: carolHeld}},
+			HW:          []wire.SignedStatement{bobTicket},
+			Certs:       []wire.ResetCertificate{cert},
+			Bans:        []wire.Evidence{{Kind: wire.EvidenceInvalidTicket, A: ticket, J: j}, {Kind: wire.EvidenceEquivocation, A: ticket, B: &equivocal}},
+			Revocations: []crypto.Signed{revocation},
+			Clients: []wire.CopyClient{{Client: id(f.alice), Sessions: []wire.CopySession{{Session: 3, TTLMillis: 5000}}, SpokeUpTo: 3, ResetUpTo: 2}},
+		}}},
 	}
 }
 

@@ -700,6 +700,8 @@ type Message struct {
 	Revoke       *Revoke           `cbor:"25,keyasint,omitempty"`
 	Proclaim     *Proclaim         `cbor:"26,keyasint,omitempty"`
 	EpochNews    *EpochNews        `cbor:"27,keyasint,omitempty"`
+	CopyRequest  *CopyRequest      `cbor:"28,keyasint,omitempty"`
+	Copy         *Copy             `cbor:"29,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -753,6 +755,8 @@ func (m *Message) body() (fmt.Stringer, int) {
 	set(m.Revoke, m.Revoke == nil)
 	set(m.Proclaim, m.Proclaim == nil)
 	set(m.EpochNews, m.EpochNews == nil)
+	set(m.CopyRequest, m.CopyRequest == nil)
+	set(m.Copy, m.Copy == nil)
 	return found, n
 }
 

@@ -18,7 +18,7 @@ const (
 	// 1.5: ViewBody.Epoch and SuspectBody.Epoch (change 43: signed bodies
 	// name their epoch, omitted in epoch 0, so a 1.4 peer meets one only
 	// once a cluster has changed, and refuses it), EpochNews and
-	// ErrCodeEpochMoved.
+	// ErrCodeEpochMoved, CopyRequest and Copy.
 	ProtocolMinor = 5
 )
 

@@ -20,6 +20,10 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		_ = k.onEpochNews(m.EpochNews, e) // a faulty server's garbage changes nothing
 		return
 	}
+	if m.CopyRequest != nil {
+		k.serveCopy(s, m.CopyRequest, e)
+		return
+	}
 	if k.sealedServer(s, m, e) {
 		return
 	}

@@ -248,6 +248,14 @@ var Catalogue = []Mutant{
 	{"seal-unverified-epoch", "change 43: only a verified epoch seals", "server/core/epoch.go",
 		"\tif !wasSealed && k.sealed() {", "\tif !wasSealed && (k.sealed() || err != nil) {"},
 
+	// The copy, sealed side (change 43).
+	{"copy-before-seal", "change 43: a server hands out its state only once it sealed the epoch", "server/core/copy.go",
+		"if !k.sealed() || r.Epoch != k.cfg.Keys.Epoch {", "if r.Epoch != k.cfg.Keys.Epoch {"},
+	{"copy-to-anyone", "change 43: only a member of the newest epoch gets a copy", "server/core/copy.go",
+		"Member(s); !member {", "Member(s); false && !member {"},
+	{"copy-last-unmarked", "change 43: a copy's last part says so", "server/core/copy.go",
+		"parts[len(parts)-1].Last = true", "parts[len(parts)-1].Last = len(parts) == 0"},
+
 	// SET-TICKET answers by reference (change 44).
 	{"refs-names-f", "change 44: a member named by at most f answers, by reference, counts toward maxUnstated", "bakery/vouch.go",
 		"if len(by) <= c.cfg.F && byRef[id] {", "if len(by) < c.cfg.F && byRef[id] {"},

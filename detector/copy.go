@@ -1,0 +1,44 @@
+package detector
+
+import (
+	"sort"
+	"time"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+// CopyClients is what a copy of this server's state hands on of every
+// client's sessions (docs/protocol.md change 43): the sessions whose TTL it
+// keeps, the highest session the client spoke in on its own, and the
+// highest a certificate ended (compacted ones included), by client.
+func (m *Muteness) CopyClients() []wire.CopyClient {
+	byClient := make(map[wire.ClientID]*wire.CopyClient, len(m.clients)+len(m.settledUpTo))
+	get := func(c wire.ClientID) *wire.CopyClient {
+		if cc := byClient[c]; cc != nil {
+			return cc
+		}
+		cc := &wire.CopyClient{Client: c}
+		byClient[c] = cc
+		return cc
+	}
+	for c, upTo := range m.settledUpTo {
+		get(c).ResetUpTo = upTo
+	}
+	for c, cs := range m.clients {
+		if len(cs.ttls) == 0 && cs.spokeUpTo == 0 && cs.resetUpTo == 0 {
+			continue
+		}
+		cc := get(c)
+		cc.SpokeUpTo, cc.ResetUpTo = cs.spokeUpTo, max(cc.ResetUpTo, cs.resetUpTo)
+		for sess, ttl := range cs.ttls {
+			cc.Sessions = append(cc.Sessions, wire.CopySession{Session: sess, TTLMillis: uint32(ttl / time.Millisecond)})
+		}
+		sort.Slice(cc.Sessions, func(i, j int) bool { return cc.Sessions[i].Session < cc.Sessions[j].Session })
+	}
+	out := make([]wire.CopyClient, 0, len(byClient))
+	for _, cc := range byClient {
+		out = append(out, *cc)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Client.Less(out[j].Client) })
+	return out
+}
