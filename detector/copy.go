@@ -42,3 +42,36 @@ func (m *Muteness) CopyClients() []wire.CopyClient {
 	sort.Slice(out, func(i, j int) bool { return out[i].Client.Less(out[j].Client) })
 	return out
 }
+
+// SetEpoch moves the detector to a newer epoch's keyring and quorum, as its
+// server starts serving it after the copy (docs/protocol.md change 43):
+// votes not yet certified are dropped — votes of one epoch never count in
+// another — and so are this server's own; certificates stay.
+func (m *Muteness) SetEpoch(keys wire.Keyring, quorum int) {
+	m.cfg.Keys, m.cfg.Quorum = keys, quorum
+	for _, cs := range m.clients {
+		clear(cs.votes)
+	}
+}
+
+// RestartClocks starts every lease, Doorway deadline and hold clock afresh
+// at now: at the end of a copy, no lease runs out, no Doorway overruns and
+// no hold ends earlier than a whole TTL, deadline or max-hold after it, so
+// the change never shortens what a client was promised (change 43, (3)).
+func (m *Muteness) RestartClocks(now time.Time) {
+	for _, cs := range m.clients {
+		for _, l := range cs.leases {
+			if !l.suspected {
+				l.until = now.Add(l.ttl)
+			}
+		}
+		for lock, d := range cs.doorways {
+			d.since = now
+			cs.doorways[lock] = d
+		}
+		for lock, h := range cs.holds {
+			h.since = now
+			cs.holds[lock] = h
+		}
+	}
+}

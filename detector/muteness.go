@@ -38,6 +38,10 @@ type MutenessConfig struct {
 	// keeps it before only the session it ended is kept (settled.go; 0:
 	// 4 × DefaultTTL).
 	CertRetention time.Duration
+	// KeysOf gives the keyring and quorum of an earlier epoch, which verify
+	// a certificate made in it (docs/protocol.md change 43: certificates
+	// stay valid across epochs); nil: only Keys' epoch.
+	KeysOf func(epoch uint64) (wire.Keyring, int, bool)
 }
 
 // Validate reports every problem with the configuration.

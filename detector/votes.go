@@ -155,7 +155,15 @@ func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
 	if cert.Session <= m.ResetUpTo(cert.Client) {
 		return false, nil // nothing new: skip the q signature checks
 	}
-	if err := cert.Verify(m.cfg.Keys, m.certQuorum()); err != nil {
+	keys, q := m.cfg.Keys, m.certQuorum()
+	if e := cert.Epoch(); e < keys.Epoch && m.cfg.KeysOf != nil {
+		// A certificate of an earlier epoch, copied (change 43): its votes
+		// are counted against that epoch's members and quorum.
+		if k, kq, ok := m.cfg.KeysOf(e); ok {
+			keys, q = k, kq
+		}
+	}
+	if err := cert.Verify(keys, q); err != nil {
 		return false, err
 	}
 	cs := m.client(cert.Client)

@@ -219,6 +219,17 @@ func (c *Chain) Keyring(e uint64) (keys Keyring, quorum int, ok bool) {
 	return Keyring{Cluster: c.cluster, Epoch: e, Servers: servers}, b.Quorum(), true
 }
 
+// Faults is f of epoch e (0 if the chain does not hold e).
+func (c *Chain) Faults(e uint64) int {
+	switch {
+	case e == 0:
+		return c.f0
+	case e <= c.Number():
+		return int(c.epochs[e-1].body.F)
+	}
+	return 0
+}
+
 // Since returns the signed epochs after number from (what a peer that holds
 // from lacks), oldest first.
 func (c *Chain) Since(from uint64) []crypto.Signed {

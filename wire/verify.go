@@ -339,3 +339,30 @@ func (r *ResetCertificate) Verify(keys Keyring, quorum int) error {
 	}
 	return nil
 }
+
+// Epoch is the epoch the certificate's first vote names, read without a
+// signature check (0 if it names none or does not decode): which keyring
+// to verify it with. Verify then checks every vote against that keyring.
+func (r *ResetCertificate) Epoch() uint64 {
+	if len(r.Votes) == 0 {
+		return 0
+	}
+	var b SuspectBody
+	if crypto.Unmarshal(r.Votes[0].Signed.Body, &b) != nil {
+		return 0
+	}
+	return b.Epoch
+}
+
+// JustificationEpoch is the epoch J's first View names, read without a
+// signature check (0 if none): which keyring to verify J with.
+func JustificationEpoch(j []SignedView) uint64 {
+	if len(j) == 0 {
+		return 0
+	}
+	var b ViewBody
+	if crypto.Unmarshal(j[0].Signed.Body, &b) != nil {
+		return 0
+	}
+	return b.Epoch
+}

@@ -50,7 +50,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		return
 	}
 	if m.EpochNews != nil {
-		if err := k.onEpochNews(m.EpochNews, e); err != nil {
+		if err := k.onEpochNews(now, m.EpochNews, e); err != nil {
 			fail(0, wire.ErrCodeRejected, err)
 		}
 		return

@@ -3,7 +3,9 @@ package core
 import (
 	"crypto/rand"
 	"testing"
+	"time"
 
+	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
@@ -112,4 +114,201 @@ func TestSealedServerHandsOutItsState(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, p.Registers, registers)
+}
+
+// docs/protocol.md change 43, seal and copy: server 3 is replaced by a new
+// server 4 while w holds L and x waits. Every member of epoch 1 — the kept
+// servers 0–2 and the new 4 — serves it only once it copied the sealed
+// state of q members of epoch 0; then the holding, the waiter, L's hw and
+// a certificate are at server 4, a new client's Ticket there is above the
+// hw, w's lease runs a whole TTL from the copy's end, the removed server's
+// votes count for nothing, and a restart of server 4 serves epoch 1 again.
+func TestCopyCarriesTheLockAcrossAReplace(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	w, x, z := c.newClient(), c.newClient(), c.newClient()
+	j := c.doorway(w, "L", 1, 1)
+	tk := w.stmt("L", 1, 1, wire.PhaseTicket, 1, j)
+	held := w.stmt("L", 1, 1, wire.PhaseHeld, 1, nil)
+	for s := range 4 {
+		c.fromClient(s, w.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: tk, J: j}})
+		c.fromClient(s, w.id, &wire.Message{Submit: &wire.Submit{Req: 3, Statement: held}})
+	}
+	c.doorway(x, "L", 1, 1)
+	c.doorway(z, "M", 1, 1)
+	c.flush()
+	for s := range 4 {
+		c.fromServer(s, 1, &wire.Message{Reset: c.certify(z.id, 1, 3)})
+	}
+	c.flush()
+	c.toClients = nil
+
+	// The new member starts with its material: epoch 1 and its key.
+	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	one := c.epochOneWith(ca, k4)
+	cfg := DefaultConfig(4, 4, 1, c.keys, k4)
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one}
+	s4 := c.newCoreOf(4, cfg)
+	c.cores, c.signers, c.disks = append(c.cores, s4), append(c.signers, k4), append(c.disks, map[string]map[string][]byte{})
+	serves, knows := s4.Epoch()
+	require.Equal(t, [2]uint64{0, 1}, [2]uint64{serves, knows}, "a new member serves nothing before its copy")
+	c.fromClient(4, w.id, &wire.Message{GetSet: &wire.GetSet{Req: 4, Lock: "L"}})
+	sealedAnswer(t, c.replies(w.id), 4, "the new member before its copy")
+
+	// The operator shows epoch 1 to server 0; the news goes round, and
+	// every member of epoch 1 copies.
+	c.fromClient(0, x.id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	c.effects(4, s4.Tick(c.now))
+	c.flush()
+	for _, s := range []int{0, 1, 2, 4} {
+		serves, knows := c.cores[s].Epoch()
+		require.Equal(t, [2]uint64{1, 1}, [2]uint64{serves, knows}, "server %d serves epoch 1", s)
+		_, _, copying := c.cores[s].Copying()
+		require.False(t, copying)
+	}
+	serves, knows = c.cores[3].Epoch()
+	require.Equal(t, [2]uint64{0, 1}, [2]uint64{serves, knows}, "the removed server stays sealed")
+	_, _, copying := c.cores[3].Copying()
+	require.False(t, copying, "and copies nothing")
+
+	require.Equal(t, wire.PhaseHeld, s4.Register("L", w.id).Phase, "the holding moved")
+	require.Equal(t, wire.PhaseDoorway, s4.Register("L", x.id).Phase, "the waiter moved")
+	require.Equal(t, uint64(1), s4.locks["L"].HW().St.N, "the hw moved")
+	require.Equal(t, uint64(1), s4.mute.ResetUpTo(z.id), "the certificate moved")
+	require.Nil(t, s4.Register("M", z.id))
+
+	// A new client's GET-TICKET in epoch 1 at servers 0, 1 and 4: Views of
+	// epoch 1, and a Ticket above the hw.
+	y := c.newClient()
+	d := y.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)
+	var jy []wire.SignedView
+	for _, s := range []int{0, 1, 4} {
+		c.fromClient(s, y.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+		c.fromClient(s, y.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: d}})
+	}
+	for _, m := range c.replies(y.id) {
+		if m.ViewReply != nil {
+			jy = append(jy, m.ViewReply.View)
+		}
+	}
+	require.Len(t, jy, 3)
+	keys1, q1, ok := c.cores[4].chain.Keyring(1)
+	require.True(t, ok)
+	require.Equal(t, 3, q1)
+	n, err := bakery.TicketFromJustification(jy, keys1, q1, bakery.Attempt{Lock: "L", Client: y.id, Session: 1, Attempt: 1}, s4.verify, nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), n, "above the hw that moved")
+	c.fromClient(4, y.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: y.stmt("L", 1, 1, wire.PhaseTicket, 2, jy), J: jy}})
+	require.Empty(t, errorCodes(c.replies(y.id)))
+	require.Equal(t, wire.PhaseTicket, s4.Register("L", y.id).Phase)
+
+	// w's lease at server 4 runs a whole TTL from the copy's end.
+	end := c.now
+	c.now = end.Add(4900 * time.Millisecond)
+	c.effects(4, s4.Tick(c.now))
+	require.False(t, s4.mute.Voted(w.id, 1), "no vote before a TTL from the copy's end")
+	c.now = end.Add(5100 * time.Millisecond)
+	c.effects(4, s4.Tick(c.now))
+	require.True(t, s4.mute.Voted(w.id, 1), "w went silent: a vote once its lease ran out")
+	c.drop()
+
+	// "I still work here": the removed server's vote counts for nothing in
+	// epoch 1. (Votes of epoch 0 make a certificate of epoch 0 only with
+	// q_0 members of epoch 0, two correct ones here, which voted before
+	// they sealed: a genuine certificate, which stays valid.)
+	cert := &wire.ResetCertificate{Client: x.id, Session: 1}
+	for _, s := range []int{0, 1, 3} {
+		v, err := wire.SignSuspect(c.signers[s], c.keys.Cluster, &wire.SuspectBody{Client: x.id, Session: 1, Server: wire.ServerID(s), Reason: wire.SuspectMute, Epoch: 1})
+		require.NoError(t, err)
+		cert.Votes = append(cert.Votes, v)
+	}
+	c.fromServer(4, 0, &wire.Message{Reset: cert})
+	require.NotNil(t, s4.Register("L", x.id), "a certificate with the removed server's vote")
+	before := s4.mute.VoteCount(x.id, 1)
+	c.fromServer(4, 3, &wire.Message{Suspect: &cert.Votes[2]})
+	require.Equal(t, before, s4.mute.VoteCount(x.id, 1), "nor does its vote alone")
+
+	// A restart of server 4 serves epoch 1, with what it copied.
+	c.restart(4)
+	s4 = c.cores[4]
+	serves, knows = s4.Epoch()
+	require.Equal(t, [2]uint64{1, 1}, [2]uint64{serves, knows})
+	require.Equal(t, wire.PhaseHeld, s4.Register("L", w.id).Phase)
+	require.Equal(t, wire.PhaseTicket, s4.Register("L", y.id).Phase)
+}
+
+// docs/protocol.md change 43, the copy's fault argument: x's Doorway was
+// written at servers 1–3 only, and server 1 is faulty — it hands server 4
+// an empty state that claims high counters for x. Server 4 serves epoch 1
+// only with q = 3 whole reports of members of epoch 0: not on server 0's
+// and the faulty one's alone, not on a part from a stranger, nor on a last
+// part without the ones before it. With server 2's, x's Doorway is there,
+// and x's counters are the (f+1)-th highest report, not the faulty one's.
+func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	x := c.newClient()
+	d := x.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)
+	for _, s := range []int{1, 2, 3} {
+		c.fromClient(s, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+		c.fromClient(s, x.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: d}})
+	}
+	c.drop()
+	c.toClients = nil
+
+	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	one := c.epochOneWith(ca, k4)
+	cfg := DefaultConfig(4, 4, 1, c.keys, k4)
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one}
+	s4 := c.newCoreOf(4, cfg)
+	c.cores, c.signers, c.disks = append(c.cores, s4), append(c.signers, k4), append(c.disks, map[string]map[string][]byte{})
+	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}}
+	for s := range 4 {
+		c.fromClient(s, x.id, news)
+	}
+	c.drop() // the kept servers' own copies are not this test's
+	c.effects(4, s4.Tick(c.now))
+	c.drop() // server 4's requests: the parts are delivered by hand
+
+	ask := &wire.Message{CopyRequest: &wire.CopyRequest{Epoch: 0}}
+	partsOf := func(s int) []*wire.Copy {
+		c.fromServer(s, 4, ask)
+		return c.copyTo(4)
+	}
+	serving := func() bool { serves, _ := s4.Epoch(); return serves == 1 }
+	for _, p := range partsOf(0) {
+		c.fromServer(4, 0, &wire.Message{Copy: p})
+	}
+	faulty := &wire.Copy{Epoch: 0, Part: 1, Last: true, Clients: []wire.CopyClient{{Client: x.id, SpokeUpTo: 99, ResetUpTo: 99}}}
+	c.fromServer(4, 1, &wire.Message{Copy: faulty})
+	c.fromServer(4, 9, &wire.Message{Copy: faulty})
+	c.fromServer(4, 2, &wire.Message{Copy: &wire.Copy{Epoch: 0, Part: 2, Last: true}})
+	require.False(t, serving(), "two whole reports, a stranger's and a last part alone are not q")
+	_, done, copying := s4.Copying()
+	require.True(t, copying)
+	require.Equal(t, 2, done)
+
+	c.effects(4, s4.Tick(c.now.Add(time.Second))) // server 4 asks again
+	c.drop()
+	for _, p := range partsOf(2) {
+		c.fromServer(4, 2, &wire.Message{Copy: p})
+	}
+	require.True(t, serving())
+	require.Equal(t, wire.PhaseDoorway, s4.Register("L", x.id).Phase, "the write of q members is in any q reports")
+	require.Equal(t, uint64(1), s4.mute.SpokeUpTo(x.id), "the (f+1)-th highest report")
+	require.Zero(t, s4.mute.ResetUpTo(x.id), "no faulty member ends a session alone")
+
+	// In epoch 1 a Ticket must come with a J of epoch 1: x's J of epoch 0
+	// (Views by servers 1–3, genuine) is refused, and convicts nobody.
+	var j0 []wire.SignedView
+	for _, s := range []int{1, 2, 3} {
+		v, err := wire.SignView(c.signers[s], c.keys.Cluster, &wire.ViewBody{Lock: "L", For: x.id, ForSession: 1, ForAttempt: 1, Server: wire.ServerID(s)})
+		require.NoError(t, err)
+		j0 = append(j0, v)
+	}
+	c.fromClient(4, x.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: x.stmt("L", 1, 1, wire.PhaseTicket, 1, j0), J: j0}})
+	require.Equal(t, []wire.ErrorCode{wire.ErrCodeRejected}, errorCodes(c.replies(x.id)))
+	require.False(t, s4.Banned(x.id))
 }

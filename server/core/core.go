@@ -73,6 +73,10 @@ type Config struct {
 	// 1 (change 43); nil: this server adopts no epoch (an EpochNews is
 	// ignored), and Keys must be of epoch 0.
 	ClusterCA *crypto.Parsed
+	// Epochs are epochs after 0 this server starts knowing (a member added
+	// by server add or replace is given them with its material); with
+	// ClusterCA only. Self must be a member of epoch 0 or of the newest.
+	Epochs []crypto.Signed
 	// VerifyCacheSize bounds the cache of verified statements.
 	VerifyCacheSize int
 	// AnnounceDelay is how long a newly accepted statement waits before it
@@ -114,12 +118,15 @@ func (c *Config) Validate() error {
 	if c.Keys.Len() != c.N {
 		errs = append(errs, fmt.Errorf("core: %d server keys for n=%d", c.Keys.Len(), c.N))
 	}
-	if int(c.Self) >= c.N {
+	if int(c.Self) >= c.N && len(c.Epochs) == 0 {
 		errs = append(errs, fmt.Errorf("core: self %s is not a server of n=%d", c.Self, c.N))
+	}
+	if len(c.Epochs) > 0 && c.ClusterCA == nil {
+		errs = append(errs, errors.New("core: epochs without the cluster CA to verify them"))
 	}
 	if c.Signer == nil {
 		errs = append(errs, errors.New("core: no signing key"))
-	} else if int(c.Self) < c.Keys.Len() && c.Keys.Key(c.Self) != nil && c.Keys.Key(c.Self).ID != c.Signer.Public.ID {
+	} else if c.Keys.Key(c.Self) != nil && c.Keys.Key(c.Self).ID != c.Signer.Public.ID {
 		errs = append(errs, errors.New("core: the signing key is not this server's key in the cluster file"))
 	}
 	if c.ClusterCA != nil && c.Keys.Epoch != 0 {
@@ -174,6 +181,9 @@ type Core struct {
 	// server has sealed cfg.Keys.Epoch iff chain.Number() > cfg.Keys.Epoch
 	// (sealed): it then accepts nothing of that epoch (epoch.go).
 	chain *wire.Chain
+	// copying: the copy this server makes of the epoch before the newest
+	// it knows, before it serves that one (copier.go); nil: none.
+	copying *copyRun
 	// told: the newest epoch each peer was shown since this server sealed,
 	// so a peer still talking in the sealed epoch is told once per epoch.
 	told        map[wire.ServerID]uint64
@@ -285,8 +295,26 @@ func New(cfg Config) (*Core, error) {
 		return nil, err
 	}
 	q := quorum.Size(cfg.N, cfg.F)
+	var chain *wire.Chain
+	var keysOf func(uint64) (wire.Keyring, int, bool)
+	if cfg.ClusterCA != nil {
+		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys.Servers)
+		if _, err := chain.Extend(cfg.Epochs); err != nil {
+			return nil, fmt.Errorf("core: the epochs this server was started with: %w", err)
+		}
+		keysOf = chain.Keyring
+		if chain.Number() > 0 {
+			m, ok := chain.Current().Member(cfg.Self)
+			if !ok && cfg.Keys.Key(cfg.Self) == nil {
+				return nil, fmt.Errorf("core: server %s is a member of neither epoch 0 nor epoch %d", cfg.Self, chain.Number())
+			}
+			if ok && m.Key.Fingerprint() != cfg.Signer.Public.Wire.Fingerprint() {
+				return nil, fmt.Errorf("core: the signing key is not server %s's key in epoch %d", cfg.Self, chain.Number())
+			}
+		}
+	}
 	mute, err := detector.NewMuteness(detector.MutenessConfig{
-		Self: cfg.Self, Quorum: q, Keys: cfg.Keys, Signer: cfg.Signer,
+		Self: cfg.Self, Quorum: q, Keys: cfg.Keys, Signer: cfg.Signer, KeysOf: keysOf,
 		DefaultTTL: cfg.DefaultTTL, MinTTL: cfg.MinTTL, MaxTTL: cfg.MaxTTL,
 		DoorwayDeadline: cfg.DoorwayDeadline,
 		MaxSessions:     cfg.MaxSessionsPerClient, MaxPendingVotes: 2 * cfg.MaxSessionsPerClient,
@@ -295,11 +323,7 @@ func New(cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	fit := memberFit(crypto.MaxMessageSize, q, cfg.Keys.Key(cfg.Self).Wire.Scheme)
-	var chain *wire.Chain
-	if cfg.ClusterCA != nil {
-		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys.Servers)
-	}
+	fit := memberFit(crypto.MaxMessageSize, q, cfg.Signer.Public.Wire.Scheme)
 	return &Core{
 		chain: chain, told: make(map[wire.ServerID]uint64),
 		cfg: cfg, q: q,
@@ -374,7 +398,9 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	k.startRestored(now, &e)
 	if k.sealed() {
 		// A sealed epoch's state is what its copy hands out: no lease
-		// runs out, no vote is cast, nothing is collected (epoch.go).
+		// runs out, no vote is cast, nothing is collected (epoch.go). A
+		// member of the newest epoch copies (copier.go).
+		k.startCopy(now, &e)
 		k.sweepRates(now)
 		k.expireGrants(now, &e)
 		k.cache.age(now)
@@ -493,7 +519,8 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	}
 	switch st.Phase {
 	case wire.PhaseTicket:
-		if err := bakery.CheckTicket(st, j, k.cfg.Keys, k.q, k.verify, k.verifyView); err != nil {
+		keys, q, views := k.keysForJ(j, false)
+		if err := bakery.CheckTicket(st, j, keys, q, k.verify, views); err != nil {
 			// Only a J that the client committed to (its signed H(J)) convicts it.
 			if errors.Is(err, bakery.ErrBadJustification) && wire.JustificationHash(j) == *st.JHash {
 				k.ban(c, &wire.Evidence{Kind: wire.EvidenceInvalidTicket, A: ss, J: j}, e)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
@@ -45,7 +46,7 @@ func (k *Core) Epoch() (serves, knows uint64) {
 // onEpochNews adopts the epochs shown that continue the chain, persists
 // them, and seals when the first after the served one comes. An epoch that
 // does not verify changes nothing (the valid ones before it are kept).
-func (k *Core) onEpochNews(n *wire.EpochNews, e *Effects) error {
+func (k *Core) onEpochNews(now time.Time, n *wire.EpochNews, e *Effects) error {
 	if k.chain == nil {
 		return errors.New("core: this server was started without the cluster CA: it adopts no epoch")
 	}
@@ -58,6 +59,7 @@ func (k *Core) onEpochNews(n *wire.EpochNews, e *Effects) error {
 	if !wasSealed && k.sealed() {
 		k.seal(e)
 	}
+	k.startCopy(now, e)
 	return err
 }
 
@@ -153,14 +155,33 @@ func (k *Core) restoreEpochs(r Reader) error {
 	if err != nil {
 		return fmt.Errorf("core: restoring epochs: %w", err)
 	}
-	if len(shown) == 0 {
-		return nil
-	}
-	if k.chain == nil {
+	if len(shown) > 0 && k.chain == nil {
 		return fmt.Errorf("core: the disk holds %d epochs, but this server was started without the cluster CA to verify them", len(shown))
 	}
-	if _, err := k.chain.Extend(shown); err != nil {
-		return fmt.Errorf("core: restoring epochs: %w", err)
+	if len(shown) > 0 {
+		if _, err := k.chain.Extend(shown); err != nil {
+			return fmt.Errorf("core: restoring epochs: %w", err)
+		}
+	}
+	var serving uint64
+	err = r.ForEach(bucketServing, func(key, v []byte) error {
+		if string(key) == string(servingKey) && len(v) == 8 {
+			serving = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring the epoch served: %w", err)
+	}
+	if serving > 0 {
+		if k.chain == nil {
+			return fmt.Errorf("core: the disk says this server serves epoch %d, but it was started without the cluster CA", serving)
+		}
+		keys, q, ok := k.chain.Keyring(serving)
+		if !ok || keys.Key(k.cfg.Self) == nil {
+			return fmt.Errorf("core: the disk says this server serves epoch %d, which it does not hold or is no member of", serving)
+		}
+		k.serve(keys, q, k.chain.Faults(serving))
 	}
 	return nil
 }

@@ -62,6 +62,11 @@ func TestViewsJsAndCertificatesOfTheServersEpoch(t *testing.T) {
 func (c *cluster) epochOne(ca *crypto.PrivateKey) crypto.Signed {
 	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 	require.NoError(c.t, err)
+	return c.epochOneWith(ca, k)
+}
+
+// epochOneWith is epochOne with k as server 4's key.
+func (c *cluster) epochOneWith(ca, k *crypto.PrivateKey) crypto.Signed {
 	var members []wire.EpochMember
 	for i, key := range []*crypto.Parsed{c.keys.Servers[0], c.keys.Servers[1], c.keys.Servers[2], k.Public} {
 		members = append(members, wire.EpochMember{ID: wire.ServerID(i + i/3), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
@@ -128,14 +133,24 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 	require.Len(t, c.disks[0][bucketEpoch], 1, "the epoch is persisted")
 	sealedAnswer(t, c.replies(w.id), 3, "the held Listen is answered with the epochs after")
 	require.Empty(t, c.replies(x.id))
-	told := map[wire.ServerID]int{}
+	// Each peer is told, and asked for its copy (server 0 is a member of
+	// epoch 1: it copies epoch 0 before it serves).
+	told, asked := map[wire.ServerID]int{}, map[wire.ServerID]int{}
 	for _, m := range c.inflight {
 		msg, err := wire.Decode(m.data)
 		require.NoError(t, err)
-		require.NotNil(t, msg.EpochNews, "the seal sends peers the epochs and nothing else")
-		told[m.to]++
+		switch {
+		case msg.EpochNews != nil:
+			told[m.to]++
+		case msg.CopyRequest != nil:
+			require.Zero(t, msg.CopyRequest.Epoch)
+			asked[m.to]++
+		default:
+			t.Fatalf("the seal sends peers %s", msg.Body())
+		}
 	}
-	require.Equal(t, map[wire.ServerID]int{1: 1, 2: 1, 3: 1}, told)
+	require.Equal(t, map[wire.ServerID]int{1: 2, 2: 2, 3: 2}, told)
+	require.Equal(t, map[wire.ServerID]int{1: 1, 2: 1, 3: 1}, asked)
 	c.drop()
 
 	for _, m := range []*wire.Message{
@@ -165,7 +180,12 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 	c.now = c.now.Add(time.Hour)
 	c.effects(0, c.cores[0].Tick(c.now))
 	require.Zero(t, c.cores[0].Stats.VotesCast)
-	require.Empty(t, c.inflight)
+	for _, m := range c.inflight {
+		msg, err := wire.Decode(m.data)
+		require.NoError(t, err)
+		require.Nil(t, msg.Suspect)
+	}
+	c.drop()
 	// A certificate still voids what it voids.
 	c.fromServer(0, 1, &wire.Message{Reset: c.certify(x.id, 1, c.cores[0].q)})
 	require.Nil(t, c.cores[0].Register("L", x.id))
@@ -177,6 +197,7 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 	c.fromClient(0, w.id, &wire.Message{GetSet: &wire.GetSet{Req: 16, Lock: "L"}})
 	sealedAnswer(t, c.replies(w.id), 16, "after a restart")
 	// Peers that reconnect are told.
+	c.drop()
 	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(2)}))
 	require.Len(t, c.inflight, 1)
 }

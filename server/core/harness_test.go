@@ -30,6 +30,8 @@ type cluster struct {
 	maxHold time.Duration
 	// clusterCA, if set before the cores are made, signs epochs (change 43).
 	clusterCA *crypto.PrivateKey
+	// configs: what each core was made with, which a restart makes it with again.
+	configs map[int]Config
 }
 
 type serverMsg struct {
@@ -62,8 +64,17 @@ func (c *cluster) newCore(i, n, f int) *Core {
 	if c.clusterCA != nil {
 		cfg.ClusterCA = c.clusterCA.Public
 	}
+	return c.newCoreOf(i, cfg)
+}
+
+// newCoreOf makes core i of cfg.
+func (c *cluster) newCoreOf(i int, cfg Config) *Core {
 	k, err := New(cfg)
 	require.NoError(c.t, err)
+	if c.configs == nil {
+		c.configs = map[int]Config{}
+	}
+	c.configs[i] = cfg
 	return k
 }
 
@@ -142,7 +153,7 @@ func (c *cluster) replies(id wire.ClientID) []*wire.Message {
 
 // restart rebuilds server s from its disk.
 func (c *cluster) restart(s int) {
-	k := c.newCore(s, len(c.cores), c.cores[s].cfg.F)
+	k := c.newCoreOf(s, c.configs[s])
 	require.NoError(c.t, k.Restore(mapReader(c.disks[s])))
 	c.cores[s] = k
 }

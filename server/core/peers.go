@@ -17,7 +17,11 @@ import (
 
 func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Effects) {
 	if m.EpochNews != nil {
-		_ = k.onEpochNews(m.EpochNews, e) // a faulty server's garbage changes nothing
+		_ = k.onEpochNews(now, m.EpochNews, e) // a faulty server's garbage changes nothing
+		return
+	}
+	if m.Copy != nil {
+		k.onCopy(now, s, m.Copy, e)
 		return
 	}
 	if m.CopyRequest != nil {
@@ -55,7 +59,8 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 	case m.Reset != nil:
 		k.applyCert(m.Reset, e)
 	case m.Evidence != nil:
-		c, err := detector.CheckEvidence(m.Evidence, k.cfg.Keys, k.q, k.verify)
+		keys, q, _ := k.keysForJ(m.Evidence.J, true)
+		c, err := detector.CheckEvidence(m.Evidence, keys, q, k.verify)
 		if err == nil && (len(k.banned) < k.cfg.MaxBans || k.knows(c)) {
 			// A faulty server can make evidence against identities it makes
 			// up itself: past MaxBans, only clients known here are banned.
@@ -72,7 +77,7 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 // costs one reference per statement instead of a Forward (with J) per
 // server; a peer that lacks it asks, and gets it from handleWant.
 func (k *Core) noteAnnounce(now time.Time, ref wire.StatementRef, e *Effects) {
-	if noAnnounce() {
+	if noAnnounce() || k.sealed() {
 		return
 	}
 	if len(k.announce) == 0 {
@@ -89,10 +94,8 @@ func (k *Core) noteAnnounce(now time.Time, ref wire.StatementRef, e *Effects) {
 func (k *Core) flushAnnounce(e *Effects) {
 	m := &wire.Message{Announce: &wire.Announce{Items: k.announce}}
 	k.announce = nil
-	for i := range k.cfg.N {
-		if s := wire.ServerID(i); s != k.cfg.Self {
-			e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m})
-		}
+	for _, s := range k.peers() {
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m})
 	}
 }
 
@@ -308,10 +311,8 @@ func (k *Core) answerLateVote(s wire.ServerID, v *wire.SignedSuspect, e *Effects
 }
 
 func (k *Core) toServers(m *wire.Message, e *Effects) {
-	for i := range k.cfg.N {
-		if s := wire.ServerID(i); s != k.cfg.Self {
-			k.Stats.Forwards++
-			e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m})
-		}
+	for _, s := range k.peers() {
+		k.Stats.Forwards++
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: m})
 	}
 }

@@ -166,7 +166,8 @@ func (k *Core) Restore(r Reader) error {
 		if err := crypto.Unmarshal(v, &ev); err != nil {
 			return err
 		}
-		c, err := detector.CheckEvidence(&ev, k.cfg.Keys, k.q, k.verify)
+		keys, q, _ := k.keysForJ(ev.J, true)
+		c, err := detector.CheckEvidence(&ev, keys, q, k.verify)
 		if err != nil {
 			return err
 		}
@@ -244,7 +245,7 @@ func (k *Core) restoreJustified(key, v []byte) {
 		en.St.Session != st.Session || en.St.Attempt != st.Attempt || en.St.N != st.N {
 		return
 	}
-	if bakery.CheckTicket(st, f.J, k.cfg.Keys, k.q, k.verify, k.verifyView) != nil {
+	if keys, q, views := k.keysForJ(f.J, true); bakery.CheckTicket(st, f.J, keys, q, k.verify, views) != nil {
 		return
 	}
 	k.setJustified(regKey{st.Lock, st.Client}, justifiedTicket{ticket: f.Statement, j: f.J})

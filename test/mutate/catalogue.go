@@ -64,7 +64,7 @@ var Catalogue = []Mutant{
 	{"cert-quorum-q-1", "§5: a reset certificate needs Suspect votes of q distinct servers (forming and applying)", "detector/votes.go",
 		"return m.cfg.Quorum\n}", "return m.cfg.Quorum - 1\n}"},
 	{"apply-cert-q-1", "§5: a server applies a certificate only with votes of q distinct servers", "detector/votes.go",
-		"cert.Verify(m.cfg.Keys, m.certQuorum()); err != nil {", "cert.Verify(m.cfg.Keys, m.certQuorum()-1); err != nil {"},
+		"keys, q := m.cfg.Keys, m.certQuorum()\n", "keys, q := m.cfg.Keys, m.certQuorum()-1\n"},
 	{"wire-cert-q-1", "§5: a certificate verifies only with votes of q distinct servers", "wire/verify.go",
 		"if len(seen) < quorum {", "if len(seen) < quorum-1 {"},
 	{"listen-cert-q-1", "§3.3, §5: a listener counts a reset only with a certificate of q votes", "bakery/listen.go",
@@ -255,6 +255,24 @@ var Catalogue = []Mutant{
 		"Member(s); !member {", "Member(s); false && !member {"},
 	{"copy-last-unmarked", "change 43: a copy's last part says so", "server/core/copy.go",
 		"parts[len(parts)-1].Last = true", "parts[len(parts)-1].Last = len(parts) == 0"},
+
+	// The copy, copier's side (change 43).
+	{"copy-quorum-1", "change 43: a member of the new epoch serves once q members of the old handed their whole state", "server/core/copier.go",
+		"if run == nil || len(run.done) < run.q {", "if run == nil || len(run.done) < run.q-1 {"},
+	{"copy-counter-highest", "change 43: a copied counter is the (f+1)-th highest report", "server/core/copier.go",
+		"\treturn vs[run.f]\n", "\treturn vs[0]\n"},
+	{"copy-part-gap", "change 43: a copy with a lost part starts over", "server/core/copier.go",
+		"if p.Part != run.parts[s]+1 {", "if false && p.Part != run.parts[s]+1 {"},
+	{"copy-from-stranger", "change 43: only members of the copied epoch report", "server/core/copier.go",
+		"p.Epoch != run.from || run.keys.Key(s) == nil ||", "p.Epoch != run.from ||"},
+	{"copy-clocks-kept", "change 43: leases start afresh at the copy's end", "server/core/copier.go",
+		"\tk.mute.RestartClocks(now)\n", "\n"},
+	{"copy-old-j-live", "change 43: a Ticket submitted in an epoch has a J of that epoch", "server/core/core.go",
+		"keys, q, views := k.keysForJ(j, false)", "keys, q, views := k.keysForJ(j, true)"},
+	{"removed-copies", "change 43: a removed member copies nothing and stays sealed", "server/core/copier.go",
+		"Member(k.cfg.Self); !member {", "Member(k.cfg.Self); false && !member {"},
+	{"serving-forgotten", "change 43: the epoch served after a copy survives a restart", "server/core/epoch.go",
+		"\tif serving > 0 {\n\t\tif k.chain == nil {", "\tif false {\n\t\tif k.chain == nil {"},
 
 	// SET-TICKET answers by reference (change 44).
 	{"refs-names-f", "change 44: a member named by at most f answers, by reference, counts toward maxUnstated", "bakery/vouch.go",
