@@ -42,6 +42,13 @@ type ClientConfig struct {
 	// within this client; a new process starts in a higher session, so its
 	// attempts may start again.
 	FirstAttempt uint64
+	// ClusterCA is the key of the cluster CA of epoch 0 (docs/protocol.md
+	// change 43), which verifies the epochs servers show; nil: the client
+	// adopts none, and a cluster that moved on is reported, not followed.
+	// Keys, N and F are then epoch 0's (the cluster file).
+	ClusterCA *crypto.Parsed
+	// Epochs are epochs after 0 the client starts knowing.
+	Epochs []crypto.Signed
 }
 
 type attemptPhase uint8
@@ -166,6 +173,10 @@ type Client struct {
 	cfg ClientConfig
 	q   int
 	id  wire.ClientID
+	// chain: the epochs the client knows (epoch.go); nil without
+	// cfg.ClusterCA. INVARIANT: cfg.Keys, N, F and q are those of its
+	// newest epoch.
+	chain *wire.Chain
 
 	sess      uint64
 	lease     *quorum.Lease
@@ -245,15 +256,28 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.FirstAttempt == 0 {
 		cfg.FirstAttempt = 1
 	}
-	return &Client{
-		cfg: cfg, q: quorum.Size(cfg.N, cfg.F), id: wire.ClientID(cfg.Key.Public.ID),
+	var chain *wire.Chain
+	if cfg.ClusterCA != nil {
+		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys.Servers)
+		if _, err := chain.Extend(cfg.Epochs); err != nil {
+			return nil, fmt.Errorf("bakery: the epochs the client was started with: %w", err)
+		}
+	} else if len(cfg.Epochs) > 0 {
+		return nil, errors.New("bakery: epochs without the cluster CA to verify them")
+	}
+	c := &Client{
+		cfg: cfg, q: quorum.Size(cfg.N, cfg.F), id: wire.ClientID(cfg.Key.Public.ID), chain: chain,
 		nextAtt:  cfg.FirstAttempt,
 		attempts: make(map[string]*attempt),
 		byReq:    make(map[uint64]*attempt),
 		ops:      make(map[uint64]*operation),
 		cache:    make(map[wire.Digest]*wire.Statement),
 		Stats:    Stats{Accesses: make(map[string]uint64)},
-	}, nil
+	}
+	if chain != nil && chain.Number() > 0 {
+		c.useEpoch(chain.Number())
+	}
+	return c, nil
 }
 
 // ID is the client's id.
@@ -265,9 +289,12 @@ func (c *Client) Session() uint64 { return c.sess }
 // NextAttempt is the next attempt number (persist it to stay monotone across restarts).
 func (c *Client) NextAttempt() uint64 { return c.nextAtt }
 
+// toAll sends m to every server of the client's epoch.
 func (c *Client) toAll(e *Effects, m *wire.Message) {
-	for i := range c.cfg.N {
-		e.Send = append(e.Send, Send{To: wire.ServerID(i), Msg: m})
+	for i, k := range c.cfg.Keys.Servers {
+		if k != nil {
+			e.Send = append(e.Send, Send{To: wire.ServerID(i), Msg: m})
+		}
 	}
 }
 
@@ -370,6 +397,15 @@ func (a *attempt) ticketSubmit() *wire.Message {
 
 // Step handles one message from server s.
 func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effects) {
+	if m.EpochNews != nil {
+		c.onEpochNews(now, m.EpochNews, &e)
+		return e
+	}
+	if c.cfg.Keys.Key(s) == nil {
+		// No member of the client's epoch (one a change removed): what it
+		// says counts for nothing (change 43, "I still work here").
+		return e
+	}
 	switch {
 	case m.SessionAck != nil:
 		c.lease.Ack(s, m.SessionAck.Session, m.SessionAck.Seq, m.SessionAck.LeaseOK)
@@ -434,6 +470,16 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		return
 	}
 	switch er.Code {
+	case wire.ErrCodeEpochMoved:
+		// The server sealed the client's epoch; the EpochNews it sent just
+		// before moves the client (epoch.go), or says it cannot follow. A
+		// member of the client's epoch that says so still copies the epoch
+		// before: the request goes to it again shortly (a refusal counts
+		// for nothing against the access).
+		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
+		if a := c.byReq[er.Req]; a != nil && er.Req == currentReq(a) {
+			c.retryAt(now.Add(epochRetry), s, a, er.Req)
+		}
 	case wire.ErrCodeResend:
 		if a := c.byReq[er.Req]; a != nil {
 			// One resend per request and server until the next reconnect: a

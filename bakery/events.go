@@ -100,4 +100,6 @@ type Effects struct {
 // Stats counts quorum accesses (the paper's §5.1 claim is tested on them).
 type Stats struct {
 	Accesses map[string]uint64 // doorway, ticket, listen, exit, read, getset
+	// EpochMoves counts the moves to a newer epoch (change 43).
+	EpochMoves uint64
 }

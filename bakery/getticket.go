@@ -27,6 +27,12 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 	if err := c.maxHoldFits(); err != nil {
 		return e, err
 	}
+	_, err = c.startAttempt(now, lock, tryOnly, &e)
+	return e, err
+}
+
+// startAttempt starts a new attempt on lock: its GET-TICKET.
+func (c *Client) startAttempt(now time.Time, lock string, tryOnly bool, e *Effects) (*attempt, error) {
 	a := &attempt{lock: lock, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly, since: now}
 	c.forgetExit(lock) // this attempt's statements supersede the last one's Exit
 	c.nextAtt++
@@ -36,8 +42,8 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 	c.byReq[a.reqDoorway] = a
 	a.views = quorum.NewAccess[wire.SignedView](c.q)
 	c.access(a, "doorway")
-	c.toAll(&e, &wire.Message{Submit: &wire.Submit{Req: a.reqDoorway, Statement: a.doorway}})
-	return e, nil
+	c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqDoorway, Statement: a.doorway}})
+	return a, nil
 }
 
 func (c *Client) onView(now time.Time, a *attempt, s wire.ServerID, sv wire.SignedView, e *Effects) {

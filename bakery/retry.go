@@ -32,14 +32,20 @@ func (c *Client) retryLater(now time.Time, s wire.ServerID, a *attempt, er *wire
 	if er.Code != wire.ErrCodeLimit || er.Limit == nil || er.Limit.RetryAfterMillis == 0 || er.Req != currentReq(a) {
 		return false
 	}
+	wait := min(time.Duration(er.Limit.RetryAfterMillis)*time.Millisecond, maxRetryAfter)
+	c.retryAt(now.Add(wait), s, a, er.Req)
+	return true
+}
+
+// retryAt schedules a's request req to s again at at, unless one is
+// pending already.
+func (c *Client) retryAt(at time.Time, s wire.ServerID, a *attempt, req uint64) {
 	for _, r := range c.retries {
-		if r.s == s && r.req == er.Req {
-			return true // one retry per server and request: a repeated refusal adds none
+		if r.s == s && r.req == req {
+			return
 		}
 	}
-	wait := min(time.Duration(er.Limit.RetryAfterMillis)*time.Millisecond, maxRetryAfter)
-	c.retries = append(c.retries, retry{at: now.Add(wait), s: s, a: a, req: er.Req})
-	return true
+	c.retries = append(c.retries, retry{at: at, s: s, a: a, req: req})
 }
 
 // currentReq is the request a's phase waits on.

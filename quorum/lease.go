@@ -19,6 +19,10 @@ import (
 // the send time of the newest heartbeat that s acknowledged with "ok";
 // a server in suspected never counts again for this session.
 type Lease struct {
+	// carried: the guarantee an earlier epoch's acks gave this session
+	// (docs/protocol.md change 43): it holds until then whatever this
+	// epoch's acks say.
+	carried   time.Time
 	q         int
 	valid     time.Duration // TTL − Margin
 	session   uint64
@@ -87,14 +91,25 @@ func (l *Lease) Suspected(s wire.ServerID) {
 // servers ever acknowledged.
 func (l *Lease) ValidUntil() time.Time {
 	if len(l.okSentAt) < l.q {
-		return time.Time{}
+		return l.carried
 	}
 	times := make([]time.Time, 0, len(l.okSentAt))
 	for _, t := range l.okSentAt {
 		times = append(times, t)
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i].After(times[j]) })
-	return times[l.q-1].Add(l.valid)
+	if u := times[l.q-1].Add(l.valid); u.After(l.carried) {
+		return u
+	}
+	return l.carried
+}
+
+// Carry keeps, in a session's lease of a newer epoch, the guarantee its acks
+// of the epoch before gave, until: the change never shortens it (change 43).
+func (l *Lease) Carry(until time.Time) {
+	if until.After(l.carried) {
+		l.carried = until
+	}
 }
 
 // Holds reports whether the guarantee holds at now.

@@ -9,24 +9,30 @@ import (
 )
 
 // The copy, the sealed side (docs/protocol.md change 43): a server that
-// sealed its epoch hands its state to each member of the newest epoch that
-// asks, in parts. Its state no longer changes in the sealed epoch (epoch.go),
-// so every part of one copy is of one state, whatever came between.
+// sealed an epoch it was a member of hands its state to each member of the
+// newest epoch that asks, in parts. Its state no longer changes in the
+// sealed epoch (epoch.go), so every part of one copy is of one state; a
+// member kept in the new epoch that serves it already hands its state as it
+// is now, which holds all it accepted in the sealed one.
 
 // copyPartBytes is the budget of one part's entries: a quarter of a frame,
 // so a part with one entry of the largest size still fits.
 const copyPartBytes = crypto.MaxMessageSize / 4
 
 // serveCopy answers a CopyRequest of peer s: only a member of the newest
-// epoch this server knows is answered, and only for the epoch it sealed.
+// epoch this server knows is answered, and only for an epoch this server
+// was a member of and sealed (it knows a later one, and serves none before).
 func (k *Core) serveCopy(s wire.ServerID, r *wire.CopyRequest, e *Effects) {
-	if !k.sealed() || r.Epoch != k.cfg.Keys.Epoch {
+	if k.chain == nil || r.Epoch >= k.chain.Number() || r.Epoch > k.cfg.Keys.Epoch {
+		return
+	}
+	if keys, _, _ := k.chain.Keyring(r.Epoch); keys.Key(k.cfg.Self) == nil {
 		return
 	}
 	if _, member := k.chain.Current().Member(s); !member {
 		return
 	}
-	for _, p := range k.copyParts(copyPartBytes) {
+	for _, p := range k.copyParts(r.Epoch, copyPartBytes) {
 		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Copy: p}})
 	}
 }
@@ -35,7 +41,7 @@ func (k *Core) serveCopy(s wire.ServerID, r *wire.CopyRequest, e *Effects) {
 // register values, each lock's hw, certificates, bans, revocations and the
 // clients' sessions and counters; the last part is marked and numbers the
 // count.
-func (k *Core) copyParts(budget int) []*wire.Copy {
+func (k *Core) copyParts(epoch uint64, budget int) []*wire.Copy {
 	var parts []*wire.Copy
 	cur, size := &wire.Copy{}, 0
 	room := func(v any) {
@@ -84,7 +90,7 @@ func (k *Core) copyParts(budget int) []*wire.Copy {
 	}
 	parts = append(parts, cur)
 	for i, p := range parts {
-		p.Epoch, p.Part = k.cfg.Keys.Epoch, uint64(i+1)
+		p.Epoch, p.Part = epoch, uint64(i+1)
 	}
 	parts[len(parts)-1].Last = true
 	return parts

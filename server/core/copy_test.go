@@ -101,7 +101,7 @@ func TestSealedServerHandsOutItsState(t *testing.T) {
 	require.Equal(t, uint64(1), sessions[z.id].ResetUpTo)
 
 	// In small parts: numbered, the last marked, the same entries.
-	small := c.cores[0].copyParts(1)
+	small := c.cores[0].copyParts(0, 1)
 	require.Greater(t, len(small), 5)
 	var registers []wire.Forward
 	for i, sp := range small {
@@ -299,6 +299,11 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	require.Equal(t, wire.PhaseDoorway, s4.Register("L", x.id).Phase, "the write of q members is in any q reports")
 	require.Equal(t, uint64(1), s4.mute.SpokeUpTo(x.id), "the (f+1)-th highest report")
 	require.Zero(t, s4.mute.ResetUpTo(x.id), "no faulty member ends a session alone")
+
+	// Server 4 was no member of epoch 0: it hands out no copy of it.
+	c.drop()
+	c.fromServer(4, 0, ask)
+	require.Empty(t, c.copyTo(0), "a copy of epoch 0 comes only from its members")
 
 	// In epoch 1 a Ticket must come with a J of epoch 1: x's J of epoch 0
 	// (Views by servers 1–3, genuine) is refused, and convicts nobody.

@@ -250,7 +250,9 @@ var Catalogue = []Mutant{
 
 	// The copy, sealed side (change 43).
 	{"copy-before-seal", "change 43: a server hands out its state only once it sealed the epoch", "server/core/copy.go",
-		"if !k.sealed() || r.Epoch != k.cfg.Keys.Epoch {", "if r.Epoch != k.cfg.Keys.Epoch {"},
+		"r.Epoch >= k.chain.Number() ||", "r.Epoch > k.chain.Number() ||"},
+	{"copy-of-a-stranger", "change 43: only a member of the copied epoch hands out its state", "server/core/copy.go",
+		"keys.Key(k.cfg.Self) == nil {\n\t\treturn\n\t}\n\tif _, member", "keys.Key(k.cfg.Self) == nil && false {\n\t\treturn\n\t}\n\tif _, member"},
 	{"copy-to-anyone", "change 43: only a member of the newest epoch gets a copy", "server/core/copy.go",
 		"Member(s); !member {", "Member(s); false && !member {"},
 	{"copy-last-unmarked", "change 43: a copy's last part says so", "server/core/copy.go",
@@ -273,6 +275,16 @@ var Catalogue = []Mutant{
 		"Member(k.cfg.Self); !member {", "Member(k.cfg.Self); false && !member {"},
 	{"serving-forgotten", "change 43: the epoch served after a copy survives a restart", "server/core/epoch.go",
 		"\tif serving > 0 {\n\t\tif k.chain == nil {", "\tif false {\n\t\tif k.chain == nil {"},
+
+	// The clients' move (change 43).
+	{"client-counts-removed", "change 43: a client counts answers of its epoch's members only", "bakery/client.go",
+		"if c.cfg.Keys.Key(s) == nil {\n\t\t// No member", "if false {\n\t\t// No member"},
+	{"lease-not-carried", "change 43: a move to a newer epoch never shortens the lease guarantee", "bakery/epoch.go",
+		"c.lease.Carry(old.ValidUntil())", "c.lease.Carry(old.ValidUntil().Add(-365 * 24 * time.Hour))"},
+	{"move-keeps-listen", "change 43: an attempt not yet holding starts over in the new epoch", "bakery/epoch.go",
+		"case phaseGetTicket, phaseSetTicket, phaseListen:", "case phaseGetTicket, phaseSetTicket:"},
+	{"copying-member-not-asked-again", "change 43: a request refused by a member still copying goes to it again", "bakery/client.go",
+		"\t\t\tc.retryAt(now.Add(epochRetry), s, a, er.Req)\n", "\n"},
 
 	// SET-TICKET answers by reference (change 44).
 	{"refs-names-f", "change 44: a member named by at most f answers, by reference, counts toward maxUnstated", "bakery/vouch.go",
@@ -370,7 +382,7 @@ var Catalogue = []Mutant{
 	{"rate-refusal-not-retried", "change 25: a request refused by a rate is sent again after its RetryAfter", "bakery/retry.go",
 		"if er.Code != wire.ErrCodeLimit || er.Limit == nil", "if true || er.Code != wire.ErrCodeLimit || er.Limit == nil"},
 	{"retry-per-refusal", "change 25: at most one retry per server and request, however often it refuses", "bakery/retry.go",
-		"if r.s == s && r.req == er.Req {", "if r.s != r.s {"},
+		"if r.s == s && r.req == req {", "if r.s != r.s {"},
 	{"exit-takes-name-token", "change 25: an Exit is never refused by a limit", "server/core/limits.go",
 		"if _, ok := k.clientLocks[c][name]; !ok && !exit {\n", "if _, ok := k.clientLocks[c][name]; !ok {\n"},
 	{"connection-refusal-uncounted", "change 25: the server counts every refusal by limit, connections too", "transport/quic_conn.go",

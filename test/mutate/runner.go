@@ -27,7 +27,8 @@ var unitPackages = []string{
 // (10 s) and TestMutationsAreCaught (25 s) are left to the full suite.
 const simTests = "^(TestMaliciousClients|TestCampaignRegressions|TestInflationContained|TestForeignClusterReplay|" +
 	"TestDeterminism|TestSilentHolderIsReset|TestSuspectAllNeverResets|TestCrashRestartDurability|" +
-	"TestCheckerTeeth|TestBehaviors|TestOverflowRepaired|TestOwnSignaturesReused|TestDripFeedEnds)$"
+	"TestCheckerTeeth|TestBehaviors|TestOverflowRepaired|TestOwnSignaturesReused|TestDripFeedEnds|" +
+	"TestReplaceUnderContention)$"
 
 type runner struct {
 	opt   options

@@ -1,0 +1,97 @@
+package bakery
+
+import (
+	"time"
+
+	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Epochs on the client's side (docs/protocol.md change 43). A server that
+// sealed the client's epoch shows it the epochs after it; the client
+// verifies them from its cluster CA (a faulty server can hide an epoch,
+// never forge one) and moves to the newest: its accesses count answers of
+// that epoch's members only, from then on. The session goes on: it is
+// opened at the new members (a copy brought it there), and the guarantee
+// the old epoch's acks gave is kept until the new epoch's acks give a
+// longer one. An attempt not yet holding starts over in the new epoch (its
+// Ticket would need a J of it), with a new attempt number, so its new
+// Doorway supersedes what was copied of it; a holding stays (its Ticket
+// and Held were copied, and its Ticket keeps its J of the old epoch there);
+// an Exit goes to the new members.
+
+// epochRetry is how long a request refused by a member of the client's
+// epoch that is still copying waits before it goes to that member again.
+const epochRetry = 100 * time.Millisecond
+
+// Epoch is the newest epoch the client knows (0 without a cluster CA).
+func (c *Client) Epoch() uint64 {
+	if c.chain == nil {
+		return 0
+	}
+	return c.chain.Number()
+}
+
+// onEpochNews adopts the epochs shown, and moves if one is newer.
+func (c *Client) onEpochNews(now time.Time, n *wire.EpochNews, e *Effects) {
+	if c.chain == nil {
+		c.lastRefusal = "the cluster moved to a newer epoch, and this client has no cluster CA to follow it"
+		return
+	}
+	from := c.chain.Number()
+	_, _ = c.chain.Extend(n.Epochs) // what verifies is kept; the rest is a faulty server's
+	if c.chain.Number() > from {
+		c.moveTo(now, e)
+	}
+}
+
+// useEpoch makes epoch n's members, quorum and f the client's.
+func (c *Client) useEpoch(n uint64) {
+	keys, q, _ := c.chain.Keyring(n)
+	c.cfg.Keys, c.cfg.N, c.cfg.F, c.q = keys, keys.Len(), c.chain.Faults(n), q
+}
+
+// moveTo moves the client to the newest epoch it knows.
+func (c *Client) moveTo(now time.Time, e *Effects) {
+	c.useEpoch(c.chain.Number())
+	c.Stats.EpochMoves++
+	c.sessionRefusals, c.maxHolds, c.retries = nil, nil, nil
+	if c.lease != nil && !c.reopen {
+		old := c.lease
+		c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin+c.cfg.Grace, c.sess)
+		c.lease.Carry(old.ValidUntil())
+		c.hbSeq = 0
+		c.lease.Sent(0, now) // the SessionOpen is heartbeat 0
+		c.nextHB = now.Add(c.cfg.TTL / 3)
+		c.toAll(e, &wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+	}
+	for _, lock := range c.sortedLocks() {
+		a := c.attempts[lock]
+		switch a.phase {
+		case phaseGetTicket, phaseSetTicket, phaseListen:
+			c.finish(a, e)
+			if _, err := c.startAttempt(now, lock, a.tryOnly, e); err != nil {
+				e.Events = append(e.Events, Event{Kind: Failed, Lock: lock, Attempt: a.att, Err: err})
+			}
+		case phaseExiting:
+			a.exitAcks = quorum.NewAccess[struct{}](c.q)
+			c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqExit, Statement: a.exit}})
+		}
+	}
+	for _, id := range c.sortedOps() {
+		o := c.ops[id]
+		switch {
+		case o.isRead:
+			c.toAll(e, &wire.Message{Read: &wire.Read{Req: o.id, Lock: o.lock, Client: o.x}})
+		case o.set == nil && o.resend != nil:
+			c.toAll(e, o.resend)
+		case o.set != nil:
+			for i, k := range c.cfg.Keys.Servers {
+				if k != nil {
+					o.snapshotDue[wire.ServerID(i)] = true
+				}
+			}
+			c.toAll(e, &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}})
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package bakery_test
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/bakery"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// epochPair is a cluster of four (epoch 0) and its epoch 1, in which server
+// 3 is replaced by server 4, signed by the cluster CA.
+type epochPair struct {
+	ca   *crypto.PrivateKey
+	keys wire.Keyring
+	one  crypto.Signed
+}
+
+func newEpochPair(t *testing.T) *epochPair {
+	gen := func() *crypto.PrivateKey {
+		k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+		require.NoError(t, err)
+		return k
+	}
+	p := &epochPair{ca: gen()}
+	var pubs []*crypto.Parsed
+	for range 4 {
+		pubs = append(pubs, gen().Public)
+	}
+	p.keys = wire.NewKeyring(1, pubs)
+	var members []wire.EpochMember
+	for i, k := range []*crypto.Parsed{pubs[0], pubs[1], pubs[2], gen().Public} {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i + i/3), Address: "127.0.0.1:7000", Key: k.Wire, Cert: []byte{0x30}})
+	}
+	var err error
+	p.one, err = wire.SignEpoch(p.ca, &wire.EpochBody{Cluster: p.keys.Cluster, Number: 1, Prev: [32]byte(p.keys.Cluster), Members: members, F: 1})
+	require.NoError(t, err)
+	return p
+}
+
+func (p *epochPair) client(t *testing.T, epochs ...crypto.Signed) *bakery.Client {
+	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c, err := bakery.NewClient(bakery.ClientConfig{Key: k, N: 4, F: 1, Keys: p.keys, TTL: 3 * time.Second, ClusterCA: p.ca.Public, Epochs: epochs})
+	require.NoError(t, err)
+	return c
+}
+
+func ack(sess uint64, seq uint64) *wire.Message {
+	return &wire.Message{SessionAck: &wire.SessionAck{Session: sess, Seq: seq, LeaseOK: true}}
+}
+
+// docs/protocol.md change 43, "I still work here": a client in epoch 1
+// counts answers of epoch 1's members only — acks of the removed server 3
+// give no guarantee — and sends to those members only.
+func TestClientCountsOnlyItsEpochsMembers(t *testing.T) {
+	p := newEpochPair(t)
+	c := p.client(t, p.one)
+	require.Equal(t, uint64(1), c.Epoch())
+	now := time.Unix(1_000, 0)
+	e, err := c.Start(now)
+	require.NoError(t, err)
+	var to []wire.ServerID
+	for _, s := range e.Send {
+		to = append(to, s.To)
+	}
+	require.Equal(t, []wire.ServerID{0, 1, 2, 4}, to)
+	for _, s := range []wire.ServerID{0, 1, 3} {
+		c.Step(now, s, ack(c.Session(), 0))
+	}
+	require.False(t, c.LeaseHolds(now), "the removed server's ack counts for nothing")
+	c.Step(now, 4, ack(c.Session(), 0))
+	require.True(t, c.LeaseHolds(now))
+}
+
+// docs/protocol.md change 43, (3): a client moved to a newer epoch keeps
+// the guarantee its acks of the epoch before gave until acks of the new
+// epoch's members give a longer one — the change never shortens a lease —
+// and an epoch its CA did not sign moves it nowhere.
+func TestEpochMoveKeepsTheLeaseGuarantee(t *testing.T) {
+	p := newEpochPair(t)
+	c := p.client(t)
+	now := time.Unix(1_000, 0)
+	_, err := c.Start(now)
+	require.NoError(t, err)
+	for s := range wire.ServerID(4) {
+		c.Step(now, s, ack(c.Session(), 0))
+	}
+	until := c.LeaseValidUntil()
+	require.True(t, c.LeaseHolds(now))
+
+	forged := p.one
+	forged.Sig = append([]byte(nil), forged.Sig...)
+	forged.Sig[0] ^= 1
+	c.Step(now, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{forged}}})
+	require.Zero(t, c.Epoch(), "an epoch the CA did not sign moves nobody")
+
+	later := now.Add(time.Second)
+	e := c.Step(later, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
+	require.Equal(t, uint64(1), c.Epoch())
+	require.Equal(t, until, c.LeaseValidUntil(), "the old epoch's guarantee is kept")
+	require.True(t, c.LeaseHolds(later))
+	opens := 0
+	for _, s := range e.Send {
+		if s.Msg.SessionOpen != nil {
+			require.NotEqual(t, wire.ServerID(3), s.To)
+			opens++
+		}
+	}
+	require.Equal(t, 4, opens, "the session is opened at the new epoch's members")
+	for _, s := range []wire.ServerID{0, 1, 4} {
+		c.Step(later, s, ack(c.Session(), 0))
+	}
+	require.True(t, c.LeaseValidUntil().After(until), "acks of the new epoch extend it")
+}
