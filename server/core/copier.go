@@ -23,8 +23,10 @@ import (
 // highest report, so no faulty member raises one alone. Every lease,
 // Doorway deadline and hold clock starts afresh at the copy's end.
 
-// copyRetry is how long a copier waits on a member of `from` that has not
-// finished handing its state before it asks again.
+// copyRetry is how long a copier waits on a member of `from` that sent no
+// part of its state since it last asked (or last got a part) before it asks
+// again; a member whose parts keep coming is never asked again, however
+// long its state takes.
 const copyRetry = 500 * time.Millisecond
 
 // bucketServing: "epoch" → the epoch this server serves after a copy (8
@@ -40,11 +42,13 @@ type copyRun struct {
 	from, to uint64
 	keys     wire.Keyring // from's members
 	q, f     int          // from's
-	askedAt  time.Time
-	// parts: the parts received in order from each member of from; done:
+	// parts: the parts received in order from each member of from;
+	// heard: when each was last asked or last sent a part in order; done:
 	// the members whose last part came; clients: what each reported of
 	// the clients' sessions and counters.
+	// INVARIANT: len(clients[s]) ≤ maxCopyClients.
 	parts   map[wire.ServerID]uint64
+	heard   map[wire.ServerID]time.Time
 	done    map[wire.ServerID]bool
 	clients map[wire.ServerID]map[wire.ClientID]wire.CopyClient
 }
@@ -73,7 +77,8 @@ func (k *Core) startCopy(now time.Time, e *Effects) {
 	if run == nil || run.to != to {
 		keys, q, _ := k.chain.Keyring(to - 1)
 		run = &copyRun{from: to - 1, to: to, keys: keys, q: q, f: k.chain.Faults(to - 1),
-			parts: map[wire.ServerID]uint64{}, done: map[wire.ServerID]bool{}, clients: map[wire.ServerID]map[wire.ClientID]wire.CopyClient{}}
+			parts: map[wire.ServerID]uint64{}, heard: map[wire.ServerID]time.Time{}, done: map[wire.ServerID]bool{},
+			clients: map[wire.ServerID]map[wire.ClientID]wire.CopyClient{}}
 		k.copying = run
 		if k.cfg.Keys.Epoch == run.from && keys.Key(k.cfg.Self) != nil {
 			// It served from and sealed it: its own state is one report.
@@ -83,10 +88,7 @@ func (k *Core) startCopy(now time.Time, e *Effects) {
 			}
 			run.clients[k.cfg.Self], run.done[k.cfg.Self] = own, true
 		}
-	} else if now.Sub(run.askedAt) < copyRetry {
-		return
 	}
-	run.askedAt = now
 	shown := k.chain.Since(0)
 	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: shown[max(0, len(shown)-wire.MaxEpochNews):]}}
 	for i, key := range run.keys.Servers {
@@ -94,7 +96,10 @@ func (k *Core) startCopy(now time.Time, e *Effects) {
 		if key == nil || s == k.cfg.Self || run.done[s] {
 			continue
 		}
-		run.parts[s] = 0
+		if heard, ok := run.heard[s]; ok && now.Sub(heard) < copyRetry {
+			continue // asked lately, or its parts are coming
+		}
+		run.parts[s], run.heard[s] = 0, now
 		delete(run.clients, s)
 		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: news},
 			Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{CopyRequest: &wire.CopyRequest{Epoch: run.from}}})
@@ -115,7 +120,7 @@ func (k *Core) onCopy(now time.Time, s wire.ServerID, p *wire.Copy, e *Effects) 
 		delete(run.clients, s)
 		return
 	}
-	run.parts[s] = p.Part
+	run.parts[s], run.heard[s] = p.Part, now
 	for i := range p.Registers {
 		f := &p.Registers[i]
 		st, err := k.verify(&f.Statement)
@@ -149,6 +154,10 @@ func (k *Core) onCopy(now time.Time, s wire.ServerID, p *wire.Copy, e *Effects) 
 		run.clients[s] = map[wire.ClientID]wire.CopyClient{}
 	}
 	for _, cc := range p.Clients {
+		if _, known := run.clients[s][cc.Client]; !known && len(run.clients[s]) >= k.maxCopyClients() {
+			continue // a faulty member's flood: a report left out only lowers a counter, or leaves a session to be heard of anew
+		}
+		cc.Sessions = cc.Sessions[:min(len(cc.Sessions), k.cfg.MaxSessionsPerClient)]
 		run.clients[s][cc.Client] = cc
 	}
 	if p.Last {
@@ -156,6 +165,11 @@ func (k *Core) onCopy(now time.Time, s wire.ServerID, p *wire.Copy, e *Effects) 
 		k.finishCopy(now, e)
 	}
 }
+
+// maxCopyClients bounds the clients the copier keeps of one member's
+// report: a correct member knows no more clients than it may hold locks of
+// or bans for.
+func (k *Core) maxCopyClients() int { return k.cfg.MaxLocks + k.cfg.MaxBans }
 
 // offerHW raises a lock's hw to a copied Ticket, if it is higher.
 func (k *Core) offerHW(ss *wire.SignedStatement, e *Effects) {
@@ -173,11 +187,12 @@ func (k *Core) offerHW(ss *wire.SignedStatement, e *Effects) {
 // keysForJ is the keyring, quorum and View verifier to check J with: its
 // own epoch's if earlier is set and J is of an epoch before the one this
 // server serves (a Ticket or evidence copied, or restored from its disk),
-// or while copying, of one up to the copied epoch; this server's otherwise.
+// or while copying, of one up to the epoch copied into (a kept member that
+// already serves it reports its writes too); this server's otherwise.
 // A Ticket a client or peer submits live must have a J of this epoch.
 func (k *Core) keysForJ(j []wire.SignedView, earlier bool) (wire.Keyring, int, bakery.ViewVerifier) {
 	if k.chain != nil && len(j) > 0 {
-		if e := wire.JustificationEpoch(j); e != k.cfg.Keys.Epoch && (k.copying != nil && e <= k.copying.from || earlier && e < k.cfg.Keys.Epoch) {
+		if e := wire.JustificationEpoch(j); e != k.cfg.Keys.Epoch && (k.copying != nil && e <= k.copying.to || earlier && e < k.cfg.Keys.Epoch) {
 			if keys, q, ok := k.chain.Keyring(e); ok {
 				return keys, q, nil
 			}

@@ -3,6 +3,7 @@ package core
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
@@ -22,7 +23,7 @@ const copyPartBytes = crypto.MaxMessageSize / 4
 // serveCopy answers a CopyRequest of peer s: only a member of the newest
 // epoch this server knows is answered, and only for an epoch this server
 // was a member of and sealed (it knows a later one, and serves none before).
-func (k *Core) serveCopy(s wire.ServerID, r *wire.CopyRequest, e *Effects) {
+func (k *Core) serveCopy(now time.Time, s wire.ServerID, r *wire.CopyRequest, e *Effects) {
 	if k.chain == nil || r.Epoch >= k.chain.Number() || r.Epoch > k.cfg.Keys.Epoch {
 		return
 	}
@@ -32,6 +33,13 @@ func (k *Core) serveCopy(s wire.ServerID, r *wire.CopyRequest, e *Effects) {
 	if _, member := k.chain.Current().Member(s); !member {
 		return
 	}
+	// One copy per member per copyRetry/2: a correct copier asks again
+	// only after copyRetry without a part, so only a faulty one is held
+	// back from making this server send its whole state over and over.
+	if at, ok := k.copiesServed[s]; ok && now.Sub(at) < copyRetry/2 {
+		return
+	}
+	k.copiesServed[s] = now
 	for _, p := range k.copyParts(r.Epoch, copyPartBytes) {
 		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Copy: p}})
 	}

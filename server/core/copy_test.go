@@ -22,6 +22,22 @@ func (c *cluster) withCA() *crypto.PrivateKey {
 	return ca
 }
 
+// addServerFour starts server 4, the member epoch 1 adds (epochOneWith),
+// as an operator starts it with its material: epoch 1 and its key.
+func (c *cluster) addServerFour(ca *crypto.PrivateKey, tune func(*Config)) (*Core, crypto.Signed) {
+	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(c.t, err)
+	one := c.epochOneWith(ca, k4)
+	cfg := DefaultConfig(4, 4, 1, c.keys, k4)
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one}
+	if tune != nil {
+		tune(&cfg)
+	}
+	s4 := c.newCoreOf(4, cfg)
+	c.cores, c.signers, c.disks = append(c.cores, s4), append(c.signers, k4), append(c.disks, map[string]map[string][]byte{})
+	return s4, one
+}
+
 // copyTo takes the Copy parts in flight to server to, in order.
 func (c *cluster) copyTo(to wire.ServerID) []*wire.Copy {
 	var out []*wire.Copy
@@ -72,6 +88,11 @@ func TestSealedServerHandsOutItsState(t *testing.T) {
 	c.fromServer(0, 4, ask)
 	parts := c.copyTo(4)
 	require.Len(t, parts, 1)
+	c.fromServer(0, 4, ask)
+	require.Empty(t, c.copyTo(4), "a member asking again at once is not sent the whole state again")
+	c.now = c.now.Add(copyRetry / 2)
+	c.fromServer(0, 4, ask)
+	require.Len(t, c.copyTo(4), 1, "one that asks again after a while is")
 	p := parts[0]
 	require.Equal(t, uint64(1), p.Part)
 	require.True(t, p.Last)
@@ -144,13 +165,7 @@ func TestCopyCarriesTheLockAcrossAReplace(t *testing.T) {
 	c.toClients = nil
 
 	// The new member starts with its material: epoch 1 and its key.
-	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
-	require.NoError(t, err)
-	one := c.epochOneWith(ca, k4)
-	cfg := DefaultConfig(4, 4, 1, c.keys, k4)
-	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one}
-	s4 := c.newCoreOf(4, cfg)
-	c.cores, c.signers, c.disks = append(c.cores, s4), append(c.signers, k4), append(c.disks, map[string]map[string][]byte{})
+	s4, one := c.addServerFour(ca, nil)
 	serves, knows := s4.Epoch()
 	require.Equal(t, [2]uint64{0, 1}, [2]uint64{serves, knows}, "a new member serves nothing before its copy")
 	c.fromClient(4, w.id, &wire.Message{GetSet: &wire.GetSet{Req: 4, Lock: "L"}})
@@ -257,13 +272,7 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	c.drop()
 	c.toClients = nil
 
-	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
-	require.NoError(t, err)
-	one := c.epochOneWith(ca, k4)
-	cfg := DefaultConfig(4, 4, 1, c.keys, k4)
-	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one}
-	s4 := c.newCoreOf(4, cfg)
-	c.cores, c.signers, c.disks = append(c.cores, s4), append(c.signers, k4), append(c.disks, map[string]map[string][]byte{})
+	s4, one := c.addServerFour(ca, func(cfg *Config) { cfg.MaxLocks, cfg.MaxBans = 2, 1 })
 	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}}
 	for s := range 4 {
 		c.fromClient(s, x.id, news)
@@ -282,7 +291,11 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 		c.fromServer(4, 0, &wire.Message{Copy: p})
 	}
 	faulty := &wire.Copy{Epoch: 0, Part: 1, Last: true, Clients: []wire.CopyClient{{Client: x.id, SpokeUpTo: 99, ResetUpTo: 99}}}
+	for range 4 { // more clients than server 4 keeps of one report (MaxLocks + MaxBans = 3)
+		faulty.Clients = append(faulty.Clients, wire.CopyClient{Client: c.newClient().id, SpokeUpTo: 7})
+	}
 	c.fromServer(4, 1, &wire.Message{Copy: faulty})
+	require.Len(t, s4.copying.clients[1], 3, "a report's clients are bounded")
 	c.fromServer(4, 9, &wire.Message{Copy: faulty})
 	c.fromServer(4, 2, &wire.Message{Copy: &wire.Copy{Epoch: 0, Part: 2, Last: true}})
 	require.False(t, serving(), "two whole reports, a stranger's and a last part alone are not q")
@@ -316,4 +329,54 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	c.fromClient(4, x.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: x.stmt("L", 1, 1, wire.PhaseTicket, 1, j0), J: j0}})
 	require.Equal(t, []wire.ErrorCode{wire.ErrCodeRejected}, errorCodes(c.replies(x.id)))
 	require.False(t, s4.Banned(x.id))
+}
+
+// docs/protocol.md change 43, the copy's liveness: a member whose state
+// comes in many parts is not asked again while its parts keep coming,
+// however long the whole takes (asking again restarts it); one that went
+// quiet is asked again after copyRetry.
+func TestCopyOfALargeStateIsNotRestarted(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	for range 3 {
+		c.doorway(c.newClient(), "L", 1, 1)
+	}
+	c.drop()
+	c.toClients = nil
+	s4, one := c.addServerFour(ca, nil)
+	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}}
+	for s := range 4 {
+		c.fromServer(s, 4, news)
+	}
+	c.drop()
+	// asked counts the CopyRequests in flight, by server, and drops them.
+	asked := func() map[wire.ServerID]int {
+		n := map[wire.ServerID]int{}
+		for _, m := range c.inflight {
+			msg, err := wire.Decode(m.data)
+			require.NoError(t, err)
+			if msg.CopyRequest != nil {
+				n[m.to]++
+			}
+		}
+		c.drop()
+		return n
+	}
+	c.effects(4, s4.Tick(c.now))
+	require.Equal(t, map[wire.ServerID]int{0: 1, 1: 1, 2: 1, 3: 1}, asked())
+
+	parts := c.cores[0].copyParts(0, 1) // in small parts: a large state
+	require.Greater(t, len(parts), 3)
+	quiet := 0
+	for i, p := range parts {
+		c.now = c.now.Add(copyRetry * 4 / 5)
+		c.effects(4, s4.Tick(c.now))
+		got := asked()
+		require.Zero(t, got[0], "part %d: server 0's parts keep coming", i+1)
+		quiet += got[1]
+		c.fromServer(4, 0, &wire.Message{Copy: p})
+	}
+	_, done, _ := s4.Copying()
+	require.Equal(t, 1, done, "server 0's whole state came, in %d parts over %v", len(parts), time.Duration(len(parts))*copyRetry*4/5)
+	require.Equal(t, len(parts)/2, quiet, "server 1, quiet, is asked again every other Tick (each copyRetry)")
 }

@@ -184,6 +184,11 @@ type Core struct {
 	// copying: the copy this server makes of the epoch before the newest
 	// it knows, before it serves that one (copier.go); nil: none.
 	copying *copyRun
+	// copiesServed: when this server last handed its state to each member
+	// of the newest epoch (copy.go).
+	// INVARIANT: every key was a member of an epoch this server knows
+	// (serveCopy answers no one else), so it is bounded by the ids used.
+	copiesServed map[wire.ServerID]time.Time
 	// told: the newest epoch each peer was shown since this server sealed,
 	// so a peer still talking in the sealed epoch is told once per epoch.
 	told        map[wire.ServerID]uint64
@@ -325,7 +330,7 @@ func New(cfg Config) (*Core, error) {
 	}
 	fit := memberFit(crypto.MaxMessageSize, q, cfg.Signer.Public.Wire.Scheme)
 	return &Core{
-		chain: chain, told: make(map[wire.ServerID]uint64),
+		chain: chain, told: make(map[wire.ServerID]uint64), copiesServed: make(map[wire.ServerID]time.Time),
 		cfg: cfg, q: q,
 		memberCap: min(cfg.MaxLockMembers, fit), listenCap: min(cfg.MaxListenMembers, fit),
 		locks:        make(map[string]*activeset.Lock),

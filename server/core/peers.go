@@ -25,7 +25,7 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		return
 	}
 	if m.CopyRequest != nil {
-		k.serveCopy(s, m.CopyRequest, e)
+		k.serveCopy(now, s, m.CopyRequest, e)
 		return
 	}
 	if k.sealedServer(s, m, e) {
