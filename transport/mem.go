@@ -20,7 +20,11 @@ import (
 // The model, which mirrors quic.go:
 //   - Servers talk to every other server; clients talk to every server, never
 //     to each other. A client is bound to the ClientID of its key (the Hello
-//     exchange is skipped, the binding is not).
+//     exchange is skipped, the binding is not). An endpoint is
+//     Reconfigurable: once SetServers named its servers, it talks to those
+//     only (addresses play no part but a change of one re-dials), and a
+//     server's link with another is up only while each names the other, as a
+//     QUIC server refuses one it does not name.
 //   - Each server has its own outbound link to every other server; a
 //     server's EventConnected/EventDisconnected about server j follow the link
 //     it sends on. A client and a server share one link in both directions;
@@ -204,6 +208,9 @@ type memEndpoint struct {
 	// guarded by nw.mu
 	queue  []memItem
 	closed bool
+	// servers: the servers it talks to, by id, with their addresses (nil:
+	// every server, until SetServers).
+	servers map[wire.ServerID]string
 }
 
 func peerLess(a, b Peer) int {
@@ -272,7 +279,22 @@ func (nw *MemNetwork) linkLocked(from, to Peer) *memLink {
 func (nw *MemNetwork) shouldBeUpLocked(l *memLink) bool {
 	return nw.eps[l.from] != nil && nw.eps[l.to] != nil &&
 		!(l.from.IsClient && l.to.IsClient) &&
+		nw.talksToLocked(l.from, l.to) && nw.talksToLocked(l.to, l.from) &&
 		!nw.cuts[[2]Peer{l.from, l.to}] && !nw.isolated[l.from] && !nw.isolated[l.to]
+}
+
+// talksToLocked reports whether live endpoint p talks to q: q is a client,
+// or p names q among its servers (or has not named any).
+func (nw *MemNetwork) talksToLocked(p, q Peer) bool {
+	if q.IsClient {
+		return true
+	}
+	e := nw.eps[p]
+	if e == nil || e.servers == nil {
+		return true
+	}
+	_, ok := e.servers[q.Server]
+	return ok
 }
 
 func (nw *MemNetwork) refreshLocked() {
@@ -349,6 +371,9 @@ func (e *memEndpoint) Send(to Peer, msg *wire.Message) error {
 	closed := e.closed
 	tamper := nw.tamper
 	known := to != e.self && !(to.IsClient && e.self.IsClient) && (to.IsClient || nw.known[to.Server])
+	if !to.IsClient && e.servers != nil {
+		_, known = e.servers[to.Server]
+	}
 	nw.mu.Unlock()
 	if closed {
 		return ErrClosed
@@ -393,6 +418,40 @@ func (e *memEndpoint) Send(to Peer, msg *wire.Message) error {
 	l.pending++
 	l.pendingBytes += len(frame)
 	return nil
+}
+
+var _ Reconfigurable = (*memEndpoint)(nil)
+
+// SetServers implements Reconfigurable.
+func (e *memEndpoint) SetServers(addrs map[wire.ServerID]string) {
+	nw := e.nw
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	if e.closed {
+		return
+	}
+	next := make(map[wire.ServerID]string, len(addrs))
+	for id, a := range addrs {
+		if a != "" && ServerPeer(id) != e.self {
+			next[id] = a
+		}
+	}
+	old := e.servers
+	e.servers = next
+	for _, l := range nw.links {
+		if l.from != e.self || l.to.IsClient {
+			continue
+		}
+		a, ok := next[l.to.Server]
+		if was, known := old[l.to.Server]; ok && (!known || was == a) {
+			continue // unchanged (or named for the first time): untouched
+		}
+		l.held, l.heldBytes = nil, 0 // let go, or moved: its queue goes
+		if ok {
+			nw.bounceLocked(l) // moved: dialed anew
+		}
+	}
+	nw.refreshLocked()
 }
 
 // Inbound implements Transport.

@@ -82,7 +82,8 @@ const (
 )
 
 // ListenServer starts a server's transport: it listens on cfg.ListenAddr and
-// keeps a connection to every other server in cfg.Peers.
+// keeps a connection to every other server in cfg.Peers. The transport is
+// Reconfigurable: SetServers changes its peers while it runs.
 //
 // Server to server: each server dials every other one and sends to it only
 // on the connection it dialed (one ordered stream), reconnecting with capped,
@@ -118,11 +119,9 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 	n.onLimit = cfg.OnLimit
 	n.version = versionOr(cfg.Version)
 	n.log = n.log.With("node", ServerPeer(cfg.ID).String())
-	for id, addr := range cfg.Peers {
-		if id != cfg.ID {
-			n.dialers[id] = &dialer{n: n, id: id, addr: addr, q: newSendQueue(lim)}
-		}
-	}
+	n.mu.Lock()
+	n.replaceDialersLocked(cfg.Peers) // started below, once we listen
+	n.mu.Unlock()
 	n.tr.ConnContext = n.connContext
 	resetKey, err := statelessResetKey(cfg.Cert)
 	if err != nil {
@@ -139,7 +138,7 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 		return nil, fmt.Errorf("transport: listening on %s: %w", cfg.ListenAddr, err)
 	}
 	n.ln = ln
-	n.log.Info("transport: listening", "addr", udp.LocalAddr().String(), "peers", len(n.dialers))
+	n.log.Info("transport: listening", "addr", udp.LocalAddr().String(), "peers", len(n.peers()))
 	n.wg.Add(1)
 	go n.acceptLoop()
 	n.startDialers()
@@ -150,7 +149,8 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 // server in cfg.Servers, reconnecting with capped, jittered exponential
 // backoff, and binds each to its key with a signed Hello. Messages sent to a
 // server while it is unreachable wait in its queue (up to the limits) and go
-// out once it is reachable again; EventConnected says it is.
+// out once it is reachable again; EventConnected says it is. The transport
+// is Reconfigurable: SetServers changes its servers while it runs.
 func DialClient(cfg ClientConfig) (Transport, error) {
 	lim, err := cfg.check()
 	if err != nil {
@@ -170,9 +170,9 @@ func DialClient(cfg ClientConfig) (Transport, error) {
 	n.identify = cfg.IdentifyServer
 	n.version = versionOr(cfg.Version)
 	n.log = n.log.With("node", n.clientID.String())
-	for id, addr := range cfg.Servers {
-		n.dialers[id] = &dialer{n: n, id: id, addr: addr, q: newSendQueue(lim)}
-	}
+	n.mu.Lock()
+	n.replaceDialersLocked(cfg.Servers)
+	n.mu.Unlock()
 	n.startDialers()
 	return n, nil
 }
@@ -296,8 +296,10 @@ type node struct {
 	tr  *quic.Transport
 	ln  *quic.Listener // servers
 
-	// dialers holds one outbound link per server; fixed after start.
-	dialers map[wire.ServerID]*dialer
+	// dialers holds one outbound link per server this node talks to now:
+	// an immutable map, read without a lock (peers) and replaced whole,
+	// under mu, by SetServers.
+	dialers atomic.Pointer[map[wire.ServerID]*dialer]
 
 	inbound   chan Inbound
 	ctx       context.Context // cancelled by Close
@@ -344,12 +346,11 @@ func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &node{
+	n := &node{
 		log:        log,
 		lim:        lim,
 		udp:        udp,
 		tr:         &quic.Transport{Conn: udp},
-		dialers:    make(map[wire.ServerID]*dialer),
 		inbound:    make(chan Inbound, lim.InboundLen),
 		ctx:        ctx,
 		cancel:     cancel,
@@ -360,6 +361,8 @@ func newNode(lim Limits, log *slog.Logger, udp *net.UDPConn) *node {
 		accept:     acceptLimiter(lim),
 		perAddress: make(map[netip.Addr]*rate.Limiter),
 	}
+	n.dialers.Store(&map[wire.ServerID]*dialer{})
+	return n
 }
 
 // maxAddressBuckets bounds the source addresses whose handshake rate is
@@ -429,11 +432,91 @@ func (n *node) quicConfig(incomingStreams int64) *quic.Config {
 	}
 }
 
+// startDialers starts the dialers set up before the node was running.
 func (n *node) startDialers() {
-	for _, d := range n.dialers {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, d := range n.peers() {
 		n.wg.Add(1)
 		go d.run()
 	}
+}
+
+// peers is the current dialer of each server this node talks to. The map is
+// never modified: SetServers replaces it.
+func (n *node) peers() map[wire.ServerID]*dialer { return *n.dialers.Load() }
+
+// errNotMember and errMoved are why a dialer was stopped, sent to the server
+// as the reason its connection closed.
+var (
+	errNotMember = errors.New("no longer a member")
+	errMoved     = errors.New("this server's address changed")
+)
+
+var _ Reconfigurable = (*node)(nil)
+
+// SetServers implements Reconfigurable.
+func (n *node) SetServers(addrs map[wire.ServerID]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	added, removed := n.replaceDialersLocked(addrs)
+	if len(added) == 0 && len(removed) == 0 {
+		return
+	}
+	var gone, moved, dialed []string
+	for _, d := range removed {
+		if nd := n.peers()[d.id]; nd != nil {
+			d.stop(errMoved)
+			moved = append(moved, fmt.Sprintf("%s %s->%s", ServerPeer(d.id), d.addr, nd.addr))
+			continue
+		}
+		d.stop(errNotMember)
+		gone = append(gone, ServerPeer(d.id).String())
+		// Its connection to us goes too; verifyInbound refuses the next.
+		if c := n.srvIn[d.id]; c != nil {
+			n.wg.Go(func() { _ = c.CloseWithError(codeRefused, errNotMember.Error()) })
+		}
+	}
+	for _, d := range added {
+		if d.prev == nil {
+			dialed = append(dialed, fmt.Sprintf("%s %s", ServerPeer(d.id), d.addr))
+		}
+		n.wg.Add(1)
+		go d.run()
+	}
+	n.log.Info("transport: servers changed", "added", dialed, "removed", gone, "moved", moved, "peers", len(n.peers()))
+}
+
+// replaceDialersLocked makes addrs the set of dialers: it keeps the dialer of
+// an unchanged server, makes one (not started) for a new or moved server, and
+// returns the new ones and the ones that left the set (not stopped). n.mu is
+// held.
+func (n *node) replaceDialersLocked(addrs map[wire.ServerID]string) (added, removed []*dialer) {
+	old := n.peers()
+	next := make(map[wire.ServerID]*dialer, len(addrs))
+	for id, addr := range addrs {
+		if (n.server && id == n.self) || addr == "" {
+			continue
+		}
+		prev := old[id]
+		if prev != nil && prev.addr == addr {
+			next[id] = prev
+			continue
+		}
+		d := n.newDialer(id, addr, prev)
+		next[id] = d
+		added = append(added, d)
+	}
+	for id, d := range old {
+		if next[id] != d {
+			removed = append(removed, d)
+		}
+	}
+	n.dialers.Store(&next)
+	return added, removed
 }
 
 // Send implements Transport.
@@ -458,7 +541,7 @@ func (n *node) Send(to Peer, msg *wire.Message) error {
 		}
 		q = cc.q
 	} else {
-		d := n.dialers[to.Server]
+		d := n.peers()[to.Server]
 		if d == nil {
 			return fmt.Errorf("%w: %s", ErrUnknownPeer, to)
 		}

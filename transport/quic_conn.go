@@ -32,7 +32,7 @@ func (n *node) connContext(ctx context.Context, info *quic.ClientInfo) (context.
 	switch {
 	case n.closed:
 		reason = "closing"
-	case n.accepted >= n.lim.MaxClientConns+2*len(n.dialers)+2:
+	case n.accepted >= n.lim.MaxClientConns+2*len(n.peers())+2:
 		reason, limit = fmt.Sprintf("%d connections open", n.accepted), "max_client_connections"
 	case !n.allowAddress(info.RemoteAddr, now):
 		reason, limit = "accept rate of this address exceeded", "accept_rate_per_address"
@@ -120,6 +120,12 @@ func (n *node) serveServer(conn *quic.Conn, id wire.ServerID, deadline time.Time
 	}
 	_ = s.SetDeadline(time.Time{})
 	n.mu.Lock()
+	if n.peers()[id] == nil {
+		// SetServers let it go since verifyInbound let it in.
+		n.mu.Unlock()
+		_ = conn.CloseWithError(codeRefused, errNotMember.Error())
+		return
+	}
 	old := n.srvIn[id]
 	n.srvIn[id] = conn
 	n.mu.Unlock()
@@ -334,23 +340,48 @@ func (n *node) unbind(cc *clientConn) bool {
 // ---------------------------------------------------------------------------
 // Dialing (servers to servers, clients to servers).
 
-// dialer keeps the outbound connection to one server.
+// dialer keeps the outbound connection to one server, at one address,
+// until Close or SetServers stops it.
 type dialer struct {
 	n    *node
 	id   wire.ServerID
 	addr string
 	// q outlives connections: what is queued while the server is
-	// unreachable goes out when it is back.
+	// unreachable goes out when it is back. It dies with the dialer.
 	q *sendQueue
+	// ctx, a child of n.ctx, bounds the dialing and the connection; stop
+	// cancels it with the reason the server is told.
+	ctx  context.Context
+	stop context.CancelCauseFunc
+	// prev is the dialer of the same server that this one replaced (its
+	// address changed), or nil: run starts once prev's has returned, so the
+	// EventDisconnected of its connection comes before ours' EventConnected.
+	prev *dialer
+	done chan struct{} // closed when run returns
+}
+
+func (n *node) newDialer(id wire.ServerID, addr string, prev *dialer) *dialer {
+	ctx, stop := context.WithCancelCause(n.ctx)
+	return &dialer{n: n, id: id, addr: addr, q: newSendQueue(n.lim), ctx: ctx, stop: stop, prev: prev, done: make(chan struct{})}
 }
 
 func (d *dialer) run() {
 	defer d.n.wg.Done()
+	defer close(d.done)
+	defer d.stop(nil)
 	n := d.n
+	if d.prev != nil {
+		select {
+		case <-d.prev.done:
+		case <-d.ctx.Done():
+			return
+		}
+		d.prev = nil
+	}
 	backoff := n.lim.BackoffMin
 	for {
 		lived, err := d.connectOnce()
-		if n.ctx.Err() != nil {
+		if d.ctx.Err() != nil {
 			return
 		}
 		if lived >= n.lim.BackoffMax {
@@ -363,7 +394,7 @@ func (d *dialer) run() {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
-		case <-n.ctx.Done():
+		case <-d.ctx.Done():
 			t.Stop()
 			return
 		}
@@ -381,7 +412,7 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 		return 0, err
 	}
 	deadline := time.Now().Add(n.lim.HandshakeTimeout)
-	ctx, cancel := context.WithDeadline(n.ctx, deadline)
+	ctx, cancel := context.WithDeadline(d.ctx, deadline)
 	defer cancel()
 	conn, err := n.tr.Dial(ctx, raddr, n.dialTLS(d.id, d.addr), n.quicConfig(1))
 	if err != nil {
@@ -397,6 +428,20 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 	}
 	defer n.untrack(conn)
 	defer func() { _ = conn.CloseWithError(codeShutdown, "") }()
+	// Stopped by SetServers: the connection closes, telling the server why.
+	// (Close closes every connection itself.)
+	closed := make(chan struct{})
+	stopClose := context.AfterFunc(d.ctx, func() {
+		defer close(closed)
+		if n.ctx.Err() == nil {
+			_ = conn.CloseWithError(codeShutdown, context.Cause(d.ctx).Error())
+		}
+	})
+	defer func() {
+		if !stopClose() {
+			<-closed // so that it is done before n.wg is
+		}
+	}()
 
 	// In TLS 1.3 the dialer finishes its handshake before the acceptor has
 	// checked the dialer's certificate, so a refused certificate shows only
@@ -454,7 +499,11 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 	_ = conn.CloseWithError(codeShutdown, "")
 	w.Wait()
 	n.deliver(Inbound{Kind: EventDisconnected, From: peer})
-	if n.ctx.Err() == nil {
+	switch {
+	case n.ctx.Err() != nil:
+	case d.ctx.Err() != nil:
+		n.log.Info("transport: connection to server closed", "peer", peer, "addr", d.addr, "reason", context.Cause(d.ctx))
+	default:
 		n.log.Info("transport: connection to server lost", "peer", peer, "reason", err)
 	}
 	return time.Since(up), nil

@@ -86,8 +86,8 @@ func (n *node) verifyInbound(cs tls.ConnectionState, remote net.Addr) error {
 	if err == nil && id == n.self {
 		err = fmt.Errorf("peer presented our own certificate (%s)", id)
 	}
-	if err == nil && n.dialers[id] == nil {
-		err = fmt.Errorf("%s is not a peer of this server", id)
+	if err == nil && n.peers()[id] == nil {
+		err = fmt.Errorf("%s is not a peer of this server (now)", id)
 	}
 	if err != nil {
 		n.peerWarn("transport: refused a server connection", "addr", remote, "reason", err)

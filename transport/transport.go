@@ -118,8 +118,8 @@ func (in Inbound) String() string {
 // Transport is one node's end of the network.
 type Transport interface {
 	// Send encodes msg and queues it for to, FIFO per peer. It never blocks
-	// on the network; it fails at once with ErrUnknownPeer (not a server of
-	// the cluster, this node itself, or a client when sent by a client),
+	// on the network; it fails at once with ErrUnknownPeer (not a server
+	// this node talks to now, this node itself, or a client when sent by a client),
 	// ErrNotConnected (a client that has no live connection here),
 	// ErrQueueFull or ErrClosed, or with an encoding error for a message
 	// that is invalid or over Limits.MaxFrame. To a server whose link is down
@@ -130,6 +130,23 @@ type Transport interface {
 	Inbound() <-chan Inbound
 	// Close stops the transport and waits for its goroutines to exit.
 	Close() error
+}
+
+// Reconfigurable is a Transport whose set of servers can change while it
+// runs (docs/protocol.md change 43: a cluster moves to a new epoch with other
+// member servers). Both implementations are: the QUIC node (ListenServer,
+// DialClient) and a MemNetwork endpoint.
+type Reconfigurable interface {
+	// SetServers makes addrs the servers this node talks to, by id. A server
+	// new to the set is dialed. One no longer in it is let go: its connection
+	// is closed ("no longer a member"; EventDisconnected if it was up), what
+	// was queued for it is dropped, Send to it is ErrUnknownPeer, and a
+	// server closes and refuses its connections from then on. One whose
+	// address changed is let go and dialed anew at the new address (the
+	// EventDisconnected about it comes before the next EventConnected). One
+	// unchanged keeps its connection and queue. A server's own id, and an id
+	// with an empty address, are left out. After Close it does nothing.
+	SetServers(addrs map[wire.ServerID]string)
 }
 
 // Errors of Send.
