@@ -195,6 +195,14 @@ func (c *Chain) Current() *EpochBody {
 	return c.epochs[len(c.epochs)-1].body
 }
 
+// Body is epoch e's body (nil for epoch 0, the cluster file, or one not held).
+func (c *Chain) Body(e uint64) *EpochBody {
+	if e == 0 || e > c.Number() {
+		return nil
+	}
+	return c.epochs[e-1].body
+}
+
 // Keyring returns the keyring of epoch e — its members' keys by id, named
 // by the cluster and e — and its quorum q_e, if the chain holds e: what
 // verifies a View, vote or certificate of e, in e or, for state copied

@@ -262,7 +262,8 @@ func examples(tb testing.TB) []example {
 			Members:  sortMembers([]wire.SignedStatement{ticket, bobTicket, carolHeld}),
 			Locks:    []wire.LockSummary{{Name: testLock, Members: 3}, {Name: "locks/idle"}},
 			Suspects: []wire.ClientID{id(f.carol)}, Banned: []wire.ClientID{id(f.dave), id(f.hybrid)}, More: true,
-			Proclamations: []wire.SignedProclamation{carolSays}, Names: []wire.ClientName{{Client: id(f.carol), Name: "nightly"}}}}},
+			Proclamations: []wire.SignedProclamation{carolSays}, Names: []wire.ClientName{{Client: id(f.carol), Name: "nightly"}},
+			Serves: 1, Knows: 2}}},
 		{"SessionClose", &wire.Message{SessionClose: &wire.SessionClose{Req: 16, Session: 3}}},
 		{"Announce", &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{
 			{Lock: testLock, Client: id(f.alice), Session: 3, Attempt: 2, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&ticket)}}}}},

@@ -652,6 +652,10 @@ type StatusReply struct {
 	// Names are the admission certificates' names of Lock's members that
 	// are connected there with one (change 32; at most MaxStatusNames).
 	Names []ClientName `cbor:"10,keyasint,omitempty"`
+	// Serves is the epoch the server serves and Knows the newest it knows
+	// (change 43; protocol 1.5): it sealed Serves if Knows is later.
+	Serves uint64 `cbor:"11,keyasint,omitempty"`
+	Knows  uint64 `cbor:"12,keyasint,omitempty"`
 }
 
 // ClientName is an enrolled client's name, as its certificate gives it.
