@@ -40,6 +40,38 @@ type ServerMaterial struct {
 	TLS        tls.Certificate // with Leaf set
 	SigningKey *crypto.PrivateKey
 	Dir        string // DIR/server-<id>
+	// Address is where this server serves: its entry in the newest epoch
+	// that names it.
+	Address string
+	// Epochs are the signed epochs after the cluster file (DIR/epochs),
+	// verified as a chain (docs/protocol.md change 43).
+	Epochs []crypto.Signed
+}
+
+// findServer is server id's entry: the newest epoch's if it names it, else
+// the cluster file's (a server an epoch left out still starts, to seal and
+// hand its state to the new members).
+func findServer(c *Cluster, chain *wire.Chain, dir string, id int) (*Server, error) {
+	if id >= 0 && id <= int(^wire.ServerID(0)) {
+		for e := chain.Number(); e >= 1; e-- {
+			if m, ok := chain.Body(e).Member(wire.ServerID(id)); ok {
+				k, err := m.Key.Parse()
+				if err != nil {
+					return nil, err
+				}
+				cert, err := x509.ParseCertificate(m.Cert)
+				if err != nil {
+					return nil, fmt.Errorf("certs: epoch %d: the certificate of server %d: %w", e, id, err)
+				}
+				return &Server{ID: m.ID, Address: m.Address, SigningKey: k, Cert: cert}, nil
+			}
+		}
+	}
+	if id < 0 || id >= c.N {
+		return nil, fmt.Errorf("certs: server id %d is out of range: the cluster file %s has servers 0..%d and no epoch in %s names it",
+			id, filepath.Join(dir, ClusterFileName), c.N-1, filepath.Join(dir, EpochsDirName))
+	}
+	return &c.Servers[id], nil
 }
 
 // ServerDir is the directory of server id's private material in a cluster directory.
@@ -55,11 +87,18 @@ func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
 	if err != nil {
 		return nil, err
 	}
-	if id < 0 || id >= c.N {
-		return nil, fmt.Errorf("certs: server id %d is out of range: the cluster file %s has servers 0..%d",
-			id, filepath.Join(dir, ClusterFileName), c.N-1)
+	epochs, err := ReadEpochs(dir)
+	if err != nil {
+		return nil, err
 	}
-	srv := &c.Servers[id]
+	chain := c.Chain()
+	if _, err := chain.Extend(epochs); err != nil {
+		return nil, fmt.Errorf("certs: %s does not continue %s: %w", filepath.Join(dir, EpochsDirName), ClusterFileName, err)
+	}
+	srv, err := findServer(c, chain, dir, id)
+	if err != nil {
+		return nil, err
+	}
 	sdir := ServerDir(dir, id)
 	var errs []error
 	fail := func(file, format string, args ...any) {
@@ -116,6 +155,8 @@ func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
 	}
 	return &ServerMaterial{
 		Cluster:    c,
+		Epochs:     epochs,
+		Address:    srv.Address,
 		ID:         srv.ID,
 		TLS:        tls.Certificate{Certificate: [][]byte{srv.Cert.Raw}, PrivateKey: tlsKey, Leaf: srv.Cert},
 		SigningKey: signing,

@@ -1,0 +1,336 @@
+package certs
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Epochs on disk (docs/protocol.md change 43). The cluster file is epoch 0;
+// each later epoch, signed by the cluster CA, is one file DIR/epochs/<n>.epoch
+// beside it, written by `bqserver server add`, `remove` and `replace`. A
+// server and a client read them when they start; they also learn them from
+// the cluster, so a file that lacks the newest is out of date, never wrong.
+
+// EpochsDirName is the directory of the signed epochs, beside the cluster file.
+const EpochsDirName = "epochs"
+
+// epochPEMType is the PEM block type of an epoch file; its body is the CBOR
+// of the signed epoch.
+const epochPEMType = "BQ EPOCH"
+
+// EpochPath is the file of epoch n in cluster directory dir.
+func EpochPath(dir string, n uint64) string {
+	return filepath.Join(dir, EpochsDirName, strconv.FormatUint(n, 10)+".epoch")
+}
+
+// WriteEpoch writes epoch n into dir's epochs directory, never overwriting:
+// a second epoch with one number is the operator's error.
+func WriteEpoch(dir string, n uint64, s crypto.Signed) error {
+	b, err := crypto.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, EpochsDirName), 0o755); err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	w := &writer{}
+	w.file(EpochPath(dir, n), pem.EncodeToMemory(&pem.Block{Type: epochPEMType, Bytes: b}), 0o644)
+	w.syncDir(filepath.Join(dir, EpochsDirName))
+	return w.err
+}
+
+// ReadEpochs reads the signed epochs of cluster directory dir, oldest first
+// (none if it has no epochs directory). It does not verify them: a Chain
+// does, against the cluster file.
+func ReadEpochs(dir string) ([]crypto.Signed, error) {
+	edir := filepath.Join(dir, EpochsDirName)
+	ents, err := os.ReadDir(edir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certs: reading %s: %w", edir, err)
+	}
+	type numbered struct {
+		n uint64
+		s crypto.Signed
+	}
+	var out []numbered
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".epoch")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(name, 10, 64)
+		path := filepath.Join(edir, e.Name())
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("certs: %s: an epoch file is named <number ≥ 1>.epoch", path)
+		}
+		data, err := readLimited(path, 2*wire.MaxEpochBytes)
+		if err != nil {
+			return nil, fmt.Errorf("certs: %s: %w", path, err)
+		}
+		der, err := decodeOnePEM(data, epochPEMType)
+		if err != nil {
+			return nil, fmt.Errorf("certs: %s: %v", path, err)
+		}
+		var s crypto.Signed
+		if err := crypto.Unmarshal(der, &s); err != nil {
+			return nil, fmt.Errorf("certs: %s: not a signed epoch: %v", path, err)
+		}
+		out = append(out, numbered{n, s})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	signed := make([]crypto.Signed, len(out))
+	for i, e := range out {
+		if e.n != uint64(i+1) {
+			return nil, fmt.Errorf("certs: %s: epoch %d is missing (epochs are consecutive from 1); copy every file of the operator's %s directory",
+				edir, i+1, EpochsDirName)
+		}
+		signed[i] = e.s
+	}
+	return signed, nil
+}
+
+// CAKey is the cluster CA's key as the protocol verifies epochs with it.
+func (c *Cluster) CAKey() *crypto.Parsed {
+	pub, ok := c.CA.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		panic("certs: a loaded cluster has a CA key that is not Ed25519") // parseCluster checked it
+	}
+	k, err := crypto.PublicKey{Scheme: crypto.Ed25519, Key: []byte(pub)}.Parse()
+	if err != nil {
+		panic(fmt.Sprintf("certs: the cluster CA key does not parse: %v", err))
+	}
+	return k
+}
+
+// EpochSigner is the CA's key as it signs epochs (wire.SignEpoch).
+func (ca *CA) EpochSigner() (*crypto.PrivateKey, error) {
+	return crypto.PrivateKeyFromSeed(crypto.Ed25519, ca.Key.Seed())
+}
+
+// Chain starts the cluster's chain of epochs at its cluster file.
+func (c *Cluster) Chain() *wire.Chain {
+	return wire.NewChain(c.CAKey(), c.F, c.Keyring().Servers)
+}
+
+// Members is one epoch's servers as a runtime dials them: id, address and
+// TLS certificate.
+type Members struct {
+	Epoch   uint64
+	Servers []Member
+}
+
+// Member is one server of an epoch.
+type Member struct {
+	ID      wire.ServerID
+	Address string
+	Cert    *x509.Certificate
+}
+
+// MembersOf returns the members of epoch e of chain (of this cluster).
+func (c *Cluster) MembersOf(chain *wire.Chain, e uint64) (Members, error) {
+	out := Members{Epoch: e}
+	if e == 0 {
+		for _, s := range c.Servers {
+			out.Servers = append(out.Servers, Member{ID: s.ID, Address: s.Address, Cert: s.Cert})
+		}
+		return out, nil
+	}
+	b := chain.Body(e)
+	if b == nil {
+		return Members{}, fmt.Errorf("certs: epoch %d is not held", e)
+	}
+	for _, m := range b.Members {
+		cert, err := x509.ParseCertificate(m.Cert)
+		if err != nil {
+			return Members{}, fmt.Errorf("certs: epoch %d: the certificate of %s: %w", e, m.ID, err)
+		}
+		out.Servers = append(out.Servers, Member{ID: m.ID, Address: m.Address, Cert: cert})
+	}
+	return out, nil
+}
+
+// Addresses maps the members' ids to their addresses.
+func (m Members) Addresses() map[wire.ServerID]string {
+	out := make(map[wire.ServerID]string, len(m.Servers))
+	for _, s := range m.Servers {
+		out[s.ID] = s.Address
+	}
+	return out
+}
+
+// ByCert returns the member whose certificate is exactly cert.
+func (m Members) ByCert(cert *x509.Certificate) (wire.ServerID, bool) {
+	if cert == nil {
+		return 0, false
+	}
+	for _, s := range m.Servers {
+		if bytes.Equal(s.Cert.Raw, cert.Raw) {
+			return s.ID, true
+		}
+	}
+	return 0, false
+}
+
+// Member returns member id, if it is one.
+func (m Members) Member(id wire.ServerID) (Member, bool) {
+	for _, s := range m.Servers {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return Member{}, false
+}
+
+// Union is the members of m and o (o's entry wins for an id in both).
+func (m Members) Union(o Members) Members {
+	out := Members{Epoch: max(m.Epoch, o.Epoch)}
+	seen := map[wire.ServerID]bool{}
+	for _, s := range o.Servers {
+		seen[s.ID] = true
+		out.Servers = append(out.Servers, s)
+	}
+	for _, s := range m.Servers {
+		if !seen[s.ID] {
+			out.Servers = append(out.Servers, s)
+		}
+	}
+	sort.Slice(out.Servers, func(i, j int) bool { return out.Servers[i].ID < out.Servers[j].ID })
+	return out
+}
+
+// NewMemberOptions describe a server an epoch adds (server add, replace).
+type NewMemberOptions struct {
+	ID   wire.ServerID
+	Host string // its host; with Port, its address
+	Port int
+}
+
+// NewMember is a new server's public entry and its private files.
+type NewMember struct {
+	Entry   wire.EpochMember
+	tlsKey  []byte
+	tlsCert []byte
+	signing []byte
+}
+
+// IssueMember makes a new server's keys and certificate (as Init makes each
+// server's) for cluster c under ca.
+func (ca *CA) IssueMember(c *Cluster, opts NewMemberOptions, now time.Time, rand io.Reader) (*NewMember, error) {
+	if err := checkHost(opts.Host); err != nil {
+		return nil, err
+	}
+	if opts.Port < 1 || opts.Port > 65535 {
+		return nil, fmt.Errorf("certs: port %d is outside 1..65535", opts.Port)
+	}
+	der, key, err := ca.IssueServer(int(opts.ID), certHostsFor(opts.Host), now, rand)
+	if err != nil {
+		return nil, err
+	}
+	sk, err := crypto.GenerateKey(c.Scheme, rand)
+	if err != nil {
+		return nil, fmt.Errorf("certs: generating the signing key of server %d: %w", opts.ID, err)
+	}
+	keyPEM, err := encodePKCS8(key)
+	if err != nil {
+		return nil, err
+	}
+	return &NewMember{
+		Entry: wire.EpochMember{ID: opts.ID, Address: net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
+			Key: sk.Public.Wire, Cert: der},
+		tlsKey: keyPEM, tlsCert: []byte(certPEM(der)), signing: encodeSigningKey(sk),
+	}, nil
+}
+
+// Write writes the new server's private files into DIR/server-<id>/, as
+// Init does, never overwriting.
+func (m *NewMember) Write(dir string) error {
+	sdir := ServerDir(dir, int(m.Entry.ID))
+	w := &writer{}
+	w.mkdir(sdir)
+	w.file(filepath.Join(sdir, TLSKeyFile), m.tlsKey, 0o600)
+	w.file(filepath.Join(sdir, TLSCertFile), m.tlsCert, 0o600)
+	w.file(filepath.Join(sdir, SigningKeyFile), m.signing, 0o600)
+	w.syncDir(dir)
+	if w.err != nil {
+		w.undo()
+	}
+	return w.err
+}
+
+// Roster is who a running server or client talks to as the cluster's epochs
+// change (docs/protocol.md change 43): the members of the newest epoch it
+// knows, of the one before it (whose state the newest copies) and of the one
+// it serves (to which a sealed server still hands its state). Its owner
+// recomputes it (Follow) when it adopts an epoch; the transport reads it on
+// its own goroutines (ServerByCert) to know which certificate is whose.
+type Roster struct {
+	cluster *Cluster
+	// known is the current table; epoch the newest epoch it was made for.
+	// INVARIANT: known holds every member of the epochs Follow was last
+	// given, and no other server.
+	known atomic.Pointer[Members]
+	epoch uint64
+}
+
+// NewRoster starts a roster at the cluster file.
+func NewRoster(c *Cluster) *Roster {
+	r := &Roster{cluster: c}
+	zero, _ := c.MembersOf(nil, 0)
+	r.known.Store(&zero)
+	return r
+}
+
+// ServerByCert maps a presented certificate to its server (transport.IdentifyServer).
+func (r *Roster) ServerByCert(cert *x509.Certificate) (wire.ServerID, bool) {
+	return r.known.Load().ByCert(cert)
+}
+
+// Follow recomputes the table for a chain that now knows epoch knows, to
+// hold the members of knows and of each epoch of with. It reports whether
+// the table changed. Only one goroutine may call it.
+func (r *Roster) Follow(chain *wire.Chain, knows uint64, with ...uint64) (bool, error) {
+	if chain == nil || knows == r.epoch {
+		return false, nil
+	}
+	var table Members
+	for _, e := range append(with, knows) {
+		one, err := r.cluster.MembersOf(chain, e)
+		if err != nil {
+			return false, err
+		}
+		table = table.Union(one)
+	}
+	table.Epoch = knows
+	r.known.Store(&table)
+	r.epoch = knows
+	return true, nil
+}
+
+// Addresses is every server of the table but self (nil: none left out), by id.
+func (r *Roster) Addresses(self *wire.ServerID) map[wire.ServerID]string {
+	out := r.known.Load().Addresses()
+	if self != nil {
+		delete(out, *self)
+	}
+	return out
+}

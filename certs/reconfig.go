@@ -1,0 +1,186 @@
+package certs
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// The operator's side of reconfiguration (docs/protocol.md change 43):
+// `bqserver server add`, `remove` and `replace` plan the next epoch from the
+// cluster directory, sign it with the cluster CA and write it beside the
+// cluster file, with a new member's private material.
+
+// Change is one change of the members.
+type Change struct {
+	// Remove is the member to take out (server remove, replace).
+	Remove *wire.ServerID
+	// Add makes a new member (server add, replace) at Host:Port; empty
+	// Host and zero Port pick the removed member's host, or the first
+	// member's, and the next port above every member's there.
+	Add  bool
+	Host string
+	Port int
+}
+
+// Plan is the next epoch, signed, and what it needs written.
+type Plan struct {
+	Before *wire.EpochBody // the newest epoch now (epoch 0 as a body)
+	Next   *wire.EpochBody
+	Signed crypto.Signed
+	Added  *NewMember // nil if the change adds no one
+}
+
+// PlanChange makes the next epoch of the cluster in dir for ch, signed with
+// the CA key in dir/ca. It writes nothing (Plan.Write does).
+func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, error) {
+	ca, err := LoadCA(dir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := LoadCluster(filepath.Join(dir, ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	epochs, err := ReadEpochs(dir)
+	if err != nil {
+		return nil, err
+	}
+	chain := c.Chain()
+	if _, err := chain.Extend(epochs); err != nil {
+		return nil, fmt.Errorf("certs: %s does not continue %s: %w", filepath.Join(dir, EpochsDirName), ClusterFileName, err)
+	}
+	before := c.bodyOf(chain)
+	next := &wire.EpochBody{Cluster: c.ID(), Number: before.Number + 1, F: before.F, ClientCAs: before.ClientCAs,
+		Members: slices.Clone(before.Members)}
+	if before.Number == 0 {
+		next.Prev = [32]byte(c.ID())
+	} else {
+		next.Prev = wire.EpochHash(epochs[len(epochs)-1])
+	}
+	var removed *wire.EpochMember
+	if ch.Remove != nil {
+		i := slices.IndexFunc(next.Members, func(m wire.EpochMember) bool { return m.ID == *ch.Remove })
+		if i < 0 {
+			return nil, fmt.Errorf("certs: server %d is not a member of epoch %d (members: %s)", *ch.Remove, before.Number, idList(before.Members))
+		}
+		removed = &next.Members[i]
+		r := *removed
+		removed = &r
+		next.Members = slices.Delete(next.Members, i, i+1)
+	}
+	p := &Plan{Before: before, Next: next}
+	if ch.Add {
+		host, port := ch.Host, ch.Port
+		if host == "" || port == 0 {
+			dh, dp := defaultPlace(before.Members, removed, host)
+			host, port = cmp.Or(host, dh), cmp.Or(port, dp)
+		}
+		id := maxID(c, chain) + 1
+		if id == 0 {
+			return nil, fmt.Errorf("certs: every server id has been used")
+		}
+		if p.Added, err = ca.IssueMember(c, NewMemberOptions{ID: id, Host: host, Port: port}, now, rand); err != nil {
+			return nil, err
+		}
+		next.Members = append(next.Members, p.Added.Entry)
+	}
+	if ch.Remove == nil || !ch.Add {
+		// server add and remove: f follows n (server replace keeps it).
+		next.F = uint16(MaxFaults(len(next.Members)))
+	}
+	if len(next.Members) == 0 {
+		return nil, fmt.Errorf("certs: removing server %d would leave no member", *ch.Remove)
+	}
+	signer, err := ca.EpochSigner()
+	if err != nil {
+		return nil, err
+	}
+	if p.Signed, err = wire.SignEpoch(signer, next); err != nil {
+		return nil, err
+	}
+	if _, err := chain.Extend([]crypto.Signed{p.Signed}); err != nil {
+		return nil, fmt.Errorf("certs: internal error: the planned epoch does not continue the chain: %w", err)
+	}
+	return p, nil
+}
+
+// Write writes the plan into dir: the new member's private material first,
+// the epoch last, so a failure leaves no epoch naming missing material.
+func (p *Plan) Write(dir string) error {
+	if p.Added != nil {
+		if err := p.Added.Write(dir); err != nil {
+			return err
+		}
+	}
+	return WriteEpoch(dir, p.Next.Number, p.Signed)
+}
+
+// bodyOf is the newest epoch of chain as a body (epoch 0 from the cluster file).
+func (c *Cluster) bodyOf(chain *wire.Chain) *wire.EpochBody {
+	if b := chain.Current(); b != nil {
+		return b
+	}
+	b := &wire.EpochBody{Cluster: c.ID(), F: uint16(c.F)}
+	for _, s := range c.Servers {
+		b.Members = append(b.Members, wire.EpochMember{ID: s.ID, Address: s.Address, Key: s.SigningKey.Wire, Cert: s.Cert.Raw})
+	}
+	if c.ClientCA != nil {
+		b.ClientCAs = []crypto.PublicKey{c.ClientCA.Wire}
+	}
+	return b
+}
+
+// maxID is the highest server id any epoch used (ids are never reused).
+func maxID(c *Cluster, chain *wire.Chain) wire.ServerID {
+	top := wire.ServerID(c.N - 1)
+	for e := uint64(1); e <= chain.Number(); e++ {
+		for _, m := range chain.Body(e).Members {
+			top = max(top, m.ID)
+		}
+	}
+	return top
+}
+
+// defaultPlace is where a new member goes when the operator does not say:
+// host (or the removed member's, or the first member's) and the next port
+// above every member's on that host.
+func defaultPlace(members []wire.EpochMember, removed *wire.EpochMember, host string) (string, int) {
+	addrs := make([]string, 0, len(members)+1)
+	for _, m := range members {
+		addrs = append(addrs, m.Address)
+	}
+	if removed != nil {
+		addrs = append([]string{removed.Address}, addrs...)
+	}
+	if host == "" && len(addrs) > 0 {
+		host, _, _ = net.SplitHostPort(addrs[0])
+	}
+	port := 7000
+	for _, a := range addrs {
+		h, ps, err := net.SplitHostPort(a)
+		if n, perr := strconv.Atoi(ps); err == nil && perr == nil && h == host && n >= port {
+			port = n + 1
+		}
+	}
+	return host, port
+}
+
+func idList(ms []wire.EpochMember) string {
+	s := ""
+	for i, m := range ms {
+		if i > 0 {
+			s += " "
+		}
+		s += strconv.Itoa(int(m.ID))
+	}
+	return s
+}

@@ -1,0 +1,143 @@
+package certs
+
+import (
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/wire"
+)
+
+func sid(i int) *wire.ServerID { id := wire.ServerID(i); return &id }
+
+// docs/protocol.md change 43, the operator's side: server replace gives the
+// new member the next id never used (ids are never reused) and keeps f;
+// add and remove let f follow n; each epoch continues the one before, its
+// file reads back as written, and the new member's material loads as a
+// server of the cluster while the removed one still loads (to seal).
+func TestPlanChangeReplaceAddRemove(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	_, err := Init(InitOptions{Dir: dir, Servers: 4, F: 1, Host: "127.0.0.1", PortBase: 7000}, now, rand.Reader)
+	require.NoError(t, err)
+
+	p, err := PlanChange(dir, Change{Remove: sid(2), Add: true}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	require.Equal(t, uint64(1), p.Next.Number)
+	require.Equal(t, []wire.ServerID{0, 1, 3, 4}, memberIDs(p.Next))
+	require.Equal(t, uint16(1), p.Next.F)
+	require.Equal(t, "127.0.0.1:7004", p.Added.Entry.Address, "the removed member's host, the next port above every member's")
+
+	m4, err := LoadServer(dir, 4)
+	require.NoError(t, err)
+	require.Equal(t, wire.ServerID(4), m4.ID)
+	require.Equal(t, "127.0.0.1:7004", m4.Address)
+	require.Len(t, m4.Epochs, 1)
+	m2, err := LoadServer(dir, 2)
+	require.NoError(t, err, "a removed member still starts: it seals and hands its state over")
+	require.Len(t, m2.Epochs, 1)
+
+	p, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: 7100}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	require.Equal(t, []wire.ServerID{0, 1, 3, 4, 5}, memberIDs(p.Next), "id 2 is never used again")
+	require.Equal(t, uint16(1), p.Next.F)
+
+	for _, add := range []int{7101, 7102} {
+		p, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: add}, now, rand.Reader)
+		require.NoError(t, err)
+		require.NoError(t, p.Write(dir))
+	}
+	require.Equal(t, 7, p.Next.N())
+	require.Equal(t, uint16(2), p.Next.F, "seven members tolerate two faults")
+
+	p, err = PlanChange(dir, Change{Remove: sid(0)}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	require.Equal(t, uint16(1), p.Next.F, "six members tolerate one")
+
+	_, err = PlanChange(dir, Change{Remove: sid(2)}, now, rand.Reader)
+	require.ErrorContains(t, err, "server 2 is not a member of epoch 5")
+
+	epochs, err := ReadEpochs(dir)
+	require.NoError(t, err)
+	require.Len(t, epochs, 5)
+	c, err := LoadCluster(filepath.Join(dir, ClusterFileName))
+	require.NoError(t, err)
+	chain := c.Chain()
+	n, err := chain.Extend(epochs)
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+
+	// A gap in the files is said plainly.
+	require.NoError(t, os.Remove(EpochPath(dir, 3)))
+	_, err = ReadEpochs(dir)
+	require.ErrorContains(t, err, "epoch 3 is missing")
+	_, err = LoadServer(dir, 0)
+	require.ErrorContains(t, err, "epoch 3 is missing")
+}
+
+// A server id no epoch and not the cluster file names is refused with
+// where it looked.
+func TestLoadServerOfNoEpoch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	_, err := Init(InitOptions{Dir: dir, Servers: 4, F: 1}, time.Now(), rand.Reader)
+	require.NoError(t, err)
+	_, err = LoadServer(dir, 4)
+	require.ErrorContains(t, err, "server id 4 is out of range")
+	require.ErrorContains(t, err, "no epoch in")
+}
+
+// The roster a runtime dials follows the epochs it is given: a removed
+// member's certificate stops naming a server once no epoch dealt with
+// names it.
+func TestRosterFollowsTheEpochs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	c, err := Init(InitOptions{Dir: dir, Servers: 4, F: 1}, now, rand.Reader)
+	require.NoError(t, err)
+	r := NewRoster(c)
+	id, ok := r.ServerByCert(c.Servers[2].Cert)
+	require.True(t, ok)
+	require.Equal(t, wire.ServerID(2), id)
+
+	for _, ch := range []Change{{Remove: sid(2), Add: true}, {Remove: sid(0)}} {
+		p, err := PlanChange(dir, ch, now, rand.Reader)
+		require.NoError(t, err)
+		require.NoError(t, p.Write(dir))
+	}
+	epochs, err := ReadEpochs(dir)
+	require.NoError(t, err)
+	chain := c.Chain()
+	_, err = chain.Extend(epochs[:1])
+	require.NoError(t, err)
+	changed, err := r.Follow(chain, 1, 0)
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.Len(t, r.Addresses(nil), 5, "epochs 0 and 1: the four and the new one")
+	_, ok = r.ServerByCert(c.Servers[2].Cert)
+	require.True(t, ok, "epoch 0's members hand their state to epoch 1")
+
+	_, err = chain.Extend(epochs[1:])
+	require.NoError(t, err)
+	_, err = r.Follow(chain, 2)
+	require.NoError(t, err)
+	_, ok = r.ServerByCert(c.Servers[2].Cert)
+	require.False(t, ok, "the removed member is nobody to a roster of epoch 2")
+	self := wire.ServerID(1)
+	require.NotContains(t, r.Addresses(&self), self)
+	require.Len(t, r.Addresses(nil), 3)
+}
+
+func memberIDs(b *wire.EpochBody) []wire.ServerID {
+	var out []wire.ServerID
+	for _, m := range b.Members {
+		out = append(out, m.ID)
+	}
+	return out
+}
