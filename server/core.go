@@ -20,6 +20,7 @@ func NewProtocolCore(m *certs.ServerMaterial, tune func(*core.Config)) (Core, er
 	c := m.Cluster
 	cfg := core.DefaultConfig(m.ID, c.N, c.F, c.Keyring(), m.SigningKey)
 	cfg.ClientCA = c.ClientCA
+	cfg.ClusterCA, cfg.Epochs = c.CAKey(), m.Epochs
 	if tune != nil {
 		tune(&cfg)
 	}

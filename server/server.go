@@ -69,6 +69,8 @@ type Server struct {
 	transport transport.Transport
 	admission *admission // nil for an open cluster
 	core      Core
+	roster    *certs.Roster
+	serves    uint64 // the epoch the core serves, as last logged
 	metrics   *metrics.Registry
 	http      *http.Server
 	published time.Time
@@ -166,7 +168,10 @@ func Start(cfg Config) (*Server, error) {
 	}
 
 	c := m.Cluster
-	self := c.Servers[m.ID]
+	s.roster = certs.NewRoster(c)
+	if err := s.followEpochs(); err != nil {
+		return fail(err)
+	}
 	limits := cfg.Limits
 	cfg.Settings.ApplyLimits(&limits)
 	var admit func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
@@ -181,11 +186,11 @@ func Start(cfg Config) (*Server, error) {
 	s.transport, err = transport.ListenServer(transport.ServerConfig{
 		ID:             m.ID,
 		Cluster:        c.ID(),
-		ListenAddr:     self.Address,
-		Peers:          c.Addresses(),
+		ListenAddr:     m.Address,
+		Peers:          s.roster.Addresses(&m.ID),
 		Cert:           m.TLS,
 		CAPool:         c.CAPool(),
-		IdentifyServer: c.ServerByCert,
+		IdentifyServer: s.roster.ServerByCert,
 		AdmitClient:    admit,
 		Limits:         limits,
 		Logger:         log,
@@ -194,8 +199,14 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	log.Info("server started", "addr", self.Address, "cluster", c.ID().String(), "n", c.N, "f", c.F, "quorum", c.Quorum,
+	log.Info("server started", "addr", m.Address, "cluster", c.ID().String(), "n", c.N, "f", c.F, "quorum", c.Quorum,
 		"closed", c.Closed(), "incarnation", s.Incarnation, "dir", m.Dir)
+	if k, ok := s.core.(epochCore); ok && k.Chain() != nil {
+		serves, knows := k.Epoch()
+		if knows > 0 {
+			log.Info("epoch", "serves", serves, "knows", knows, "peers", len(s.roster.Addresses(&m.ID)))
+		}
+	}
 	if given := cfg.Settings.Given(); len(given) > 0 {
 		log.Info("settings", given...)
 	}
@@ -285,6 +296,9 @@ func (s *Server) loop(ctx context.Context) {
 		}
 		s.revoke(eff.Revoked)
 		s.expire(eff.Expired)
+		if err := s.followEpochs(); err != nil {
+			s.log.Error("cannot follow the cluster's new epoch", "err", err)
+		}
 		s.orderMu.Lock()
 		recs, now, late := s.order.Batch(eff, tick)
 		s.orderMu.Unlock()
@@ -494,7 +508,36 @@ func (s *Server) publish(now time.Time) {
 }
 
 // Addr is the address this server serves on.
-func (s *Server) Addr() string { return s.Material.Cluster.Servers[s.Material.ID].Address }
+func (s *Server) Addr() string { return s.Material.Address }
+
+// epochCore is a core that follows the cluster's epochs (change 43).
+type epochCore interface {
+	Chain() *wire.Chain
+	Epoch() (serves, knows uint64)
+}
+
+// followEpochs dials the servers of a newly adopted epoch and stops dialing
+// those no epoch this server deals with names (docs/protocol.md change 43).
+func (s *Server) followEpochs() error {
+	k, ok := s.core.(epochCore)
+	if !ok {
+		return nil
+	}
+	serves, knows := k.Epoch()
+	if serves != s.serves {
+		s.serves = serves
+		s.log.Info("serving the cluster's epoch", "epoch", serves)
+	}
+	changed, err := s.roster.Follow(k.Chain(), knows, knows-min(knows, 1), serves)
+	if err != nil || !changed {
+		return err
+	}
+	if r, ok := s.transport.(transport.Reconfigurable); ok {
+		r.SetServers(s.roster.Addresses(&s.Material.ID))
+		s.log.Info("the cluster is in a new epoch: dialing the servers of the epochs this one deals with", "serves", serves, "knows", knows)
+	}
+	return nil
+}
 
 // ID is this server's id.
 func (s *Server) ID() wire.ServerID { return s.Material.ID }

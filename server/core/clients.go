@@ -142,6 +142,7 @@ func errorMsg(req uint64, code wire.ErrorCode, err error) *wire.Message {
 // status is this server's account of one lock or of all locks.
 func (k *Core) status(c wire.ClientID, req *wire.Status) *wire.StatusReply {
 	r := &wire.StatusReply{Req: req.Req, Server: k.cfg.Self, Lock: req.Lock, Suspects: k.mute.Suspects()}
+	r.Serves, r.Knows = k.Epoch()
 	for c := range k.banned {
 		r.Banned = append(r.Banned, c)
 	}

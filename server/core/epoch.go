@@ -43,6 +43,11 @@ func (k *Core) Epoch() (serves, knows uint64) {
 	return serves, serves
 }
 
+// Chain is the epochs this server knows (nil if it was started without the
+// cluster CA): the runtime reads who to dial from it. The caller must not
+// change it, and reads it only where it steps the core.
+func (k *Core) Chain() *wire.Chain { return k.chain }
+
 // onEpochNews adopts the epochs shown that continue the chain, persists
 // them, and seals when the first after the served one comes. An epoch that
 // does not verify changes nothing (the valid ones before it are kept).

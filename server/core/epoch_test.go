@@ -170,6 +170,7 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 	got := c.replies(x.id)
 	require.Len(t, got, 1)
 	require.NotNil(t, got[0].StatusReply, "a status is still answered")
+	require.Equal(t, [2]uint64{0, 1}, [2]uint64{got[0].StatusReply.Serves, got[0].StatusReply.Knows}, "and says the server sealed epoch 0")
 
 	// A peer's statement of the sealed epoch is dropped; it was told once.
 	c.fromServer(0, 1, &wire.Message{Forward: &wire.Forward{Statement: x.stmt("L", 1, 1, wire.PhaseExit, 0, nil)}})
