@@ -454,9 +454,11 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 }
 
 func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effects) {
-	if er.Req == 0 {
+	if er.Req == 0 && (er.Code != wire.ErrCodeEpochMoved || c.chain == nil) {
 		// Not tied to a request: a refusal of the session itself (a TTL out
 		// of bounds, too many sessions). Keep it to explain a failed start.
+		// An epoch-moved is none when the client can follow the cluster
+		// (below): it may come after the EpochNews moved the client.
 		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
 		if c.sessionRefusals == nil {
 			c.sessionRefusals = make(map[wire.ServerID]string)
@@ -477,6 +479,9 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		// before: the request goes to it again shortly (a refusal counts
 		// for nothing against the access).
 		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
+		if er.Req == 0 && c.chain != nil && c.cfg.Keys.Key(s) != nil {
+			c.retryAt(now.Add(epochRetry), s, nil, 0) // its SessionOpen
+		}
 		if a := c.byReq[er.Req]; a != nil && er.Req == currentReq(a) {
 			c.retryAt(now.Add(epochRetry), s, a, er.Req)
 		}

@@ -24,6 +24,10 @@ import (
 // epoch that is still copying waits before it goes to that member again.
 const epochRetry = 100 * time.Millisecond
 
+// Chain is the epochs the client knows (nil without ClusterCA), for its
+// runtime to dial their members. The caller must not change it.
+func (c *Client) Chain() *wire.Chain { return c.chain }
+
 // Epoch is the newest epoch the client knows (0 without a cluster CA).
 func (c *Client) Epoch() uint64 {
 	if c.chain == nil {

@@ -117,3 +117,39 @@ func TestEpochMoveKeepsTheLeaseGuarantee(t *testing.T) {
 	}
 	require.True(t, c.LeaseValidUntil().After(until), "acks of the new epoch extend it")
 }
+
+// docs/protocol.md change 43, a client that starts with an old cluster
+// file: sealed servers answer its SessionOpen with the newer epochs and an
+// epoch-moved (no request id). Once it moved, those are no refusal of its
+// session — two of them, out of four, made a real bqclient give up — and a
+// member of its new epoch that is still copying gets the SessionOpen again
+// shortly.
+func TestEpochMovedIsNoSessionRefusal(t *testing.T) {
+	p := newEpochPair(t)
+	c := p.client(t)
+	now := time.Unix(1_000, 0)
+	_, err := c.Start(now)
+	require.NoError(t, err)
+	moved := func(s wire.ServerID) {
+		c.Step(now, s, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
+		c.Step(now, s, &wire.Message{Error: &wire.Error{Code: wire.ErrCodeEpochMoved, Detail: "sealed epoch 0"}})
+	}
+	moved(3) // the removed server
+	moved(0) // a kept member still copying
+	moved(4) // a new member still copying
+	require.Equal(t, uint64(1), c.Epoch())
+	require.NoError(t, c.SessionRefused())
+
+	e := c.Tick(now.Add(50 * time.Millisecond))
+	for _, s := range e.Send {
+		require.Nil(t, s.Msg.SessionOpen, "not before the retry is due")
+	}
+	e = c.Tick(now.Add(150 * time.Millisecond))
+	var to []wire.ServerID
+	for _, s := range e.Send {
+		if s.Msg.SessionOpen != nil {
+			to = append(to, s.To)
+		}
+	}
+	require.Equal(t, []wire.ServerID{0, 4}, to, "the copying members are asked again, the removed one never")
+}
