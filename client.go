@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -84,6 +85,9 @@ type Config struct {
 // at a time.
 type Client struct {
 	cluster *certs.Cluster
+	// roster is who the client dials: the members of the newest epoch it
+	// knows (docs/protocol.md change 43); the loop follows the bakery's.
+	roster *certs.Roster
 	// observe: an observer client (Config.Observe): no session, no bakery
 	// steps; ready once a quorum welcomed it.
 	observe bool
@@ -161,6 +165,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq: TTL %v is below the minimum 100ms", cfg.TTL)
 	}
 	cluster := cfg.Cluster
+	var epochs []crypto.Signed
 	if cluster == nil {
 		if cfg.ClusterFile == "" {
 			return nil, errors.New("bq: no cluster: set Config.ClusterFile (or BQ_CLUSTER for bqclient)")
@@ -169,7 +174,13 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		if cluster, err = certs.LoadCluster(cfg.ClusterFile); err != nil {
 			return nil, err
 		}
+		// The epochs beside the cluster file, if any: without them the
+		// client learns them from the cluster (change 43).
+		if epochs, err = certs.ReadEpochs(filepath.Dir(cfg.ClusterFile)); err != nil {
+			return nil, err
+		}
 	}
+	roster := certs.NewRoster(cluster)
 	key, admission := cfg.Identity, cfg.Admission
 	if key == nil && cfg.Observe && cfg.IdentityFile == "" {
 		var err error
@@ -201,7 +212,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if newTransport == nil {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
-				Key: key, Admission: admission, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert, Logger: cfg.Logger,
+				Key: key, Admission: admission, Cluster: c.ID(), Servers: roster.Addresses(nil), CAPool: c.CAPool(), IdentifyServer: roster.ServerByCert, Logger: cfg.Logger,
 				Observe: cfg.Observe,
 			})
 		}
@@ -220,11 +231,15 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	bk, err := bakery.NewClient(bakery.ClientConfig{
 		Key: key, N: cluster.N, F: cluster.F, Keys: cluster.Keyring(), TTL: cfg.TTL, Sessions: sessions, Grace: cfg.LossGrace,
-		ExitLostOnRelease: cfg.ExitLostOnUnlock,
+		ExitLostOnRelease: cfg.ExitLostOnUnlock, ClusterCA: cluster.CAKey(), Epochs: epochs,
 	})
 	if err != nil {
 		_ = counter.Close()
-		return nil, err
+		return nil, fmt.Errorf("bq: %w", err)
+	}
+	if _, err := roster.Follow(bk.Chain(), bk.Epoch()); err != nil {
+		_ = counter.Close()
+		return nil, fmt.Errorf("bq: %w", err)
 	}
 	var start bakery.Effects
 	if !cfg.Observe {
@@ -239,7 +254,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{
-		cluster: cluster, observe: cfg.Observe, ttl: cfg.TTL,
+		cluster: cluster, roster: roster, observe: cfg.Observe, ttl: cfg.TTL,
 		observerState: observerState{watches: make(map[string]*watch), admission: admission}, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
 		connRefused: make(map[wire.ServerID]string),
@@ -422,7 +437,9 @@ func (c *Client) loop(every time.Duration) {
 				if c.proclaimAnswer(ev.From.Server, ev.Msg) {
 					break
 				}
-				c.apply(c.bk.Step(now, ev.From.Server, ev.Msg))
+				eff := c.bk.Step(now, ev.From.Server, ev.Msg)
+				c.followEpochs() // before its sends: they may go to the new members
+				c.apply(eff)
 				armLoss()
 			case transport.EventConnected:
 				c.up[ev.From.Server] = true
@@ -452,6 +469,30 @@ func (c *Client) loop(every time.Duration) {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// followEpochs dials the members of an epoch the bakery just moved to and
+// stops dialing the servers it left (docs/protocol.md change 43). c.mu must be held.
+func (c *Client) followEpochs() {
+	changed, err := c.roster.Follow(c.bk.Chain(), c.bk.Epoch())
+	if err != nil {
+		c.log.Error("cannot follow the cluster's new epoch", "err", err)
+		return
+	}
+	if !changed {
+		return
+	}
+	addrs := c.roster.Addresses(nil)
+	for id := range c.up {
+		if _, ok := addrs[id]; !ok {
+			delete(c.up, id)
+			delete(c.connRefused, id)
+		}
+	}
+	if r, ok := c.tr.(transport.Reconfigurable); ok {
+		r.SetServers(addrs)
+	}
+	c.log.Info("the cluster is in a new epoch: dialing its members", "epoch", c.bk.Epoch(), "servers", len(addrs))
 }
 
 // apply carries out a bakery step's effects. c.mu must be held.
