@@ -21,20 +21,20 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// The operator's commands for the cluster's members (issue 28). Today they
-// only look: reconfiguration (docs/protocol.md change 43: epochs, server
-// add, replace and remove) is not built yet, so every cluster is the epoch 0
-// 'bqserver init' wrote.
+// The operator's commands for the cluster's members (issue 28, docs/protocol.md
+// change 43): list them, and add, remove and replace them (reconfig.go).
 
 func serverCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "server",
-		Short: "List the cluster's servers, whether they answer and when their certificates expire",
-		Long: `The cluster's members: the servers of DIR/cluster.yaml. 'list' shows each with its address, whether it
-answers, and when its TLS certificate expires, and when the cluster CA does. Adding, replacing and
-removing servers (reconfiguration) is not built yet: the members are those 'bqserver init' made.`,
+		Short: "List, add, remove and replace the cluster's servers",
+		Long: `The cluster's members: the servers of its newest epoch (DIR/cluster.yaml is epoch 0; each change
+writes the next, signed by the cluster CA, to DIR/epochs/). 'list' shows each with its address,
+whether it answers, and when its TLS certificate expires, and when the cluster CA does. 'add',
+'remove' and 'replace' change the members while the cluster runs: each signs the next epoch with
+DIR's CA key and pushes it to the running servers, which hand the state to the new members.`,
 	}
-	cmd.AddCommand(serverListCmd(stdout))
+	cmd.AddCommand(serverListCmd(stdout), serverAddCmd(stdout), serverRemoveCmd(stdout), serverReplaceCmd(stdout), serverPushCmd(stdout))
 	return cmd
 }
 
@@ -45,8 +45,7 @@ func serverListCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --dir DIR [--json] [--timeout DUR]",
 		Short: "List the servers, whether each answers, and every certificate's expiry",
-		Long: `List the cluster in DIR: its epoch (0, as made by 'bqserver init', until reconfiguration is built),
-n, f and the quorum q; for each server its id, address, state and when its TLS certificate expires;
+		Long: `List the cluster in DIR: its newest epoch (0 is the one 'bqserver init' made), n, f and the quorum q; for each server its id, address, state and when its TLS certificate expires;
 then when the cluster CA expires. A certificate that expires within 30 days is marked "expires in N
 days" (JSON: "expires_soon": true): renew it before then, or the servers and clients refuse it.
 
@@ -99,8 +98,7 @@ const (
 // serverList is what server list shows, and its JSON.
 type serverList struct {
 	Name string `json:"name"`
-	// Epoch is the configuration's number (docs/protocol.md change 43):
-	// always 0 until reconfiguration is built.
+	// Epoch is the newest configuration's number (docs/protocol.md change 43).
 	Epoch         uint64       `json:"epoch"`
 	N             int          `json:"n"`
 	F             int          `json:"f"`
@@ -148,8 +146,23 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 	if err != nil {
 		return nil, err
 	}
-	l := expiries(cl, now)
-	states, noAdmission, err := probeServers(ctx, dir, cl)
+	epochs, err := certs.ReadEpochs(dir)
+	if err != nil {
+		return nil, err
+	}
+	chain := cl.Chain()
+	if _, err := chain.Extend(epochs); err != nil {
+		return nil, fmt.Errorf("%s does not continue %s: %w", filepath.Join(dir, certs.EpochsDirName), certs.ClusterFileName, err)
+	}
+	members, err := cl.MembersOf(chain, chain.Number())
+	if err != nil {
+		return nil, err
+	}
+	l := expiries(cl, members, now)
+	if b := chain.Current(); b != nil {
+		l.Epoch, l.N, l.F, l.Q = b.Number, b.N(), int(b.F), b.Quorum()
+	}
+	states, noAdmission, err := probeServers(ctx, dir, cl, members)
 	l.noAdmission = noAdmission
 	if err != nil {
 		return nil, err
@@ -169,7 +182,7 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 // expiries is the part of server list that is the cluster file alone, as of
 // now: every member unreachable until probed, every expiry counted and
 // marked by metrics.ExpiryWarnings, the rule the running servers log by.
-func expiries(cl *certs.Cluster, now time.Time) *serverList {
+func expiries(cl *certs.Cluster, members certs.Members, now time.Time) *serverList {
 	l := &serverList{Name: cl.Name, N: cl.N, F: cl.F, Q: cl.Quorum, Members: []memberLine{}, CANotAfter: cl.CA.NotAfter.UTC()}
 	// mark returns c's whole days left, whether it is marked, and the note
 	// the text listing gives it; a marked one adds its line of what to do.
@@ -191,7 +204,7 @@ func expiries(cl *certs.Cluster, now time.Time) *serverList {
 		return days, soon, note
 	}
 	l.CADaysLeft, l.CAExpiresSoon, l.caNote = mark(metrics.Certificate{Label: metrics.CertClusterCA, What: "the cluster CA", NotAfter: cl.CA.NotAfter})
-	for _, s := range cl.Servers {
+	for _, s := range members.Servers {
 		m := memberLine{ID: int(s.ID), Address: s.Address, State: stateUnreachable, CertNotAfter: s.Cert.NotAfter.UTC()}
 		m.DaysLeft, m.ExpiresSoon, m.note = mark(metrics.Certificate{Label: metrics.CertServer, What: fmt.Sprintf("server %d's TLS certificate", s.ID), NotAfter: s.Cert.NotAfter})
 		l.Members = append(l.Members, m)
@@ -200,8 +213,12 @@ func expiries(cl *certs.Cluster, now time.Time) *serverList {
 }
 
 func (l *serverList) print(w io.Writer) error {
-	fmt.Fprintf(w, "cluster %q: epoch %d (as made by bqserver init); n=%d f=%d q=%d; %d of %d servers reachable\n",
-		l.Name, l.Epoch, l.N, l.F, l.Q, l.Reachable, l.N)
+	made := ""
+	if l.Epoch == 0 {
+		made = " (as made by bqserver init)"
+	}
+	fmt.Fprintf(w, "cluster %q: epoch %d%s; n=%d f=%d q=%d; %d of %d servers reachable\n",
+		l.Name, l.Epoch, made, l.N, l.F, l.Q, l.Reachable, l.N)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCERTIFICATE EXPIRES")
 	for _, m := range l.Members {
@@ -234,7 +251,7 @@ type probe struct{ state, detail string }
 // an admission certificate enrolled for ten minutes with dir's client CA
 // key, as bqserver status does; without the key (noAdmission says why) the
 // servers refuse it, which still shows they are up.
-func probeServers(ctx context.Context, dir string, cl *certs.Cluster) (_ map[wire.ServerID]probe, noAdmission string, _ error) {
+func probeServers(ctx context.Context, dir string, cl *certs.Cluster, members certs.Members) (_ map[wire.ServerID]probe, noAdmission string, _ error) {
 	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
 	if err != nil {
 		return nil, "", err
@@ -253,15 +270,15 @@ func probeServers(ctx context.Context, dir string, cl *certs.Cluster) (_ map[wir
 		}
 	}
 	tr, err := transport.DialClient(transport.ClientConfig{
-		Key: key, Admission: adm, Observe: true, Cluster: cl.ID(), Servers: cl.Addresses(), CAPool: cl.CAPool(), IdentifyServer: cl.ServerByCert,
+		Key: key, Admission: adm, Observe: true, Cluster: cl.ID(), Servers: members.Addresses(), CAPool: cl.CAPool(), IdentifyServer: members.ByCert,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return nil, "", err
 	}
 	defer tr.Close()
-	out := make(map[wire.ServerID]probe, cl.N)
-	for len(out) < cl.N {
+	out := make(map[wire.ServerID]probe, len(members.Servers))
+	for len(out) < len(members.Servers) {
 		select {
 		case <-ctx.Done():
 			return out, noAdmission, nil

@@ -135,14 +135,16 @@ func TestServerListExpiries(t *testing.T) {
 	cl := initAged(t, dir, 0)
 	day := 24 * time.Hour
 	server, ca := cl.Servers[0].Cert.NotAfter, cl.CA.NotAfter
+	m0, err := cl.MembersOf(nil, 0)
+	require.NoError(t, err)
 
-	l := expiries(cl, server.Add(-31*day))
+	l := expiries(cl, m0, server.Add(-31*day))
 	require.False(t, l.Members[0].ExpiresSoon, "31 days ahead")
 	require.Equal(t, 31, l.Members[0].DaysLeft)
 	require.Equal(t, "31 days left", l.Members[0].note)
 	require.Empty(t, l.todo)
 
-	l = expiries(cl, server.Add(-29*day))
+	l = expiries(cl, m0, server.Add(-29*day))
 	for _, m := range l.Members {
 		require.True(t, m.ExpiresSoon, "29 days ahead")
 		require.Equal(t, "expires in 29 days", m.note)
@@ -150,17 +152,17 @@ func TestServerListExpiries(t *testing.T) {
 	require.False(t, l.CAExpiresSoon)
 	require.Len(t, l.todo, 4)
 
-	l = expiries(cl, server.Add(-time.Hour))
+	l = expiries(cl, m0, server.Add(-time.Hour))
 	require.Equal(t, "expires within a day", l.Members[0].note)
 	require.Equal(t, 0, l.Members[0].DaysLeft)
 
-	l = expiries(cl, ca.Add(-29*day))
+	l = expiries(cl, m0, ca.Add(-29*day))
 	require.True(t, l.CAExpiresSoon)
 	require.Equal(t, 29, l.CADaysLeft)
 	require.Equal(t, "EXPIRED", l.Members[0].note, "the server certificates ended years before")
 	require.Contains(t, strings.Join(l.todo, "\n"), "the cluster CA expires in 29 days")
 
-	l = expiries(cl, ca.Add(-31*day))
+	l = expiries(cl, m0, ca.Add(-31*day))
 	require.False(t, l.CAExpiresSoon)
 	require.Equal(t, "31 days left", l.caNote)
 }

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/cmd/internal/cli"
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/transport"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Reconfiguration, the operator's commands (docs/protocol.md change 43):
+// each plans the next epoch from DIR, signs it with DIR's cluster CA key,
+// writes it (and a new member's private material) into DIR, and pushes it
+// to the running servers, which seal the old epoch and copy its state.
+
+func serverAddCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	cmd := &cobra.Command{
+		Use:   "add --dir DIR [--host H] [--port P]",
+		Short: "Add a server: n+1, f and q follow n",
+		Long: `Make a new server (keys and certificate under the cluster CA, its private material in
+DIR/server-<id>/ as 'bqserver init' writes it, with the next id never used), sign the next epoch
+with it as a member (f = ⌊(n−1)/3⌋ of the new n), write it to DIR/epochs/ and push it to the
+running servers. Start the new server with 'bqserver run --dir DIR --id <id>' on its machine, with
+DIR's cluster.yaml and epochs/ beside its server-<id>/. While the new epoch needs the new server
+to reach its quorum, the cluster waits for it: start it at once.`,
+		Example: `  bqserver server add --dir /etc/bq --host 10.0.0.5 --port 7000`,
+		Args:    cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), stdout, certs.Change{Add: true, Host: o.host, Port: o.port})
+		},
+	}
+	o.flags(cmd, true)
+	return cmd
+}
+
+func serverRemoveCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	cmd := &cobra.Command{
+		Use:   "remove ID --dir DIR",
+		Short: "Remove a server: n−1, f and q follow n",
+		Long: `Sign the next epoch without server ID (f = ⌊(n−1)/3⌋ of the new n), write it to DIR/epochs/
+and push it to the running servers. The removed server seals: it serves nothing more and hands
+its state to the remaining members; stop it once they serve the new epoch and destroy its keys
+(DIR/server-<ID>/). Its signatures count for nobody who knows the new epoch.`,
+		Example: `  bqserver server remove 2 --dir /etc/bq`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := serverIDArg(args[0])
+			if err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), stdout, certs.Change{Remove: &id})
+		},
+	}
+	o.flags(cmd, false)
+	return cmd
+}
+
+func serverReplaceCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	cmd := &cobra.Command{
+		Use:   "replace ID --dir DIR [--host H] [--port P]",
+		Short: "Replace a server with a new one (new keys, certificate and id): rotation and renewal",
+		Long: `Make a new server as 'server add' does and sign the next epoch with it in place of server ID
+(n and f stay). This is how a compromised or dead server is replaced, and how a member's keys are
+rotated and its certificate renewed: the new member has a new id, since an id names one key for
+ever. Start the new server with 'bqserver run --dir DIR --id <new id>'; stop the old one once the
+new epoch is served, and destroy its keys.`,
+		Example: `  bqserver server replace 2 --dir /etc/bq --host 10.0.0.9 --port 7000`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := serverIDArg(args[0])
+			if err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), stdout, certs.Change{Remove: &id, Add: true, Host: o.host, Port: o.port})
+		},
+	}
+	o.flags(cmd, true)
+	return cmd
+}
+
+func serverPushCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	cmd := &cobra.Command{
+		Use:   "push --dir DIR",
+		Short: "Show the running servers the newest epoch in DIR/epochs again",
+		Long: `Push the epochs in DIR/epochs to every server of the newest epoch and the one before, and
+wait until they know it: after 'server add', 'remove' or 'replace' could not reach enough
+servers. Servers also learn it from each other and from clients.`,
+		Args: cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), stdout, certs.Change{})
+		},
+	}
+	o.flags(cmd, false)
+	return cmd
+}
+
+func serverIDArg(s string) (wire.ServerID, error) {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		return 0, cli.Usagef("ID must be a server id (a whole number), not %q", s)
+	}
+	return wire.ServerID(n), nil
+}
+
+type changeOpts struct {
+	dir     string
+	host    string
+	port    int
+	timeout time.Duration
+}
+
+func (o *changeOpts) flags(cmd *cobra.Command, place bool) {
+	cmd.Flags().StringVar(&o.dir, "dir", "", "cluster directory made by 'bqserver init', with its CA key (required)")
+	if place {
+		cmd.Flags().StringVar(&o.host, "host", "", "the new server's host (default: the replaced server's, or the first member's)")
+		cmd.Flags().IntVar(&o.port, "port", 0, "the new server's UDP port (default: the next above every member's on that host)")
+	}
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the running servers to take the new epoch")
+}
+
+// run plans, writes and pushes the change (no change: pushes what DIR has).
+func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change) error {
+	if o.dir == "" {
+		return cli.Usagef("--dir is required")
+	}
+	if o.timeout <= 0 {
+		return cli.Usagef("--timeout must be > 0")
+	}
+	if ch.Remove != nil || ch.Add {
+		p, err := certs.PlanChange(o.dir, ch, time.Now(), rand.Reader)
+		if err != nil {
+			return &cli.Exit{Code: 1, Msg: err.Error()}
+		}
+		if err := p.Write(o.dir); err != nil {
+			return &cli.Exit{Code: 1, Msg: err.Error()}
+		}
+		describePlan(stdout, o.dir, p)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	r, err := pushEpochs(ctx, o.dir)
+	if err != nil {
+		return &cli.Exit{Code: 1, Msg: err.Error()}
+	}
+	r.print(stdout)
+	if r.sealed < r.qBefore {
+		return &cli.Exit{Code: 5, Msg: fmt.Sprintf("only %d of the %d servers of epoch %d took epoch %d within %v (%d must, to seal it): the epoch is written; run 'bqserver server push --dir %s' when they are up",
+			r.sealed, r.nBefore, r.epoch-1, r.epoch, o.timeout, r.qBefore, o.dir)}
+	}
+	return nil
+}
+
+func describePlan(w io.Writer, dir string, p *certs.Plan) {
+	ids := make([]string, len(p.Next.Members))
+	for i, m := range p.Next.Members {
+		ids[i] = strconv.Itoa(int(m.ID))
+	}
+	fmt.Fprintf(w, "epoch %d written to %s: members %s (n=%d f=%d q=%d; epoch %d had n=%d f=%d)\n",
+		p.Next.Number, certs.EpochPath(dir, p.Next.Number), strings.Join(ids, " "), p.Next.N(), p.Next.F, p.Next.Quorum(),
+		p.Before.Number, p.Before.N(), p.Before.F)
+	for _, m := range p.Before.Members {
+		if _, ok := p.Next.Member(m.ID); !ok {
+			fmt.Fprintf(w, "server %d (%s) leaves: once the new epoch is served, stop it and destroy %s\n", m.ID, m.Address, certs.ServerDir(dir, int(m.ID)))
+		}
+	}
+	if a := p.Added; a != nil {
+		fmt.Fprintf(w, "server %d is new, at %s: copy %s, %s/ and %s/ to its machine and start it there:\n  bqserver run --dir %s --id %d\n",
+			a.Entry.ID, a.Entry.Address, filepath.Join(dir, certs.ClusterFileName), filepath.Join(dir, certs.EpochsDirName),
+			certs.ServerDir(dir, int(a.Entry.ID)), dir, a.Entry.ID)
+	}
+}
+
+// pushed is what the running servers said of the newest epoch.
+type pushed struct {
+	epoch            uint64
+	nBefore, qBefore int
+	// sealed counts members of the epoch before that know epoch.
+	sealed  int
+	serving int // members of epoch that serve it
+	lines   []pushLine
+}
+
+type pushLine struct {
+	id      wire.ServerID
+	address string
+	role    string // "member", "new", "leaves"
+	state   string
+}
+
+// pushEpochs shows every server of the newest epoch in dir and of the one
+// before it the chain, and asks each for its epochs until every reachable
+// one knows the newest and the new epoch's quorum serves it, or ctx ends.
+func pushEpochs(ctx context.Context, dir string) (*pushed, error) {
+	cl, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	epochs, err := certs.ReadEpochs(dir)
+	if err != nil {
+		return nil, err
+	}
+	chain := cl.Chain()
+	if _, err := chain.Extend(epochs); err != nil {
+		return nil, err
+	}
+	n := chain.Number()
+	if n == 0 {
+		return nil, fmt.Errorf("%s holds no epoch after the cluster file: nothing to push (server add, remove or replace make one)", dir)
+	}
+	before, err := cl.MembersOf(chain, n-1)
+	if err != nil {
+		return nil, err
+	}
+	now, err := cl.MembersOf(chain, n)
+	if err != nil {
+		return nil, err
+	}
+	all := before.Union(now)
+	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	var adm *crypto.Signed
+	if cl.Closed() {
+		ca, err := certs.LoadClientCA(dir)
+		if err != nil {
+			return nil, fmt.Errorf("a closed cluster's servers admit the operator's push only with an identity the client CA enrolls: %w", err)
+		}
+		signed, _, err := ca.Enroll(certs.EnrollOptions{Name: "operator", Key: key.Public, Locks: []string{operatorPattern}, Validity: 10 * time.Minute}, time.Now(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		adm = &signed
+	}
+	tr, err := transport.DialClient(transport.ClientConfig{
+		Key: key, Admission: adm, Cluster: cl.ID(), Servers: all.Addresses(), CAPool: cl.CAPool(), IdentifyServer: all.ByCert,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: chain.Since(n - min(n, wire.MaxEpochNews))}}
+	replies := map[wire.ServerID]*wire.StatusReply{}
+	refused := map[wire.ServerID]string{}
+	up := map[wire.ServerID]bool{}
+	ask := func(s wire.ServerID) {
+		_ = tr.Send(wire.ServerPeer(s), news)
+		_ = tr.Send(wire.ServerPeer(s), &wire.Message{Status: &wire.Status{Req: 1}})
+	}
+	r := &pushed{epoch: n, nBefore: len(before.Servers), qBefore: cl.Quorum}
+	if n > 1 {
+		r.qBefore = chain.Body(n - 1).Quorum()
+	}
+	qNow := chain.Body(n).Quorum()
+	done := func() bool {
+		r.sealed, r.serving = 0, 0
+		for id, rep := range replies {
+			if _, ok := before.Member(id); ok && rep.Knows >= n {
+				r.sealed++
+			}
+			if _, ok := now.Member(id); ok && rep.Serves >= n {
+				r.serving++
+			}
+		}
+		for id := range up {
+			if rep := replies[id]; rep == nil || rep.Knows < n {
+				return false
+			}
+		}
+		return r.sealed >= r.qBefore && r.serving >= qNow
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for !done() {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-tick.C:
+			for id := range up {
+				if rep := replies[id]; rep == nil || rep.Knows < n || rep.Serves < n {
+					ask(id)
+				}
+			}
+		case in, ok := <-tr.Inbound():
+			if !ok {
+				break wait
+			}
+			switch in.Kind {
+			case transport.EventConnected:
+				up[in.From.Server] = true
+				ask(in.From.Server)
+			case transport.EventDisconnected:
+				delete(up, in.From.Server)
+			case transport.EventRefused:
+				refused[in.From.Server] = in.Err.Error()
+			case transport.EventMessage:
+				if rep := in.Msg.StatusReply; rep != nil {
+					replies[in.From.Server] = rep
+				}
+			}
+		}
+	}
+	done()
+	for _, m := range all.Servers {
+		l := pushLine{id: m.ID, address: m.Address, role: "member"}
+		_, old := before.Member(m.ID)
+		_, cur := now.Member(m.ID)
+		switch {
+		case !cur:
+			l.role = "leaves"
+		case !old:
+			l.role = "new"
+		}
+		rep := replies[m.ID]
+		switch {
+		case refused[m.ID] != "":
+			l.state = "refused: " + refused[m.ID]
+		case rep == nil && l.role == "new":
+			l.state = "not answering: start it"
+		case rep == nil:
+			l.state = "not answering"
+		case rep.Serves >= n:
+			l.state = fmt.Sprintf("serves epoch %d", rep.Serves)
+		case rep.Knows >= n && !cur:
+			l.state = fmt.Sprintf("sealed epoch %d: hands its state over; stop it once the new members serve", rep.Serves)
+		case rep.Knows >= n:
+			l.state = fmt.Sprintf("knows epoch %d, copying the state of epoch %d", rep.Knows, rep.Serves)
+		default:
+			l.state = fmt.Sprintf("still in epoch %d", rep.Knows)
+		}
+		r.lines = append(r.lines, l)
+	}
+	return r, nil
+}
+
+func (r *pushed) print(w io.Writer) {
+	fmt.Fprintf(w, "epoch %d: %d of %d servers of epoch %d know it (%d must); %d members serve it\n",
+		r.epoch, r.sealed, r.nBefore, r.epoch-1, r.qBefore, r.serving)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tADDRESS\tROLE\tSTATE")
+	for _, l := range r.lines {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", l.id, l.address, l.role, l.state)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/certs"
+)
+
+// server replace, add and remove against a cluster none of whose servers
+// runs: each writes its epoch and the new member's material and says what
+// to start, then exits 5 (the epoch is written; push it when they are up);
+// server list then shows the newest epoch; bad ids and an empty push are
+// refused with what is wrong.
+func TestServerChangesWithTheClusterDown(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	code, _, errs := runInitForTest("--dir", dir, "--servers", "4", "--port-base", "47500")
+	require.Equal(t, 0, code, errs)
+
+	code, _, errs = runServerCmdForTest("server", "push", "--dir", dir, "--timeout", "200ms")
+	require.Equal(t, 1, code)
+	require.Contains(t, errs, "holds no epoch after the cluster file")
+
+	code, out, errs := runServerCmdForTest("server", "replace", "2", "--dir", dir, "--timeout", "300ms")
+	require.Equal(t, 5, code, out+errs)
+	require.Contains(t, out, "epoch 1 written to "+certs.EpochPath(dir, 1))
+	require.Contains(t, out, "members 0 1 3 4 (n=4 f=1 q=3")
+	require.Contains(t, out, "server 2 (127.0.0.1:47502) leaves")
+	require.Contains(t, out, "server 4 is new, at 127.0.0.1:47504")
+	require.Contains(t, out, "bqserver run --dir "+dir+" --id 4")
+	require.Contains(t, out, "not answering: start it")
+	require.Contains(t, errs, "only 0 of the 4 servers of epoch 0 took epoch 1")
+	require.Contains(t, errs, "bqserver server push --dir "+dir)
+	_, err := os.Stat(filepath.Join(certs.ServerDir(dir, 4), certs.SigningKeyFile))
+	require.NoError(t, err)
+
+	code, out, errs = runServerCmdForTest("server", "add", "--dir", dir, "--port", "47600", "--timeout", "200ms")
+	require.Equal(t, 5, code, out+errs)
+	require.Contains(t, out, "members 0 1 3 4 5 (n=5 f=1 q=4")
+
+	code, out, errs = runServerCmdForTest("server", "remove", "2", "--dir", dir, "--timeout", "200ms")
+	require.Equal(t, 1, code, out+errs)
+	require.Contains(t, errs, "server 2 is not a member of epoch 2 (members: 0 1 3 4 5)")
+
+	code, _, errs = runServerCmdForTest("server", "remove", "x", "--dir", dir)
+	require.Equal(t, 2, code)
+	require.Contains(t, errs, "ID must be a server id")
+
+	code, out, errs = runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, "epoch 2; n=5 f=1 q=4")
+	require.Contains(t, out, "127.0.0.1:47600")
+	require.NotContains(t, out, "127.0.0.1:47502")
+}
