@@ -57,6 +57,12 @@ func TicketFromJustification(j []wire.SignedView, keys wire.Keyring, q int, a At
 	if views == nil {
 		views = func(v *wire.SignedView) (*wire.ViewBody, error) { return v.Verify(keys) }
 	}
+	if e := wire.JustificationEpoch(j); len(j) > 0 && e != keys.Epoch {
+		// Before anything else: another epoch has another q, and a J of
+		// it convicts nobody (change 43; found growing 4 → 7 servers,
+		// where a J of q_1 = 4 views met servers of q_3 = 5).
+		return 0, fmt.Errorf("bakery: a justification of epoch %d, verified in epoch %d: %w", e, keys.Epoch, wire.ErrOtherEpoch)
+	}
 	if len(j) != q {
 		return 0, badJ("has %d views, needs exactly %d", len(j), q)
 	}

@@ -41,6 +41,9 @@ func TestTicketFromJustificationRule(t *testing.T) {
 		require.NoError(t, err)
 		return sv
 	}
+	epochView := func(s int, epoch uint64) wire.SignedView {
+		return viewFor(s, func(b *wire.ViewBody) { b.Epoch = epoch })
+	}
 	for _, tc := range []struct {
 		name string
 		j    []wire.SignedView
@@ -64,6 +67,11 @@ func TestTicketFromJustificationRule(t *testing.T) {
 		{"a view of another session", []wire.SignedView{v(0, nil), v(1, nil), viewFor(2, func(b *wire.ViewBody) { b.ForSession++ })}, 0, ErrBadJustification},
 		{"a view for another client", []wire.SignedView{v(0, nil), v(1, nil), viewFor(2, func(b *wire.ViewBody) { b.For = x.id })}, 0, ErrBadJustification},
 		{"a view of another lock", []wire.SignedView{v(0, nil), v(1, nil), viewFor(2, func(b *wire.ViewBody) { b.Lock = "M" })}, 0, ErrBadJustification},
+		// Change 43: a J of another epoch — even with that epoch's count of
+		// views, not this one's — is refused and convicts nobody.
+		{"q views of another epoch", []wire.SignedView{epochView(0, 1), epochView(1, 1), epochView(2, 1)}, 0, wire.ErrOtherEpoch},
+		{"q−1 views of another epoch", []wire.SignedView{epochView(0, 1), epochView(1, 1)}, 0, wire.ErrOtherEpoch},
+		{"q+1 views of another epoch", []wire.SignedView{epochView(0, 1), epochView(1, 1), epochView(2, 1), epochView(3, 1)}, 0, wire.ErrOtherEpoch},
 		{"a view whose signature fails", []wire.SignedView{v(0, nil), v(1, nil), func() wire.SignedView {
 			sv := v(2, nil)
 			sv.Signed.Sig = append([]byte(nil), sv.Signed.Sig...)
@@ -74,6 +82,9 @@ func TestTicketFromJustificationRule(t *testing.T) {
 		n, err := TicketFromJustification(tc.j, r.keys, rulesQ, a, verify, nil)
 		if tc.err != nil {
 			require.True(t, errors.Is(err, tc.err), "%s: got N=%d, err %v; want %v", tc.name, n, err, tc.err)
+			if tc.err == wire.ErrOtherEpoch {
+				require.False(t, errors.Is(err, ErrBadJustification), "%s convicts nobody: %v", tc.name, err)
+			}
 			continue
 		}
 		require.NoError(t, err, tc.name)
