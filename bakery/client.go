@@ -465,6 +465,17 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		}
 		c.sessionRefusals[s] = fmt.Sprintf("%s: %s", er.Code, er.Detail)
 	}
+	if o := c.ops[er.Req]; o != nil && o.resend != nil && er.Code == wire.ErrCodeEpochMoved && c.chain != nil {
+		// An ExitEarlier or CloseSession refused by a member of the
+		// client's epoch that is still copying: it goes to that member
+		// again shortly (change 43), or the session it closes would stay
+		// live there, counting against the client's session limit.
+		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
+		if c.cfg.Keys.Key(s) != nil {
+			c.retries = append(c.retries, retry{at: now.Add(epochRetry), s: s, op: o})
+		}
+		return
+	}
 	if o := c.ops[er.Req]; o != nil && o.exitAcks != nil {
 		// An earlier session's Exit: a refusal (typically "session reset":
 		// the attempt is void anyway) says nothing about our own session.

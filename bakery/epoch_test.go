@@ -153,3 +153,36 @@ func TestEpochMovedIsNoSessionRefusal(t *testing.T) {
 	}
 	require.Equal(t, []wire.ServerID{0, 4}, to, "the copying members are asked again, the removed one never")
 }
+
+// docs/protocol.md change 43: a SessionClose that a member of the client's
+// epoch refuses with epoch-moved (it is still copying) goes to it again
+// shortly, and is no refusal of the close — else the closed session would
+// live on there, counting against the client's session limit.
+func TestSessionCloseRetriedAtACopyingMember(t *testing.T) {
+	p := newEpochPair(t)
+	c := p.client(t, p.one)
+	now := time.Unix(1_000, 0)
+	_, err := c.Start(now)
+	require.NoError(t, err)
+	op, _ := c.CloseSession()
+	var req uint64
+	c.Step(now, 4, &wire.Message{Error: &wire.Error{Req: op, Code: wire.ErrCodeEpochMoved, Detail: "copying"}})
+	c.Step(now, 3, &wire.Message{Error: &wire.Error{Req: op, Code: wire.ErrCodeEpochMoved, Detail: "removed"}})
+	e := c.Tick(now.Add(150 * time.Millisecond))
+	var to []wire.ServerID
+	for _, s := range e.Send {
+		if s.Msg.SessionClose != nil {
+			to = append(to, s.To)
+			req = s.Msg.SessionClose.Req
+		}
+	}
+	require.Equal(t, []wire.ServerID{4}, to, "the copying member is asked again, the removed one never")
+	require.Equal(t, op, req)
+	var released bool
+	for _, s := range []wire.ServerID{0, 1, 4} {
+		for _, ev := range c.Step(now, s, &wire.Message{Ack: &wire.Ack{Req: op}}).Events {
+			released = released || ev.Op == op
+		}
+	}
+	require.True(t, released, "q acks of the new epoch end the close")
+}

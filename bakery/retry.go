@@ -22,7 +22,8 @@ const maxRetryAfter = 10 * time.Second
 type retry struct {
 	at  time.Time
 	s   wire.ServerID
-	a   *attempt // nil: the SessionOpen of the session (req 0)
+	a   *attempt // nil: the SessionOpen of the session (req 0), or op's request
+	op  *operation
 	req uint64
 }
 
@@ -73,6 +74,10 @@ func (c *Client) sendRetries(now time.Time, e *Effects) {
 		switch {
 		case now.Before(r.at):
 			kept = append(kept, r)
+		case r.op != nil:
+			if c.ops[r.op.id] == r.op {
+				e.Send = append(e.Send, Send{To: r.s, Msg: r.op.resend})
+			}
 		case r.a == nil: // the session's own SessionOpen, to a member still copying (change 43)
 			if c.lease != nil && !c.reopen && c.cfg.Keys.Key(r.s) != nil {
 				e.Send = append(e.Send, Send{To: r.s, Msg: &wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}}})
