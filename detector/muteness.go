@@ -78,10 +78,16 @@ type lease struct {
 	// and is voted on when it runs out, with the reason refusedWhy.
 	refused    bool
 	refusedWhy wire.SuspectReason
+	// restored: the lease was given back from a disk or a copy
+	// (RestoreTTL), and the client has not spoken in it here since. It
+	// does not count against MaxSessions (docs/protocol.md change 43): a
+	// copy hands on sessions their clients closed while the epoch was
+	// sealed, which would otherwise refuse a client's new ones for a TTL.
+	restored bool
 }
 
 type clientState struct {
-	leases []*lease // live and suspected sessions, ascending; at most MaxSessions
+	leases []*lease // live and suspected sessions, ascending; at most MaxSessions not restored, and MaxSessions restored
 	// deferred: sessions whose lease ran out (or was closed) while an older
 	// session's lease lived here; refused, each voted on once no older lease
 	// lives (docs/protocol.md change 18).
@@ -255,11 +261,22 @@ func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
 			return
 		}
 	}
-	if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
-		return // full of live sessions: this one is heard of again when its client speaks
+	if m.counted(cs, true) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+		return // full of restored sessions: this one is heard of again when its client speaks
 	}
-	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl}) // until: set at the first Tick
+	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, restored: true}) // until: set at the first Tick
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
+}
+
+// counted is how many of cs's leases are restored ones (restored) or not.
+func (m *Muteness) counted(cs *clientState, restored bool) int {
+	n := 0
+	for _, l := range cs.leases {
+		if l.restored == restored {
+			n++
+		}
+	}
+	return n
 }
 
 // dropSuspected drops c's oldest suspected lease, if any, and reports whether it did.
@@ -406,10 +423,11 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 			if l.suspected || l.refused {
 				return nil, ErrSessionSuspected
 			}
+			l.restored = false // its client speaks in it here
 			return l, nil
 		}
 	}
-	if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+	if m.counted(cs, false) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
 		return nil, ErrTooManySessions // the oldest suspected one goes first; else refuse
 	}
 	l := &lease{session: sess, ttl: ttl, until: now.Add(ttl), refused: cs.revoked}

@@ -330,3 +330,26 @@ func TestVotedOnNewerStillVotesOnOlder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(6), body.Session)
 }
+
+// docs/protocol.md change 43: sessions given back by a copy (or a disk) do
+// not count against the client's session limit until it speaks in them —
+// a copy hands on sessions whose clients closed them while the epoch was
+// sealed, and a client that runs a short process a second must not be
+// refused for a TTL after every change — while at most MaxSessions of
+// each kind are kept, so memory stays bounded.
+func TestRestoredSessionsDoNotCountAgainstTheLimit(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	d := f.dets[0]
+	c := clientID(t)
+	now := time.Unix(1_000, 0)
+	for sess := uint64(1); sess <= 6; sess++ {
+		d.RestoreTTL(c, sess, time.Second)
+	}
+	require.Len(t, d.clients[c].leases, 4, "at most MaxSessions restored")
+	require.NoError(t, d.Heartbeat(c, 4, now), "a restored session its client speaks in is renewed")
+	for sess := uint64(10); sess < 13; sess++ {
+		require.NoError(t, d.Heartbeat(c, sess, now), "session %d: the restored ones not spoken in do not count", sess)
+	}
+	require.ErrorIs(t, d.Heartbeat(c, 13, now), ErrTooManySessions, "the limit holds for sessions heard of, session 4 among them")
+	require.Len(t, d.clients[c].leases, 7)
+}
