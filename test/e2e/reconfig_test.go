@@ -79,3 +79,41 @@ func waitHoldings(t *testing.T, l *lockLoops, n int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Grow from f=1 to f=2 while the loops run: three server add, each new
+// server started; then two servers are killed with -9 and the loops go on
+// (seven members tolerate two faults).
+func TestGrowFourToSevenThenKillTwo(t *testing.T) {
+	dir := initCluster(t, 4)
+	servers := runServers(t, dir, 4)
+	stop := filepath.Join(t.TempDir(), "stop")
+	loops := startLockLoops(t, dir, "demo", 3, fmt.Sprintf("while [ ! -e '%s' ]", stop), "--timeout", "60s")
+	waitHoldings(t, loops, 5)
+	base := freePortBase(t, 3)
+	for i := range 3 {
+		id := 4 + i
+		out, code := runCLI(t, "bqserver", "server", "add", "--dir", dir, "--port", fmt.Sprint(base+i), "--timeout", "2s")
+		require.Contains(t, out, fmt.Sprintf("server %d is new", id))
+		// The members kept are a quorum of the new epoch (at n=7 f=2, q=5
+		// of the six kept): it is served before the new server starts.
+		require.Equal(t, 0, code, out)
+		if i == 2 {
+			require.Contains(t, out, "(n=7 f=2 q=5; epoch 2 had n=6 f=1)")
+		}
+		s := start(t, fmt.Sprintf("s%d", id), nil, bin("bqserver"), "run", "--dir", dir, "--id", fmt.Sprint(id))
+		s.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+		servers = append(servers, s)
+		waitHoldings(t, loops, loops.holdings()+5)
+	}
+	out, code := runCLI(t, "bqserver", "server", "list", "--dir", dir, "--timeout", "5s")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "epoch 3; n=7 f=2 q=5; 7 of 7 servers reachable")
+
+	for _, i := range []int{0, 5} {
+		require.NoError(t, servers[i].cmd.Process.Signal(syscall.SIGKILL))
+	}
+	waitHoldings(t, loops, loops.holdings()+10)
+	require.NoError(t, os.WriteFile(stop, nil, 0o644))
+	loops.wait(2 * time.Minute)
+	loops.checkTokens()
+}
