@@ -48,18 +48,20 @@ func main() {
 }
 
 type options struct {
-	json, quick bool
-	bqserver    string
-	workdir     string
-	profile     string
-	keep        bool
-	systems     map[string]bool
-	schemes     []string // bq's signature schemes: the first is "bq", each other one "bq/SCHEME"
-	workloads   map[string]bool
-	scaling     []int
-	spread      []int // clients in the spread workload's rows (each also mixed: over K/4 locks)
-	attack      bool
-	atk         attackOptions
+	json, quick  bool
+	bqserver     string
+	workdir      string
+	profile      string
+	keep         bool
+	systems      map[string]bool
+	schemes      []string // bq's signature schemes: the first is "bq", each other one "bq/SCHEME"
+	workloads    map[string]bool
+	scaling      []int
+	spread       []int // clients in the spread workload's rows (each also mixed: over K/4 locks)
+	attack       bool
+	reconfig     bool // the reconfiguration workload only (reconfig.go)
+	reconfigHeld int  // locks held by other clients during it
+	atk          attackOptions
 
 	uncontendedWarm, uncontendedOps int
 	contenders                      int
@@ -95,6 +97,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and clean up) after this long")
 	fs.DurationVar(&o.step, "step", 3*time.Second, "length of each scaling run (--quick: 2s)")
 	fs.BoolVar(&o.attack, "attack", false, "run only the attack benchmark on bq (attack.go; --timeout default 60m)")
+	fs.BoolVar(&o.reconfig, "reconfig", false, "run only the reconfiguration workload on bq (reconfig.go): server replace under --contenders, --duration before and after")
+	fs.IntVar(&o.reconfigHeld, "reconfig-held", 1000, "locks held by other clients during --reconfig")
 	addAttackFlags(fs, &o.atk)
 	err := fs.Parse(args)
 	if err != nil {
@@ -239,6 +243,12 @@ func bench(args []string) int {
 	if o.attack {
 		if err := runAttack(ctx, o, work, env); err != nil {
 			return fail(ctx, "attack", err)
+		}
+		return 0
+	}
+	if o.reconfig {
+		if err := runReconfig(ctx, o, work, env); err != nil {
+			return fail(ctx, "reconfig", err)
 		}
 		return 0
 	}
