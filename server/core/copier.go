@@ -177,8 +177,10 @@ func (k *Core) offerHW(ss *wire.SignedStatement, e *Effects) {
 	if err != nil || st.Phase != wire.PhaseTicket {
 		return
 	}
-	if hw := k.locks[st.Lock].HW(); k.locks[st.Lock] != nil && hw != nil && hw.St.N >= st.N {
-		return
+	if lock := k.locks[st.Lock]; lock != nil {
+		if hw := lock.HW(); hw != nil && hw.St.N >= st.N {
+			return
+		}
 	}
 	k.restoredLock(st.Lock).RestoreHW(&activeset.Entry{Signed: *ss, St: st})
 	e.Persist = append(e.Persist, Record{Bucket: bucketHW, Key: []byte(st.Lock), Value: mustMarshal(ss)})

@@ -294,8 +294,12 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	for range 4 { // more clients than server 4 keeps of one report (MaxLocks + MaxBans = 3)
 		faulty.Clients = append(faulty.Clients, wire.CopyClient{Client: c.newClient().id, SpokeUpTo: 7})
 	}
+	// An hw of a lock server 4 has nothing of (a lock kept only for its
+	// hw): found by a real replace, where it crashed the new member.
+	faulty.HW = []wire.SignedStatement{x.stmt("M", 1, 1, wire.PhaseTicket, 5, nil)}
 	c.fromServer(4, 1, &wire.Message{Copy: faulty})
 	require.Len(t, s4.copying.clients[1], 3, "a report's clients are bounded")
+	require.Equal(t, uint64(5), s4.locks["M"].HW().St.N, "a copied hw makes its lock")
 	c.fromServer(4, 9, &wire.Message{Copy: faulty})
 	c.fromServer(4, 2, &wire.Message{Copy: &wire.Copy{Epoch: 0, Part: 2, Last: true}})
 	require.False(t, serving(), "two whole reports, a stranger's and a last part alone are not q")
