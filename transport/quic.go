@@ -113,7 +113,7 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 	n.cluster = cfg.Cluster
 	n.self = cfg.ID
 	n.cert = cfg.Cert
-	n.caPool = cfg.CAPool
+	n.caPool.Store(cfg.CAPool)
 	n.identify = cfg.IdentifyServer
 	n.admit = cfg.AdmitClient
 	n.onLimit = cfg.OnLimit
@@ -166,7 +166,7 @@ func DialClient(cfg ClientConfig) (Transport, error) {
 	n.cluster = cfg.Cluster
 	n.clientID = wire.ClientID(cfg.Key.Public.ID)
 	n.observe = cfg.Observe
-	n.caPool = cfg.CAPool
+	n.caPool.Store(cfg.CAPool)
 	n.identify = cfg.IdentifyServer
 	n.version = versionOr(cfg.Version)
 	n.log = n.log.With("node", n.clientID.String())
@@ -285,11 +285,11 @@ type node struct {
 	self      wire.ServerID   // servers
 	cert      tls.Certificate // servers
 	admit     func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
-	key       *crypto.PrivateKey // clients
-	admission *crypto.Signed     // clients
-	clientID  wire.ClientID      // clients
-	observe   bool               // clients: observer connections (change 32)
-	caPool    *x509.CertPool
+	key       *crypto.PrivateKey            // clients
+	admission *crypto.Signed                // clients
+	clientID  wire.ClientID                 // clients
+	observe   bool                          // clients: observer connections (change 32)
+	caPool    atomic.Pointer[x509.CertPool] // the CAs trusted now (SetCAPool)
 	identify  func(*x509.Certificate) (wire.ServerID, bool)
 
 	udp *net.UDPConn
@@ -454,6 +454,16 @@ var (
 )
 
 var _ Reconfigurable = (*node)(nil)
+
+var _ Retrustable = (*node)(nil)
+
+// SetCAPool implements Retrustable: connections made from now on are
+// verified under pool.
+func (n *node) SetCAPool(pool *x509.CertPool) {
+	if pool != nil {
+		n.caPool.Store(pool)
+	}
+}
 
 // SetServers implements Reconfigurable.
 func (n *node) SetServers(addrs map[wire.ServerID]string) {

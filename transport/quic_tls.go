@@ -32,7 +32,7 @@ func (n *node) verifyPeerCert(certs []*x509.Certificate, usage x509.ExtKeyUsage)
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	opts := x509.VerifyOptions{Roots: n.caPool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}
+	opts := x509.VerifyOptions{Roots: n.caPool.Load(), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}}
 	if _, err := leaf.Verify(opts); err != nil {
 		return 0, fmt.Errorf("certificate %q is not issued by the cluster CA: %w", leaf.Subject.CommonName, err)
 	}

@@ -27,6 +27,7 @@
 package transport
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 
@@ -130,6 +131,13 @@ type Transport interface {
 	Inbound() <-chan Inbound
 	// Close stops the transport and waits for its goroutines to exit.
 	Close() error
+}
+
+// Retrustable is a Transport whose trusted certificate authorities can
+// change while it runs: a cluster CA rotation (docs/protocol.md change 43)
+// adds the next CA, which issues the certificates of members added after it.
+type Retrustable interface {
+	SetCAPool(pool *x509.CertPool)
 }
 
 // Reconfigurable is a Transport whose set of servers can change while it
