@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/big"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 )
@@ -106,15 +108,46 @@ func randomSerial(rand io.Reader) (*big.Int, error) {
 	return new(big.Int).SetBytes(b), nil
 }
 
-// LoadCA loads the cluster CA of cluster directory dir: the certificate from
-// DIR/cluster.yaml and the private key from DIR/ca/ca.key. Only adding
-// servers needs it; running servers never do.
+// LoadCA loads the cluster CA in force in cluster directory dir: the one
+// that signs its next epoch — the cluster file's, or the last one an epoch
+// in DIR/epochs named (a rotation) — with its private key from
+// DIR/ca/ca.key. Only changing the members needs it; running servers never do.
 func LoadCA(dir string) (*CA, error) {
 	c, err := LoadCluster(filepath.Join(dir, ClusterFileName))
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, CADirName, CAKeyFile)
+	chain, _, err := c.ChainIn(dir)
+	if err != nil {
+		return nil, err
+	}
+	cert, since := c.CAInForce(chain)
+	var errs []error
+	for _, name := range []string{CAKeyFile, caNextKeyFile} {
+		path := filepath.Join(dir, CADirName, name)
+		key, err := readCAKey(path)
+		if name == caNextKeyFile && errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if key.Public().(ed25519.PublicKey).Equal(cert.PublicKey) {
+			return &CA{Cert: cert, Key: key}, nil
+		}
+		errs = append(errs, fmt.Errorf("certs: %s is not the key of the cluster CA in force (%s, since epoch %d)", path, cert.Subject.CommonName, since))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// caNextKeyFile holds a rotation's next CA key until its epoch is written.
+const caNextKeyFile = "ca-next.key"
+
+func readCAKey(path string) (ed25519.PrivateKey, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
 	data, err := readPrivate(path, true)
 	if err != nil {
 		return nil, err
@@ -128,10 +161,10 @@ func LoadCA(dir string) (*CA, error) {
 		return nil, fmt.Errorf("certs: %s: malformed PKCS#8 private key: %v", path, err)
 	}
 	key, ok := k.(ed25519.PrivateKey)
-	if !ok || !key.Public().(ed25519.PublicKey).Equal(c.CA.PublicKey) {
-		return nil, fmt.Errorf("certs: %s is not the key of the cluster CA in %s", path, ClusterFileName)
+	if !ok {
+		return nil, fmt.Errorf("certs: %s is not an Ed25519 key", path)
 	}
-	return &CA{Cert: c.CA, Key: key}, nil
+	return key, nil
 }
 
 func encodePKCS8(key crypto.PrivateKey) ([]byte, error) {

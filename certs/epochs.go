@@ -127,6 +127,20 @@ func (ca *CA) EpochSigner() (*crypto.PrivateKey, error) {
 	return crypto.PrivateKeyFromSeed(crypto.Ed25519, ca.Key.Seed())
 }
 
+// ChainIn is the cluster's chain with the epochs of cluster directory dir,
+// verified, and those epochs.
+func (c *Cluster) ChainIn(dir string) (*wire.Chain, []crypto.Signed, error) {
+	epochs, err := ReadEpochs(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	chain := c.Chain()
+	if _, err := chain.Extend(epochs); err != nil {
+		return nil, nil, fmt.Errorf("certs: %s does not continue %s: %w", filepath.Join(dir, EpochsDirName), ClusterFileName, err)
+	}
+	return chain, epochs, nil
+}
+
 // Chain starts the cluster's chain of epochs at its cluster file.
 func (c *Cluster) Chain() *wire.Chain {
 	return wire.NewChain(c.CAKey(), c.F, c.Keyring().Servers)
@@ -290,6 +304,8 @@ type Roster struct {
 	// given, and no other server.
 	known atomic.Pointer[Members]
 	epoch uint64
+	// pool is every cluster CA of the chain last followed (CAPoolOf).
+	pool atomic.Pointer[x509.CertPool]
 }
 
 // NewRoster starts a roster at the cluster file.
@@ -297,6 +313,7 @@ func NewRoster(c *Cluster) *Roster {
 	r := &Roster{cluster: c}
 	zero, _ := c.MembersOf(nil, 0)
 	r.known.Store(&zero)
+	r.pool.Store(c.CAPool())
 	return r
 }
 
@@ -322,9 +339,14 @@ func (r *Roster) Follow(chain *wire.Chain, knows uint64, with ...uint64) (bool, 
 	}
 	table.Epoch = knows
 	r.known.Store(&table)
+	r.pool.Store(r.cluster.CAPoolOf(chain))
 	r.epoch = knows
 	return true, nil
 }
+
+// CAPool is every cluster CA of the chain last followed: what verifies a
+// member's TLS certificate (an exact match with its epoch says whose it is).
+func (r *Roster) CAPool() *x509.CertPool { return r.pool.Load() }
 
 // Addresses is every server of the table but self (nil: none left out), by id.
 func (r *Roster) Addresses(self *wire.ServerID) map[wire.ServerID]string {
@@ -333,4 +355,49 @@ func (r *Roster) Addresses(self *wire.ServerID) map[wire.ServerID]string {
 		delete(out, *self)
 	}
 	return out
+}
+
+// CAInForce is the cluster CA that signs chain's next epoch, and the epoch
+// whose body named it (0: the cluster file's).
+func (c *Cluster) CAInForce(chain *wire.Chain) (*x509.Certificate, uint64) {
+	for e := chain.Number(); e >= 1; e-- {
+		if der := chain.Body(e).NextCA; len(der) > 0 {
+			cert, err := x509.ParseCertificate(der)
+			if err != nil {
+				panic(fmt.Sprintf("certs: a verified epoch names an unparsable CA: %v", err)) // the chain parsed it
+			}
+			return cert, e
+		}
+	}
+	return c.CA, 0
+}
+
+// CAPoolOf is every cluster CA of chain: the cluster file's and each one a
+// rotation named. A member's TLS certificate is issued by the CA in force
+// when it was added, and stays valid to its end.
+func (c *Cluster) CAPoolOf(chain *wire.Chain) *x509.CertPool {
+	p := c.CAPool()
+	for e := uint64(1); chain != nil && e <= chain.Number(); e++ {
+		if der := chain.Body(e).NextCA; len(der) > 0 {
+			if cert, err := x509.ParseCertificate(der); err == nil {
+				p.AddCert(cert)
+			}
+		}
+	}
+	return p
+}
+
+// Newest reads the epochs of cluster directory dir (of cluster c) and
+// returns its chain, the members of its newest epoch and every cluster CA
+// of it: who an operator's command talks to.
+func (c *Cluster) Newest(dir string) (*wire.Chain, Members, *x509.CertPool, error) {
+	chain, _, err := c.ChainIn(dir)
+	if err != nil {
+		return nil, Members{}, nil, err
+	}
+	m, err := c.MembersOf(chain, chain.Number())
+	if err != nil {
+		return nil, Members{}, nil, err
+	}
+	return chain, m, c.CAPoolOf(chain), nil
 }

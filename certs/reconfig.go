@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,6 +30,9 @@ type Change struct {
 	Add  bool
 	Host string
 	Port int
+	// RotateCA makes a new cluster CA, named by the next epoch (the same
+	// members), which signs every epoch after it; alone.
+	RotateCA bool
 }
 
 // Plan is the next epoch, signed, and what it needs written.
@@ -37,6 +41,7 @@ type Plan struct {
 	Next   *wire.EpochBody
 	Signed crypto.Signed
 	Added  *NewMember // nil if the change adds no one
+	NextCA *CA        // the rotation's new CA, nil if none
 }
 
 // PlanChange makes the next epoch of the cluster in dir for ch, signed with
@@ -50,13 +55,9 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := ReadEpochs(dir)
+	chain, epochs, err := c.ChainIn(dir)
 	if err != nil {
 		return nil, err
-	}
-	chain := c.Chain()
-	if _, err := chain.Extend(epochs); err != nil {
-		return nil, fmt.Errorf("certs: %s does not continue %s: %w", filepath.Join(dir, EpochsDirName), ClusterFileName, err)
 	}
 	before := c.bodyOf(chain)
 	next := &wire.EpochBody{Cluster: c.ID(), Number: before.Number + 1, F: before.F, ClientCAs: before.ClientCAs,
@@ -78,6 +79,15 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 		next.Members = slices.Delete(next.Members, i, i+1)
 	}
 	p := &Plan{Before: before, Next: next}
+	if ch.RotateCA {
+		if ch.Add || ch.Remove != nil {
+			return nil, fmt.Errorf("certs: a CA rotation changes no member: rotate, then add, remove or replace")
+		}
+		if p.NextCA, err = NewCA(fmt.Sprintf("%s (epoch %d)", c.Name, next.Number), now, rand); err != nil {
+			return nil, err
+		}
+		next.NextCA = p.NextCA.Cert.Raw
+	}
 	if ch.Add {
 		host, port := ch.Host, ch.Port
 		if host == "" || port == 0 {
@@ -93,8 +103,9 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 		}
 		next.Members = append(next.Members, p.Added.Entry)
 	}
-	if ch.Remove == nil || !ch.Add {
-		// server add and remove: f follows n (server replace keeps it).
+	if ch.Remove == nil && ch.Add || ch.Remove != nil && !ch.Add {
+		// server add and remove: f follows n (server replace and a CA
+		// rotation keep it).
 		next.F = uint16(MaxFaults(len(next.Members)))
 	}
 	if len(next.Members) == 0 {
@@ -115,13 +126,39 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 
 // Write writes the plan into dir: the new member's private material first,
 // the epoch last, so a failure leaves no epoch naming missing material.
+//
+// A rotation writes the new CA's key beside the old one first, then the
+// epoch, then puts the new key in place of the old (LoadCA takes either
+// file, whichever is the key of the CA in force): the epoch never names a
+// CA whose key is not on disk, and the old key is gone once it is retired.
 func (p *Plan) Write(dir string) error {
 	if p.Added != nil {
 		if err := p.Added.Write(dir); err != nil {
 			return err
 		}
 	}
-	return WriteEpoch(dir, p.Next.Number, p.Signed)
+	next := filepath.Join(dir, CADirName, caNextKeyFile)
+	if p.NextCA != nil {
+		keyPEM, err := encodePKCS8(p.NextCA.Key)
+		if err != nil {
+			return err
+		}
+		_ = os.Remove(next) // a rotation that failed before its epoch was written
+		w := &writer{}
+		w.file(next, keyPEM, 0o600)
+		if w.err != nil {
+			return w.err
+		}
+	}
+	if err := WriteEpoch(dir, p.Next.Number, p.Signed); err != nil {
+		return err
+	}
+	if p.NextCA != nil {
+		if err := os.Rename(next, filepath.Join(dir, CADirName, CAKeyFile)); err != nil {
+			return fmt.Errorf("certs: the epoch naming the new CA is written, but its key stays in %s: %w", next, err)
+		}
+	}
+	return nil
 }
 
 // bodyOf is the newest epoch of chain as a body (epoch 0 from the cluster file).

@@ -2,6 +2,7 @@ package certs
 
 import (
 	"crypto/rand"
+	"crypto/x509"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -140,4 +142,60 @@ func memberIDs(b *wire.EpochBody) []wire.ServerID {
 		out = append(out, m.ID)
 	}
 	return out
+}
+
+// docs/protocol.md change 43, key lifecycle: a CA rotation is an epoch
+// with the same members, signed by the old CA, naming the new one, which
+// signs every later epoch and issues the certificates of members added
+// after it; the old CA's key is gone from DIR, and the TLS pool trusts both
+// (a member's certificate stays valid to its end).
+func TestRotateTheClusterCA(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	c, err := Init(InitOptions{Dir: dir, Servers: 4, F: 1}, now, rand.Reader)
+	require.NoError(t, err)
+	old, err := LoadCA(dir)
+	require.NoError(t, err)
+
+	_, err = PlanChange(dir, Change{RotateCA: true, Add: true}, now, rand.Reader)
+	require.ErrorContains(t, err, "a CA rotation changes no member")
+	p, err := PlanChange(dir, Change{RotateCA: true}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	require.Equal(t, memberIDs(p.Before), memberIDs(p.Next))
+	require.Equal(t, p.Before.F, p.Next.F)
+	_, err = os.Stat(filepath.Join(dir, CADirName, caNextKeyFile))
+	require.ErrorIs(t, err, os.ErrNotExist, "the new key took the old one's place")
+
+	ca, err := LoadCA(dir)
+	require.NoError(t, err)
+	require.False(t, ca.Key.Equal(old.Key), "the CA in force is the new one")
+	require.Contains(t, ca.Cert.Subject.CommonName, "(epoch 1)")
+
+	p, err = PlanChange(dir, Change{Remove: sid(1), Add: true}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	epochs, err := ReadEpochs(dir)
+	require.NoError(t, err)
+	chain := c.Chain()
+	_, err = chain.Extend(epochs)
+	require.NoError(t, err, "epoch 2 is signed by the new CA")
+	m, err := LoadServer(dir, 4)
+	require.NoError(t, err)
+	_, err = m.TLS.Leaf.Verify(x509.VerifyOptions{Roots: c.CAPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	require.Error(t, err, "the new member's certificate is the new CA's")
+	_, err = m.TLS.Leaf.Verify(x509.VerifyOptions{Roots: c.CAPoolOf(chain), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	require.NoError(t, err)
+	_, err = c.Servers[0].Cert.Verify(x509.VerifyOptions{Roots: c.CAPoolOf(chain), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	require.NoError(t, err, "and the old members' stay valid")
+
+	// An epoch signed with the retired key does not continue the chain.
+	signer, err := old.EpochSigner()
+	require.NoError(t, err)
+	b := *p.Next
+	b.Number, b.Prev = 3, wire.EpochHash(p.Signed)
+	forged, err := wire.SignEpoch(signer, &b)
+	require.NoError(t, err)
+	_, err = chain.Extend([]crypto.Signed{forged})
+	require.ErrorContains(t, err, "not signed by the cluster CA in force")
 }

@@ -87,13 +87,9 @@ func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := ReadEpochs(dir)
+	chain, epochs, err := c.ChainIn(dir)
 	if err != nil {
 		return nil, err
-	}
-	chain := c.Chain()
-	if _, err := chain.Extend(epochs); err != nil {
-		return nil, fmt.Errorf("certs: %s does not continue %s: %w", filepath.Join(dir, EpochsDirName), ClusterFileName, err)
 	}
 	srv, err := findServer(c, chain, dir, id)
 	if err != nil {
