@@ -58,10 +58,13 @@ func (m *Muteness) SetEpoch(keys wire.Keyring, quorum int) {
 // at now: at the end of a copy, no lease runs out, no Doorway overruns and
 // no hold ends earlier than a whole TTL, deadline or max-hold after it, so
 // the change never shortens what a client was promised (change 43, (3)).
+// A session its client closed here stays closed: the client said it is
+// done with it (it holds nothing in it), and a fresh TTL would keep it
+// live, counting against the client's session limit, for nothing.
 func (m *Muteness) RestartClocks(now time.Time) {
 	for _, cs := range m.clients {
 		for _, l := range cs.leases {
-			if !l.suspected {
+			if !l.suspected && !l.closed {
 				l.until = now.Add(l.ttl)
 			}
 		}

@@ -84,6 +84,9 @@ type lease struct {
 	// copy hands on sessions their clients closed while the epoch was
 	// sealed, which would otherwise refuse a client's new ones for a TTL.
 	restored bool
+	// closed: its client closed the session (SessionClose) and has not
+	// renewed it since: a copy's end does not start it afresh (change 43).
+	closed bool
 }
 
 type clientState struct {
@@ -331,7 +334,7 @@ func (m *Muteness) Close(c wire.ClientID, sess uint64, now time.Time) {
 	}
 	for _, l := range cs.leases {
 		if l.session == sess && !l.suspected {
-			l.until = now
+			l.until, l.closed = now, true
 		}
 	}
 }
@@ -346,7 +349,7 @@ func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error 
 	if err != nil {
 		return err
 	}
-	l.until = now.Add(l.ttl)
+	l.until, l.closed = now.Add(l.ttl), false
 	return nil
 }
 

@@ -353,3 +353,21 @@ func TestRestoredSessionsDoNotCountAgainstTheLimit(t *testing.T) {
 	require.ErrorIs(t, d.Heartbeat(c, 13, now), ErrTooManySessions, "the limit holds for sessions heard of, session 4 among them")
 	require.Len(t, d.clients[c].leases, 7)
 }
+
+// docs/protocol.md change 43: the end of a copy starts every lease afresh
+// (the change never shortens a lease) but a session its client closed: it
+// is voted on at once, as it would have been without the change.
+func TestCopyEndKeepsClosedSessionsClosed(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	d := f.dets[0]
+	c := clientID(t)
+	now := time.Unix(1_000, 0)
+	require.NoError(t, d.Heartbeat(c, 1, now))
+	require.NoError(t, d.Heartbeat(c, 2, now))
+	d.Close(c, 1, now)
+	d.RestartClocks(now)
+	votes := d.Tick(now.Add(time.Millisecond))
+	require.Len(t, votes, 1, "the closed session is voted on at once")
+	require.Empty(t, d.Tick(now.Add(900*time.Millisecond)), "the live one got a whole TTL from the copy's end")
+	require.NoError(t, d.Heartbeat(c, 2, now.Add(900*time.Millisecond)))
+}
