@@ -158,8 +158,13 @@ type operation struct {
 	// request, resend, which is sent again on a reconnect.
 	exitAcks *quorum.Access[struct{}]
 	resend   *wire.Message
-	reads    *quorum.Access[quorum.RegisterValue]
-	set      *activeset.SetReader
+	// copying: members of the client's epoch that refused a SessionClose
+	// with epoch-moved (still copying, change 43); the close waits for
+	// their acks too, as long as its caller waits, or the closed session
+	// stays live at them for a TTL, counting against the session limit.
+	copying map[wire.ServerID]bool
+	reads   *quorum.Access[quorum.RegisterValue]
+	set     *activeset.SetReader
 	// joined: earlier getSets of the same lock that complete with this one.
 	joined []uint64
 	// snapshotDue[s]: the next Update from s is a snapshot (first, or after Last).
@@ -438,7 +443,8 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 		} else if a != nil && a.phase == phaseHeld && m.Ack.Req == a.reqHeld {
 			a.heldAcks.Offer(s, struct{}{})
 		} else if o := c.ops[m.Ack.Req]; o != nil && o.exitAcks != nil {
-			if o.exitAcks.Offer(s, struct{}{}) {
+			delete(o.copying, s)
+			if o.exitAcks.Offer(s, struct{}{}) && len(o.copying) == 0 {
 				delete(c.ops, o.id)
 				e.Events = append(e.Events, Event{Kind: Released, Lock: o.lock, Op: o.id})
 			}
@@ -473,6 +479,12 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
 		if c.cfg.Keys.Key(s) != nil {
 			c.retries = append(c.retries, retry{at: now.Add(epochRetry), s: s, op: o})
+			if o.resend.SessionClose != nil {
+				if o.copying == nil {
+					o.copying = map[wire.ServerID]bool{}
+				}
+				o.copying[s] = true
+			}
 		}
 		return
 	}

@@ -156,8 +156,9 @@ func TestEpochMovedIsNoSessionRefusal(t *testing.T) {
 
 // docs/protocol.md change 43: a SessionClose that a member of the client's
 // epoch refuses with epoch-moved (it is still copying) goes to it again
-// shortly, and is no refusal of the close — else the closed session would
-// live on there, counting against the client's session limit.
+// shortly, and is no refusal of the close; the close waits for its ack too
+// (as long as its caller waits) — else the closed session would live on
+// there for a TTL, counting against the client's session limit.
 func TestSessionCloseRetriedAtACopyingMember(t *testing.T) {
 	p := newEpochPair(t)
 	c := p.client(t, p.one)
@@ -178,11 +179,16 @@ func TestSessionCloseRetriedAtACopyingMember(t *testing.T) {
 	}
 	require.Equal(t, []wire.ServerID{4}, to, "the copying member is asked again, the removed one never")
 	require.Equal(t, op, req)
-	var released bool
-	for _, s := range []wire.ServerID{0, 1, 4} {
+	released := func(s wire.ServerID) bool {
 		for _, ev := range c.Step(now, s, &wire.Message{Ack: &wire.Ack{Req: op}}).Events {
-			released = released || ev.Op == op
+			if ev.Op == op {
+				return true
+			}
 		}
+		return false
 	}
-	require.True(t, released, "q acks of the new epoch end the close")
+	require.False(t, released(0))
+	require.False(t, released(1))
+	require.False(t, released(2), "q acks, but the copying member's is awaited too")
+	require.True(t, released(4), "the copying member's ack ends the close")
 }
