@@ -23,9 +23,15 @@ import (
 
 // Config configures a Client.
 type Config struct {
-	// ClusterFile is the cluster's cluster.yaml (or set Cluster).
+	// ClusterFile is the cluster's cluster.yaml (or set Cluster). The
+	// signed epochs beside it (epochs/, written by bqserver server add,
+	// remove and replace) are read too.
 	ClusterFile string
 	Cluster     *certs.Cluster
+	// Epochs are the cluster's signed epochs after its cluster file, for a
+	// Cluster given in memory (certs.ReadEpochs). Without them a client
+	// learns the newer epochs from the servers (docs/protocol.md change 43).
+	Epochs []crypto.Signed
 	// IdentityFile is the client's key file (or set Identity). With
 	// CreateIdentity, a missing file is created.
 	IdentityFile   string
@@ -165,7 +171,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq: TTL %v is below the minimum 100ms", cfg.TTL)
 	}
 	cluster := cfg.Cluster
-	var epochs []crypto.Signed
+	epochs := cfg.Epochs
 	if cluster == nil {
 		if cfg.ClusterFile == "" {
 			return nil, errors.New("bq: no cluster: set Config.ClusterFile (or BQ_CLUSTER for bqclient)")
@@ -212,7 +218,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if newTransport == nil {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
-				Key: key, Admission: admission, Cluster: c.ID(), Servers: roster.Addresses(nil), CAPool: c.CAPool(), IdentifyServer: roster.ServerByCert, Logger: cfg.Logger,
+				Key: key, Admission: admission, Cluster: c.ID(), Servers: roster.Addresses(nil), CAPool: roster.CAPool(), IdentifyServer: roster.ServerByCert, Logger: cfg.Logger,
 				Observe: cfg.Observe,
 			})
 		}
@@ -488,6 +494,9 @@ func (c *Client) followEpochs() {
 			delete(c.up, id)
 			delete(c.connRefused, id)
 		}
+	}
+	if r, ok := c.tr.(transport.Retrustable); ok {
+		r.SetCAPool(c.roster.CAPool())
 	}
 	if r, ok := c.tr.(transport.Reconfigurable); ok {
 		r.SetServers(addrs)

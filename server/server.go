@@ -189,7 +189,7 @@ func Start(cfg Config) (*Server, error) {
 		ListenAddr:     m.Address,
 		Peers:          s.roster.Addresses(&m.ID),
 		Cert:           m.TLS,
-		CAPool:         c.CAPool(),
+		CAPool:         s.roster.CAPool(),
 		IdentifyServer: s.roster.ServerByCert,
 		AdmitClient:    admit,
 		Limits:         limits,
@@ -520,7 +520,7 @@ type epochCore interface {
 // those no epoch this server deals with names (docs/protocol.md change 43).
 func (s *Server) followEpochs() error {
 	k, ok := s.core.(epochCore)
-	if !ok {
+	if !ok || k.Chain() == nil {
 		return nil
 	}
 	serves, knows := k.Epoch()
@@ -528,9 +528,16 @@ func (s *Server) followEpochs() error {
 		s.serves = serves
 		s.log.Info("serving the cluster's epoch", "epoch", serves)
 	}
-	changed, err := s.roster.Follow(k.Chain(), knows, knows-min(knows, 1), serves)
+	with := []uint64{knows - min(knows, 1)}
+	if keys, _, ok := k.Chain().Keyring(serves); ok && keys.Key(s.Material.ID) != nil {
+		with = append(with, serves) // a sealed member hands its state to the next epoch's
+	}
+	changed, err := s.roster.Follow(k.Chain(), knows, with...)
 	if err != nil || !changed {
 		return err
+	}
+	if r, ok := s.transport.(transport.Retrustable); ok {
+		r.SetCAPool(s.roster.CAPool()) // a rotation's next CA issued the newer members' certificates
 	}
 	if r, ok := s.transport.(transport.Reconfigurable); ok {
 		r.SetServers(s.roster.Addresses(&s.Material.ID))

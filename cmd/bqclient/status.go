@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -87,7 +88,11 @@ func dialObserver(ctx context.Context, g *globals) (*bq.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := bq.Config{Cluster: cl, IdentityFile: g.identity, Observe: true}
+	epochs, err := certs.ReadEpochs(filepath.Dir(g.cluster))
+	if err != nil {
+		return nil, err
+	}
+	cfg := bq.Config{Cluster: cl, Epochs: epochs, IdentityFile: g.identity, Observe: true}
 	if _, err := os.Stat(g.identity); errors.Is(err, fs.ErrNotExist) {
 		if cl.Closed() {
 			return nil, &failure{Code: exitNotPermitted, Msg: fmt.Sprintf(

@@ -108,10 +108,18 @@ func operatorStatus(ctx context.Context, dir, lock string) (*operatorReport, err
 	}
 	rep := &operatorReport{}
 	rep.expiry = append(rep.expiry, expiry{"cluster CA", cl.CA.NotAfter})
-	for _, s := range cl.Servers {
+	chain, members, _, err := cl.Newest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if ca, since := cl.CAInForce(chain); since > 0 {
+		rep.expiry = append(rep.expiry, expiry{fmt.Sprintf("cluster CA of epoch %d", since), ca.NotAfter})
+	}
+	for _, s := range members.Servers {
 		rep.expiry = append(rep.expiry, expiry{fmt.Sprintf("server %d certificate", s.ID), s.Cert.NotAfter})
 	}
-	cfg := bq.Config{Cluster: cl, Observe: true}
+	epochs := chain.Since(0)
+	cfg := bq.Config{Cluster: cl, Epochs: epochs, Observe: true}
 	if cl.Closed() {
 		ca, err := certs.LoadClientCA(dir)
 		if err != nil {
