@@ -294,7 +294,7 @@ It succeeds once a quorum of servers acknowledged; exit 5 otherwise.`,
 			fmt.Fprintf(stdout, "revoked %q (client id %s), recorded in %s\n", body.Name, body.Client.Hex()[:16], dir)
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			acked, err := sendRevocation(ctx, ca, signed)
+			acked, err := sendRevocation(ctx, dir, ca, signed)
 			if err != nil {
 				return &cli.Exit{Code: 1, Msg: err.Error()}
 			}
@@ -323,7 +323,7 @@ const operatorPattern = ".bq-operator"
 // sendRevocation hands a revocation to every server of the cluster over an
 // identity it enrolls for ten minutes, and returns the servers that
 // acknowledged it before ctx ended (they persisted it first).
-func sendRevocation(ctx context.Context, ca *certs.ClientCA, signed crypto.Signed) ([]wire.ServerID, error) {
+func sendRevocation(ctx context.Context, dir string, ca *certs.ClientCA, signed crypto.Signed) ([]wire.ServerID, error) {
 	c := ca.Cluster
 	key, err := crypto.GenerateKey(c.Scheme, rand.Reader)
 	if err != nil {
@@ -333,19 +333,23 @@ func sendRevocation(ctx context.Context, ca *certs.ClientCA, signed crypto.Signe
 	if err != nil {
 		return nil, err
 	}
+	_, members, pool, err := c.Newest(dir)
+	if err != nil {
+		return nil, err
+	}
 	tr, err := transport.DialClient(transport.ClientConfig{
-		Key: key, Admission: &adm, Cluster: c.ID(), Servers: c.Addresses(), CAPool: c.CAPool(), IdentifyServer: c.ServerByCert,
+		Key: key, Admission: &adm, Cluster: c.ID(), Servers: members.Addresses(), CAPool: pool, IdentifyServer: members.ByCert,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return nil, err
 	}
 	defer tr.Close()
-	for _, s := range c.Servers {
+	for _, s := range members.Servers {
 		_ = tr.Send(wire.ServerPeer(s.ID), &wire.Message{Revoke: &wire.Revoke{Req: uint64(s.ID) + 1, Revocation: signed}})
 	}
 	acked := map[wire.ServerID]bool{}
-	for len(acked) < c.N {
+	for len(acked) < len(members.Servers) {
 		select {
 		case <-ctx.Done():
 			return sortedIDs(acked), nil

@@ -39,7 +39,7 @@ server, 'dev' a whole local cluster for trying bq out.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
-	root.AddCommand(initCmd(stdout, stderr), runCmd(stderr), devCmd(stdout, stderr), clientCmd(stdout, stderr), serverCmd(stdout), settingsCmd(stdout), statusCmd(stdout), &cobra.Command{
+	root.AddCommand(initCmd(stdout, stderr), runCmd(stderr), devCmd(stdout, stderr), clientCmd(stdout, stderr), serverCmd(stdout), caCmd(stdout), settingsCmd(stdout), statusCmd(stdout), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of bqserver, its commit, Go and the protocol",
 		Args:  cli.NoArgs,

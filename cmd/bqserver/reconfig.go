@@ -143,7 +143,7 @@ func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change)
 	if o.timeout <= 0 {
 		return cli.Usagef("--timeout must be > 0")
 	}
-	if ch.Remove != nil || ch.Add {
+	if ch.Remove != nil || ch.Add || ch.RotateCA {
 		p, err := certs.PlanChange(o.dir, ch, time.Now(), rand.Reader)
 		if err != nil {
 			return &cli.Exit{Code: 1, Msg: err.Error()}
@@ -180,6 +180,10 @@ func describePlan(w io.Writer, dir string, p *certs.Plan) {
 			fmt.Fprintf(w, "server %d (%s) leaves: once the new epoch is served, stop it and destroy %s\n", m.ID, m.Address, certs.ServerDir(dir, int(m.ID)))
 		}
 	}
+	if ca := p.NextCA; ca != nil {
+		fmt.Fprintf(w, "the cluster CA is now %q (valid until %s), its key in %s; epochs after %d are signed by it and new servers get its certificates; members keep theirs (issued by the old CA) until replaced\n",
+			ca.Cert.Subject.CommonName, ca.Cert.NotAfter.Format(time.DateOnly), filepath.Join(dir, certs.CADirName, certs.CAKeyFile), p.Next.Number)
+	}
 	if a := p.Added; a != nil {
 		fmt.Fprintf(w, "server %d is new, at %s: copy %s, %s/ and %s/ to its machine and start it there:\n  bqserver run --dir %s --id %d\n",
 			a.Entry.ID, a.Entry.Address, filepath.Join(dir, certs.ClusterFileName), filepath.Join(dir, certs.EpochsDirName),
@@ -212,12 +216,8 @@ func pushEpochs(ctx context.Context, dir string) (*pushed, error) {
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := certs.ReadEpochs(dir)
+	chain, _, err := cl.ChainIn(dir)
 	if err != nil {
-		return nil, err
-	}
-	chain := cl.Chain()
-	if _, err := chain.Extend(epochs); err != nil {
 		return nil, err
 	}
 	n := chain.Number()
@@ -250,7 +250,7 @@ func pushEpochs(ctx context.Context, dir string) (*pushed, error) {
 		adm = &signed
 	}
 	tr, err := transport.DialClient(transport.ClientConfig{
-		Key: key, Admission: adm, Cluster: cl.ID(), Servers: all.Addresses(), CAPool: cl.CAPool(), IdentifyServer: all.ByCert,
+		Key: key, Admission: adm, Cluster: cl.ID(), Servers: all.Addresses(), CAPool: cl.CAPoolOf(chain), IdentifyServer: all.ByCert,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -361,4 +361,34 @@ func (r *pushed) print(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", l.id, l.address, l.role, l.state)
 	}
 	_ = tw.Flush()
+}
+
+func caCmd(stdout io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ca",
+		Short: "Rotate the cluster CA",
+	}
+	cmd.AddCommand(caRotateCmd(stdout))
+	return cmd
+}
+
+func caRotateCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	cmd := &cobra.Command{
+		Use:   "rotate --dir DIR",
+		Short: "Make a new cluster CA and hand the cluster over to it",
+		Long: `Make a new cluster CA and sign, with the old one, the next epoch naming it (the same members):
+every later epoch is signed by the new CA, and every server added after it gets a certificate of
+the new CA. The new key takes the place of the old in DIR/ca/ca.key; the old key is gone. The
+servers and clients trust both CAs: a member's certificate issued by the old CA stays valid to
+its end. To retire the old CA entirely (it expires, or its key leaked), replace each member with
+'bqserver server replace' after the rotation.`,
+		Example: `  bqserver ca rotate --dir /etc/bq`,
+		Args:    cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), stdout, certs.Change{RotateCA: true})
+		},
+	}
+	o.flags(cmd, false)
+	return cmd
 }

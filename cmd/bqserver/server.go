@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -146,15 +147,7 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 	if err != nil {
 		return nil, err
 	}
-	epochs, err := certs.ReadEpochs(dir)
-	if err != nil {
-		return nil, err
-	}
-	chain := cl.Chain()
-	if _, err := chain.Extend(epochs); err != nil {
-		return nil, fmt.Errorf("%s does not continue %s: %w", filepath.Join(dir, certs.EpochsDirName), certs.ClusterFileName, err)
-	}
-	members, err := cl.MembersOf(chain, chain.Number())
+	chain, members, pool, err := cl.Newest(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +155,7 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 	if b := chain.Current(); b != nil {
 		l.Epoch, l.N, l.F, l.Q = b.Number, b.N(), int(b.F), b.Quorum()
 	}
-	states, noAdmission, err := probeServers(ctx, dir, cl, members)
+	states, noAdmission, err := probeServers(ctx, dir, cl, members, pool)
 	l.noAdmission = noAdmission
 	if err != nil {
 		return nil, err
@@ -251,7 +244,7 @@ type probe struct{ state, detail string }
 // an admission certificate enrolled for ten minutes with dir's client CA
 // key, as bqserver status does; without the key (noAdmission says why) the
 // servers refuse it, which still shows they are up.
-func probeServers(ctx context.Context, dir string, cl *certs.Cluster, members certs.Members) (_ map[wire.ServerID]probe, noAdmission string, _ error) {
+func probeServers(ctx context.Context, dir string, cl *certs.Cluster, members certs.Members, pool *x509.CertPool) (_ map[wire.ServerID]probe, noAdmission string, _ error) {
 	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
 	if err != nil {
 		return nil, "", err
@@ -270,7 +263,7 @@ func probeServers(ctx context.Context, dir string, cl *certs.Cluster, members ce
 		}
 	}
 	tr, err := transport.DialClient(transport.ClientConfig{
-		Key: key, Admission: adm, Observe: true, Cluster: cl.ID(), Servers: members.Addresses(), CAPool: cl.CAPool(), IdentifyServer: members.ByCert,
+		Key: key, Admission: adm, Observe: true, Cluster: cl.ID(), Servers: members.Addresses(), CAPool: pool, IdentifyServer: members.ByCert,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
