@@ -14,9 +14,10 @@ import (
 
 // Reconfiguration between real processes (docs/protocol.md change 43, issue
 // 28): a member is replaced while three shell loops take a fenced lock; the
-// removed one, killed with -9 and restarted with its old material, serves
-// nothing; a client started afterwards with the old cluster file alone
-// still locks.
+// cluster CA is rotated and another member replaced under the new CA; the
+// first removed one, killed with -9 and restarted with its old material,
+// serves nothing; a client started afterwards with the old cluster file
+// alone still locks.
 func TestReplaceUnderLockLoops(t *testing.T) {
 	dir := initCluster(t, 4)
 	servers := runServers(t, dir, 4)
@@ -35,6 +36,21 @@ func TestReplaceUnderLockLoops(t *testing.T) {
 	s4 := start(t, "s4", nil, bin("bqserver"), "run", "--dir", dir, "--id", "4")
 	s4.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
 	waitHoldings(t, loops, loops.holdings()+10)
+
+	// A CA rotation, then a member replaced under the new CA: every server
+	// and client trusts the new member's certificate of the new CA.
+	out, code = runCLI(t, "bqserver", "ca", "rotate", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "the cluster CA is now")
+	out, code = runCLI(t, "bqserver", "server", "replace", "0", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "server 5 is new")
+	s5 := start(t, "s5", nil, bin("bqserver"), "run", "--dir", dir, "--id", "5")
+	s5.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+	waitHoldings(t, loops, loops.holdings()+10)
+	out, code = runCLI(t, "bqserver", "server", "list", "--dir", dir, "--timeout", "5s")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "epoch 3; n=4 f=1 q=3; 4 of 4 servers reachable")
 
 	// The removed member, killed and restarted with its old material, is
 	// sealed: it serves nothing, and the loops never notice.

@@ -305,7 +305,11 @@ var Catalogue = []Mutant{
 	{"plan-reuses-id", "change 43: a new member takes the next id never used", "certs/reconfig.go",
 		"id := maxID(c, chain) + 1", "id := wire.ServerID(len(next.Members))"},
 	{"f-does-not-follow-n", "change 43: server add and remove let f follow n", "certs/reconfig.go",
-		"if ch.Remove == nil || !ch.Add {", "if false {"},
+		"if ch.Remove == nil && ch.Add || ch.Remove != nil && !ch.Add {", "if false {"},
+	{"closed-session-restarted", "change 43: the end of a copy starts no session its client closed afresh", "detector/copy.go",
+		"if !l.suspected && !l.closed {", "if !l.suspected {"},
+	{"ca-rotation-changes-members", "change 43: a CA rotation changes no member", "certs/reconfig.go",
+		"if ch.Add || ch.Remove != nil {\n\t\t\treturn nil, fmt.Errorf(\"certs: a CA rotation changes no member", "if false {\n\t\t\treturn nil, fmt.Errorf(\"certs: a CA rotation changes no member"},
 	{"roster-keeps-removed", "change 43: a runtime's roster names no server of an epoch it no longer deals with", "certs/epochs.go",
 		"\tfor _, e := range append(with, knows) {", "\tfor _, e := range append(with, knows, 0) {"},
 
