@@ -232,3 +232,41 @@ func (m *matcher) step(i, j int) bool {
 		return j < len(s) && p[i] == s[j] && m.at(i+1, j+1)
 	}
 }
+
+// VerifyAdmissionAny verifies an admission certificate signed by any of the
+// client CAs cas (change 43: a client-CA rotation lists the old and the new
+// until every client is renewed).
+func VerifyAdmissionAny(cas []*crypto.Parsed, cluster ClusterID, s crypto.Signed) (*AdmissionBody, error) {
+	var first error
+	for _, ca := range cas {
+		b, err := VerifyAdmission(ca, cluster, s)
+		if err == nil {
+			return b, nil
+		}
+		if first == nil || strings.Contains(first.Error(), "not signed by") {
+			first = err // the most telling: a malformed certificate, another cluster's
+		}
+	}
+	if first == nil {
+		return nil, invalid("this cluster has no client CA")
+	}
+	return nil, first
+}
+
+// VerifyRevocationAny verifies a revocation signed by any of the client CAs cas.
+func VerifyRevocationAny(cas []*crypto.Parsed, cluster ClusterID, s crypto.Signed) (*RevocationBody, error) {
+	var first error
+	for _, ca := range cas {
+		r, err := VerifyRevocation(ca, cluster, s)
+		if err == nil {
+			return r, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		return nil, invalid("this cluster has no client CA")
+	}
+	return nil, first
+}

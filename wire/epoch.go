@@ -42,7 +42,9 @@ type EpochBody struct {
 	Prev    [32]byte      `cbor:"3,keyasint"`
 	Members []EpochMember `cbor:"4,keyasint"` // ids ascending
 	F       uint16        `cbor:"5,keyasint"`
-	// ClientCAs are the client CA keys in force (none: an open cluster).
+	// ClientCAs are the client CA keys in force (none: an open cluster's;
+	// an epoch cannot open a closed cluster, whose servers then admit no
+	// client).
 	ClientCAs []crypto.PublicKey `cbor:"6,keyasint,omitempty"`
 	// NextCA, if set, is the DER certificate of the cluster CA that signs
 	// every epoch after this one (a CA rotation).
@@ -201,6 +203,37 @@ func (c *Chain) Body(e uint64) *EpochBody {
 		return nil
 	}
 	return c.epochs[e-1].body
+}
+
+// ClientCAs are the client CAs in force — the newest epoch's list, or
+// first (the cluster file's) if no epoch is held — and every client CA the
+// chain ever named, first included (change 43): an admission certificate
+// is valid under one in force; a revocation, which only ever takes rights
+// away, under any.
+func (c *Chain) ClientCAs(first *crypto.Parsed) (inForce, ever []*crypto.Parsed) {
+	if first != nil {
+		inForce, ever = []*crypto.Parsed{first}, []*crypto.Parsed{first}
+	}
+	seen := map[[32]byte]bool{}
+	if first != nil {
+		seen[first.Wire.Fingerprint()] = true
+	}
+	for e := uint64(1); e <= c.Number(); e++ {
+		b := c.epochs[e-1].body
+		inForce = inForce[:0:0]
+		for _, k := range b.ClientCAs {
+			p, err := k.Parse()
+			if err != nil {
+				panic(fmt.Sprintf("wire: a verified epoch holds an unparsable client CA: %v", err)) // check() parsed it
+			}
+			inForce = append(inForce, p)
+			if !seen[k.Fingerprint()] {
+				seen[k.Fingerprint()] = true
+				ever = append(ever, p)
+			}
+		}
+	}
+	return inForce, ever
 }
 
 // Keyring returns the keyring of epoch e — its members' keys by id, named
