@@ -61,9 +61,15 @@ type ClientCA struct {
 	Cluster *Cluster
 	Key     *crypto.PrivateKey
 	dir     string
+	// inForce admit, ever revoke: the client CAs of the cluster's chain
+	// (change 43: a rotation lists the old and the new until every client
+	// is renewed).
+	inForce, ever []*crypto.Parsed
 }
 
-// LoadClientCA reads the cluster file and the client CA key of the cluster in dir.
+// LoadClientCA reads the cluster file, its epochs and the client CA key of
+// the cluster in dir: the newest client CA in force (DIR/ca/client-ca.key,
+// or the key a rotation left beside it).
 func LoadClientCA(dir string) (*ClientCA, error) {
 	c, err := LoadCluster(filepath.Join(dir, ClusterFileName))
 	if err != nil {
@@ -72,20 +78,38 @@ func LoadClientCA(dir string) (*ClientCA, error) {
 	if !c.Closed() {
 		return nil, fmt.Errorf("certs: the cluster in %s is open (its cluster file has no client_ca): it admits any key, so there is nothing to enroll or revoke", dir)
 	}
-	path := filepath.Join(dir, CADirName, ClientCAKeyFile)
-	data, err := readPrivate(path, true)
+	chain, _, err := c.ChainIn(dir)
 	if err != nil {
 		return nil, err
 	}
-	k, err := parseSigningKey(data)
-	if err != nil {
-		return nil, fmt.Errorf("certs: %s: %v", path, err)
+	inForce, ever := chain.ClientCAs(c.ClientCA)
+	var errs []error
+	for _, name := range []string{ClientCAKeyFile, clientCANextKeyFile} {
+		path := filepath.Join(dir, CADirName, name)
+		if _, err := os.Stat(path); name == clientCANextKeyFile && err != nil {
+			break
+		}
+		data, err := readPrivate(path, true)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		k, err := parseSigningKey(data)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("certs: %s: %v", path, err))
+			continue
+		}
+		if len(inForce) > 0 && k.Public.ID == inForce[len(inForce)-1].ID {
+			return &ClientCA{Cluster: c, Key: k, dir: dir, inForce: inForce, ever: ever}, nil
+		}
+		errs = append(errs, fmt.Errorf("certs: %s is not the key of the newest client CA in force", path))
 	}
-	if k.Public.ID != c.ClientCA.ID {
-		return nil, fmt.Errorf("certs: %s is not the key of the cluster file's client_ca", path)
-	}
-	return &ClientCA{Cluster: c, Key: k, dir: dir}, nil
+	return nil, errors.Join(errs...)
 }
+
+// clientCANextKeyFile holds a rotation's next client CA key until its
+// epoch is written.
+const clientCANextKeyFile = "client-ca-next.key"
 
 // CheckClientName reports whether name can name an enrolled client: 1..64
 // letters, digits, '-', '_', '.' or '@', not starting with '.'.
@@ -211,7 +235,7 @@ func (ca *ClientCA) Revoke(name string, now time.Time) (crypto.Signed, *wire.Rev
 		if err != nil {
 			return crypto.Signed{}, nil, fmt.Errorf("certs: %s: %v", revPath, err)
 		}
-		r, err := wire.VerifyRevocation(ca.Cluster.ClientCA, ca.Cluster.ID(), s)
+		r, err := wire.VerifyRevocationAny(ca.ever, ca.Cluster.ID(), s)
 		if err != nil {
 			return crypto.Signed{}, nil, fmt.Errorf("certs: %s: %v", revPath, err)
 		}
@@ -254,11 +278,39 @@ func (ca *ClientCA) enrolled(name string) (*wire.AdmissionBody, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certs: %s: %v", path, err)
 	}
-	b, err := wire.VerifyAdmission(ca.Cluster.ClientCA, ca.Cluster.ID(), s)
+	b, err := wire.VerifyAdmissionAny(ca.ever, ca.Cluster.ID(), s)
 	if err != nil {
 		return nil, fmt.Errorf("certs: %s: %v", path, err)
 	}
 	return b, nil
+}
+
+// NotRenewed lists the enrolled clients, neither revoked nor expired at
+// now, whose recorded certificate an older client CA than the newest in
+// force signed: a retirement of the older CAs would lock them out.
+func (ca *ClientCA) NotRenewed(now time.Time) ([]string, error) {
+	ens, err := ca.Enrollments()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, en := range ens {
+		if en.Revoked != nil || en.Admission.ValidAt(now) != nil {
+			continue
+		}
+		data, err := readLimited(filepath.Join(ca.dir, ClientsDirName, en.Name+".cert"), maxKeyFileSize)
+		if err != nil {
+			return nil, fmt.Errorf("certs: %w", err)
+		}
+		s, err := ParseAdmission(data)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := wire.VerifyAdmission(ca.Key.Public, ca.Cluster.ID(), s); err != nil {
+			out = append(out, en.Name)
+		}
+	}
+	return out, nil
 }
 
 // Enrollment is one client of the operator's record.
@@ -307,7 +359,7 @@ func (ca *ClientCA) revoked(name string) (crypto.Signed, *wire.RevocationBody, e
 	if err != nil {
 		return crypto.Signed{}, nil, err
 	}
-	r, err := wire.VerifyRevocation(ca.Cluster.ClientCA, ca.Cluster.ID(), s)
+	r, err := wire.VerifyRevocationAny(ca.ever, ca.Cluster.ID(), s)
 	return s, r, err
 }
 

@@ -33,6 +33,13 @@ type Change struct {
 	// RotateCA makes a new cluster CA, named by the next epoch (the same
 	// members), which signs every epoch after it; alone.
 	RotateCA bool
+	// RotateClientCA makes a new client CA, listed by the next epoch beside
+	// the ones in force: it enrolls and renews from then on, and clients of
+	// the old ones are still admitted until RetireClientCAs. Alone.
+	RotateClientCA bool
+	// RetireClientCAs lists only the newest client CA in the next epoch:
+	// admission certificates of the older ones are refused from then on.
+	RetireClientCAs bool
 }
 
 // Plan is the next epoch, signed, and what it needs written.
@@ -42,6 +49,8 @@ type Plan struct {
 	Signed crypto.Signed
 	Added  *NewMember // nil if the change adds no one
 	NextCA *CA        // the rotation's new CA, nil if none
+	// NextClientCA is a client-CA rotation's new key, nil if none.
+	NextClientCA *crypto.PrivateKey
 }
 
 // PlanChange makes the next epoch of the cluster in dir for ch, signed with
@@ -79,6 +88,32 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 		next.Members = slices.Delete(next.Members, i, i+1)
 	}
 	p := &Plan{Before: before, Next: next}
+	if (ch.RotateClientCA || ch.RetireClientCAs) && (ch.Add || ch.Remove != nil || ch.RotateCA || ch.RotateClientCA && ch.RetireClientCAs) {
+		return nil, fmt.Errorf("certs: a client-CA rotation or retirement is a change of its own")
+	}
+	if ch.RotateClientCA {
+		if !c.Closed() {
+			return nil, fmt.Errorf("certs: the cluster is open (no client CA): there is no client CA to rotate")
+		}
+		if len(next.ClientCAs) >= wire.MaxClientCAs {
+			return nil, fmt.Errorf("certs: epoch %d lists %d client CAs already (at most %d): renew the clients and retire the old ones first (bqserver ca retire-clients)",
+				before.Number, len(next.ClientCAs), wire.MaxClientCAs)
+		}
+		if p.NextClientCA, err = crypto.GenerateKey(c.Scheme, rand); err != nil {
+			return nil, err
+		}
+		next.ClientCAs = append(slices.Clone(next.ClientCAs), p.NextClientCA.Public.Wire)
+	}
+	if ch.RetireClientCAs {
+		cur, err := LoadClientCA(dir)
+		if err != nil {
+			return nil, err
+		}
+		if len(next.ClientCAs) == 1 {
+			return nil, fmt.Errorf("certs: epoch %d lists one client CA only: there is nothing to retire", before.Number)
+		}
+		next.ClientCAs = []crypto.PublicKey{cur.Key.Public.Wire}
+	}
 	if ch.RotateCA {
 		if ch.Add || ch.Remove != nil {
 			return nil, fmt.Errorf("certs: a CA rotation changes no member: rotate, then add, remove or replace")
@@ -150,8 +185,22 @@ func (p *Plan) Write(dir string) error {
 			return w.err
 		}
 	}
+	nextClient := filepath.Join(dir, CADirName, clientCANextKeyFile)
+	if p.NextClientCA != nil {
+		_ = os.Remove(nextClient)
+		w := &writer{}
+		w.file(nextClient, encodeSigningKey(p.NextClientCA), 0o600)
+		if w.err != nil {
+			return w.err
+		}
+	}
 	if err := WriteEpoch(dir, p.Next.Number, p.Signed); err != nil {
 		return err
+	}
+	if p.NextClientCA != nil {
+		if err := os.Rename(nextClient, filepath.Join(dir, CADirName, ClientCAKeyFile)); err != nil {
+			return fmt.Errorf("certs: the epoch listing the new client CA is written, but its key stays in %s: %w", nextClient, err)
+		}
 	}
 	if p.NextCA != nil {
 		if err := os.Rename(next, filepath.Join(dir, CADirName, CAKeyFile)); err != nil {

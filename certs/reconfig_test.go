@@ -199,3 +199,76 @@ func TestRotateTheClusterCA(t *testing.T) {
 	_, err = chain.Extend([]crypto.Signed{forged})
 	require.ErrorContains(t, err, "not signed by the cluster CA in force")
 }
+
+// docs/protocol.md change 43, key lifecycle: the client CA rotates by an
+// epoch listing the old and the new; the new one enrolls, renews and
+// revokes from then on, certificates of both admit until the old is
+// retired by an epoch listing the new alone, and a revocation of any CA
+// ever listed stays valid.
+func TestRotateTheClientCA(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	c, err := Init(InitOptions{Dir: dir, Servers: 4, Closed: true}, now, rand.Reader)
+	require.NoError(t, err)
+	enroll := func(ca *ClientCA, name string) crypto.Signed {
+		k, err := crypto.GenerateKey(c.Scheme, rand.Reader)
+		require.NoError(t, err)
+		s, _, err := ca.Enroll(EnrollOptions{Name: name, Key: k.Public, Record: true}, now, rand.Reader)
+		require.NoError(t, err)
+		return s
+	}
+	old, err := LoadClientCA(dir)
+	require.NoError(t, err)
+	a := enroll(old, "a")
+
+	p, err := PlanChange(dir, Change{RotateClientCA: true}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	require.Len(t, p.Next.ClientCAs, 2)
+	cur, err := LoadClientCA(dir)
+	require.NoError(t, err)
+	require.NotEqual(t, old.Key.Public.ID, cur.Key.Public.ID, "the new key took the old one's place")
+	b := enroll(cur, "b")
+	chain, _, err := c.ChainIn(dir)
+	require.NoError(t, err)
+	inForce, _ := chain.ClientCAs(c.ClientCA)
+	for _, s := range []crypto.Signed{a, b} {
+		_, err := wire.VerifyAdmissionAny(inForce, c.ID(), s)
+		require.NoError(t, err, "both CAs admit until the old is retired")
+	}
+	rev, _, err := cur.Revoke("a", now)
+	require.NoError(t, err, "the new CA revokes a client the old one enrolled")
+
+	_, err = PlanChange(dir, Change{RotateClientCA: true, Add: true}, now, rand.Reader)
+	require.ErrorContains(t, err, "a change of its own")
+	stale, err := cur.NotRenewed(now)
+	require.NoError(t, err)
+	require.Empty(t, stale, "a, enrolled by the old CA, is revoked")
+	enroll(old, "c") // as an operator with the old key might
+	stale, err = cur.NotRenewed(now)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c"}, stale)
+	p, err = PlanChange(dir, Change{RetireClientCAs: true}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	chain, _, err = c.ChainIn(dir)
+	require.NoError(t, err)
+	inForce, ever := chain.ClientCAs(c.ClientCA)
+	require.Len(t, inForce, 1)
+	_, err = wire.VerifyAdmissionAny(inForce, c.ID(), a)
+	require.ErrorContains(t, err, "not signed by", "the retired CA admits no one")
+	_, err = wire.VerifyAdmissionAny(inForce, c.ID(), b)
+	require.NoError(t, err)
+	_, err = wire.VerifyRevocationAny(ever, c.ID(), rev)
+	require.NoError(t, err)
+	_, err = PlanChange(dir, Change{RetireClientCAs: true}, now, rand.Reader)
+	require.ErrorContains(t, err, "nothing to retire")
+
+	for range wire.MaxClientCAs - 1 {
+		p, err = PlanChange(dir, Change{RotateClientCA: true}, now, rand.Reader)
+		require.NoError(t, err)
+		require.NoError(t, p.Write(dir))
+	}
+	_, err = PlanChange(dir, Change{RotateClientCA: true}, now, rand.Reader)
+	require.ErrorContains(t, err, "retire the old ones first")
+}
