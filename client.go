@@ -211,7 +211,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			admission = id.Admission
 		}
 	}
-	if err := checkAdmission(cluster, key, admission, cfg.IdentityFile); err != nil {
+	chain := cluster.Chain()
+	if _, err := chain.Extend(epochs); err != nil {
+		return nil, fmt.Errorf("bq: the epochs given do not continue the cluster file: %w", err)
+	}
+	clientCAs, _ := chain.ClientCAs(cluster.ClientCA)
+	if err := checkAdmission(cluster, clientCAs, key, admission, cfg.IdentityFile); err != nil {
 		return nil, err
 	}
 	newTransport := cfg.newTransport

@@ -165,7 +165,7 @@ func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
 // checkAdmission fails at once, with what to do, when a closed cluster
 // would refuse the identity anyway: no admission certificate, one of
 // another key or CA, or one out of its validity (docs/protocol.md change 23).
-func checkAdmission(c *certs.Cluster, key *crypto.PrivateKey, admission *crypto.Signed, file string) error {
+func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.PrivateKey, admission *crypto.Signed, file string) error {
 	if !c.Closed() {
 		return nil
 	}
@@ -184,7 +184,7 @@ func checkAdmission(c *certs.Cluster, key *crypto.PrivateKey, admission *crypto.
 		return refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
 			c.Name, where, wire.ClientID(key.Public.ID).Hex()[:16], pub, where)
 	}
-	b, err := wire.VerifyAdmission(c.ClientCA, c.ID(), *admission)
+	b, err := wire.VerifyAdmissionAny(clientCAs, c.ID(), *admission)
 	if err != nil {
 		return refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
 	}

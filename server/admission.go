@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bq-lock/bq/certs"
@@ -17,6 +18,8 @@ import (
 type admission struct {
 	cluster *certs.Cluster
 	now     func() time.Time
+	// cas are the client CAs in force (change 43: the newest epoch's).
+	cas atomic.Pointer[[]*crypto.Parsed]
 
 	mu sync.RWMutex
 	// revoked mirrors the core's revocations.
@@ -27,6 +30,7 @@ type admission struct {
 
 func newAdmission(c *certs.Cluster, revoked []wire.ClientID) *admission {
 	a := &admission{cluster: c, now: time.Now, revoked: make(map[wire.ClientID]bool, len(revoked))}
+	a.setCAs([]*crypto.Parsed{c.ClientCA})
 	for _, id := range revoked {
 		a.revoked[id] = true
 	}
@@ -44,7 +48,7 @@ func (a *admission) admit(c wire.ClientID, admission *crypto.Signed) (*wire.Admi
 	if admission == nil {
 		return nil, errors.New("this cluster is closed and the client showed no admission certificate (an operator enrolls a key with \"bqserver client add\")")
 	}
-	b, err := wire.VerifyAdmission(a.cluster.ClientCA, a.cluster.ID(), *admission)
+	b, err := wire.VerifyAdmissionAny(*a.cas.Load(), a.cluster.ID(), *admission)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +60,9 @@ func (a *admission) admit(c wire.ClientID, admission *crypto.Signed) (*wire.Admi
 	}
 	return b, nil
 }
+
+// setCAs makes cas the client CAs that admit (a client-CA rotation).
+func (a *admission) setCAs(cas []*crypto.Parsed) { a.cas.Store(&cas) }
 
 // revoke stops admitting c.
 func (a *admission) revoke(c wire.ClientID) {

@@ -181,6 +181,7 @@ func Start(cfg Config) (*Server, error) {
 			revoked = r.Revoked()
 		}
 		s.admission = newAdmission(c, revoked)
+		s.admitCAs()
 		admit = s.admission.admit
 	}
 	s.transport, err = transport.ListenServer(transport.ServerConfig{
@@ -516,6 +517,17 @@ type epochCore interface {
 	Epoch() (serves, knows uint64)
 }
 
+// admitCAs gives the door the client CAs in force of the epochs the core
+// knows (a client-CA rotation, change 43).
+func (s *Server) admitCAs() {
+	k, ok := s.core.(epochCore)
+	if !ok || k.Chain() == nil || s.admission == nil {
+		return
+	}
+	inForce, _ := k.Chain().ClientCAs(s.Material.Cluster.ClientCA)
+	s.admission.setCAs(inForce)
+}
+
 // followEpochs dials the servers of a newly adopted epoch and stops dialing
 // those no epoch this server deals with names (docs/protocol.md change 43).
 func (s *Server) followEpochs() error {
@@ -536,6 +548,7 @@ func (s *Server) followEpochs() error {
 	if err != nil || !changed {
 		return err
 	}
+	s.admitCAs()
 	if r, ok := s.transport.(transport.Retrustable); ok {
 		r.SetCAPool(s.roster.CAPool()) // a rotation's next CA issued the newer members' certificates
 	}

@@ -73,7 +73,7 @@ func (k *Core) onRevoke(signed crypto.Signed, e *Effects) error {
 	if k.cfg.ClientCA == nil {
 		return fmt.Errorf("core: this cluster is open (no client CA): there is nothing to revoke")
 	}
-	r, err := wire.VerifyRevocation(k.cfg.ClientCA, k.cfg.Keys.Cluster, signed)
+	r, err := wire.VerifyRevocationAny(k.revocationCAs(), k.cfg.Keys.Cluster, signed)
 	if err != nil {
 		return err
 	}
@@ -132,6 +132,16 @@ func (k *Core) revoke(c wire.ClientID, signed crypto.Signed) {
 	}
 }
 
+// revocationCAs are the client CAs a revocation may be signed by: every one
+// the chain ever named (change 43; a revocation only takes rights away).
+func (k *Core) revocationCAs() []*crypto.Parsed {
+	if k.chain == nil {
+		return []*crypto.Parsed{k.cfg.ClientCA}
+	}
+	_, ever := k.chain.ClientCAs(k.cfg.ClientCA)
+	return ever
+}
+
 // restoreRevocation puts back a persisted revocation.
 func (k *Core) restoreRevocation(v []byte) error {
 	var signed crypto.Signed
@@ -141,7 +151,7 @@ func (k *Core) restoreRevocation(v []byte) error {
 	if k.cfg.ClientCA == nil {
 		return nil // the cluster was opened since: a revocation means nothing
 	}
-	r, err := wire.VerifyRevocation(k.cfg.ClientCA, k.cfg.Keys.Cluster, signed)
+	r, err := wire.VerifyRevocationAny(k.revocationCAs(), k.cfg.Keys.Cluster, signed)
 	if err != nil {
 		return err
 	}
