@@ -143,7 +143,14 @@ func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change)
 	if o.timeout <= 0 {
 		return cli.Usagef("--timeout must be > 0")
 	}
-	if ch.Remove != nil || ch.Add || ch.RotateCA {
+	// The operator's identity, enrolled before the change: a client-CA
+	// rotation replaces the key, and the servers admit the new CA only
+	// once they take the epoch this push brings.
+	op, err := operatorIdentity(o.dir)
+	if err != nil {
+		return &cli.Exit{Code: 1, Msg: err.Error()}
+	}
+	if ch.Remove != nil || ch.Add || ch.RotateCA || ch.RotateClientCA || ch.RetireClientCAs {
 		p, err := certs.PlanChange(o.dir, ch, time.Now(), rand.Reader)
 		if err != nil {
 			return &cli.Exit{Code: 1, Msg: err.Error()}
@@ -155,7 +162,7 @@ func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	r, err := pushEpochs(ctx, o.dir)
+	r, err := pushEpochs(ctx, o.dir, op)
 	if err != nil {
 		return &cli.Exit{Code: 1, Msg: err.Error()}
 	}
@@ -180,6 +187,13 @@ func describePlan(w io.Writer, dir string, p *certs.Plan) {
 			fmt.Fprintf(w, "server %d (%s) leaves: once the new epoch is served, stop it and destroy %s\n", m.ID, m.Address, certs.ServerDir(dir, int(m.ID)))
 		}
 	}
+	if p.NextClientCA != nil {
+		fmt.Fprintf(w, "a new client CA is in force, its key in %s: client add, renew and revoke use it; clients of the older ones are admitted until 'bqserver ca retire-clients'\n",
+			filepath.Join(dir, certs.CADirName, certs.ClientCAKeyFile))
+	}
+	if len(p.Next.ClientCAs) < len(p.Before.ClientCAs) {
+		fmt.Fprintf(w, "the older client CAs are retired: only certificates of the newest admit from epoch %d on\n", p.Next.Number)
+	}
 	if ca := p.NextCA; ca != nil {
 		fmt.Fprintf(w, "the cluster CA is now %q (valid until %s), its key in %s; epochs after %d are signed by it and new servers get its certificates; members keep theirs (issued by the old CA) until replaced\n",
 			ca.Cert.Subject.CommonName, ca.Cert.NotAfter.Format(time.DateOnly), filepath.Join(dir, certs.CADirName, certs.CAKeyFile), p.Next.Number)
@@ -189,6 +203,38 @@ func describePlan(w io.Writer, dir string, p *certs.Plan) {
 			a.Entry.ID, a.Entry.Address, filepath.Join(dir, certs.ClusterFileName), filepath.Join(dir, certs.EpochsDirName),
 			certs.ServerDir(dir, int(a.Entry.ID)), dir, a.Entry.ID)
 	}
+}
+
+// operator is the short-lived identity the operator's push connects with.
+type operator struct {
+	key       *crypto.PrivateKey
+	admission *crypto.Signed // nil on an open cluster
+}
+
+// operatorIdentity makes a key and, on a closed cluster, enrolls it for ten
+// minutes with DIR's client CA, for the operator's pattern only.
+func operatorIdentity(dir string) (*operator, error) {
+	cl, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
+	if err != nil {
+		return nil, err
+	}
+	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	op := &operator{key: key}
+	if cl.Closed() {
+		ca, err := certs.LoadClientCA(dir)
+		if err != nil {
+			return nil, fmt.Errorf("a closed cluster's servers admit the operator's push only with an identity the client CA enrolls: %w", err)
+		}
+		signed, _, err := ca.Enroll(certs.EnrollOptions{Name: "operator", Key: key.Public, Locks: []string{operatorPattern}, Validity: 10 * time.Minute}, time.Now(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		op.admission = &signed
+	}
+	return op, nil
 }
 
 // pushed is what the running servers said of the newest epoch.
@@ -211,7 +257,7 @@ type pushLine struct {
 // pushEpochs shows every server of the newest epoch in dir and of the one
 // before it the chain, and asks each for its epochs until every reachable
 // one knows the newest and the new epoch's quorum serves it, or ctx ends.
-func pushEpochs(ctx context.Context, dir string) (*pushed, error) {
+func pushEpochs(ctx context.Context, dir string, op *operator) (*pushed, error) {
 	cl, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
 	if err != nil {
 		return nil, err
@@ -233,24 +279,8 @@ func pushEpochs(ctx context.Context, dir string) (*pushed, error) {
 		return nil, err
 	}
 	all := before.Union(now)
-	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	var adm *crypto.Signed
-	if cl.Closed() {
-		ca, err := certs.LoadClientCA(dir)
-		if err != nil {
-			return nil, fmt.Errorf("a closed cluster's servers admit the operator's push only with an identity the client CA enrolls: %w", err)
-		}
-		signed, _, err := ca.Enroll(certs.EnrollOptions{Name: "operator", Key: key.Public, Locks: []string{operatorPattern}, Validity: 10 * time.Minute}, time.Now(), rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		adm = &signed
-	}
 	tr, err := transport.DialClient(transport.ClientConfig{
-		Key: key, Admission: adm, Cluster: cl.ID(), Servers: all.Addresses(), CAPool: cl.CAPoolOf(chain), IdentifyServer: all.ByCert,
+		Key: op.key, Admission: op.admission, Cluster: cl.ID(), Servers: all.Addresses(), CAPool: cl.CAPoolOf(chain), IdentifyServer: all.ByCert,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
@@ -366,9 +396,64 @@ func (r *pushed) print(w io.Writer) {
 func caCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ca",
-		Short: "Rotate the cluster CA",
+		Short: "Rotate the cluster CA and the client CA",
 	}
-	cmd.AddCommand(caRotateCmd(stdout))
+	cmd.AddCommand(caRotateCmd(stdout), caRotateClientsCmd(stdout), caRetireClientsCmd(stdout))
+	return cmd
+}
+
+func caRotateClientsCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	cmd := &cobra.Command{
+		Use:   "rotate-clients --dir DIR",
+		Short: "Make a new client CA; the old one still admits its clients until retired",
+		Long: `Make a new client CA and sign the next epoch listing it beside the client CAs in force: from then
+on 'client add', 'renew' and 'revoke' use the new key (DIR/ca/client-ca.key; the old key is gone),
+and the servers admit certificates of both. Renew every client ('bqserver client renew NAME'), then
+retire the old CA with 'bqserver ca retire-clients'. A revocation signed by any client CA the
+cluster ever listed stays valid.`,
+		Example: `  bqserver ca rotate-clients --dir /etc/bq`,
+		Args:    cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), stdout, certs.Change{RotateClientCA: true})
+		},
+	}
+	o.flags(cmd, false)
+	return cmd
+}
+
+func caRetireClientsCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "retire-clients --dir DIR [--force]",
+		Short: "Stop admitting certificates of every client CA but the newest",
+		Long: `Sign the next epoch listing only the newest client CA: the servers refuse admission certificates
+of the older ones from then on. It refuses while an enrolled client (not revoked, not expired) has
+a certificate of an older CA, and names them: renew them first, or pass --force to lock them out.`,
+		Example: `  bqserver ca retire-clients --dir /etc/bq`,
+		Args:    cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.dir == "" {
+				return cli.Usagef("--dir is required")
+			}
+			ca, err := certs.LoadClientCA(o.dir)
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			stale, err := ca.NotRenewed(time.Now())
+			if err != nil {
+				return &cli.Exit{Code: 1, Msg: err.Error()}
+			}
+			if len(stale) > 0 && !force {
+				return &cli.Exit{Code: 1, Msg: fmt.Sprintf("%d enrolled clients still have a certificate of an older client CA: %s; renew each (bqserver client renew NAME --dir %s) or pass --force to lock them out",
+					len(stale), strings.Join(stale, ", "), o.dir)}
+			}
+			return o.run(cmd.Context(), stdout, certs.Change{RetireClientCAs: true})
+		},
+	}
+	o.flags(cmd, false)
+	cmd.Flags().BoolVar(&force, "force", false, "retire even though enrolled clients still hold certificates of an older client CA")
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -132,4 +133,49 @@ func TestGrowFourToSevenThenKillTwo(t *testing.T) {
 	require.NoError(t, os.WriteFile(stop, nil, 0o644))
 	loops.wait(2 * time.Minute)
 	loops.checkTokens()
+}
+
+// The client CA rotates on a running closed cluster: certificates of the
+// old and the new admit until the old is retired; the retirement refuses
+// while a client is not renewed, and once forced, that client is refused
+// and the renewed ones lock.
+func TestRotateTheClientCAOnARunningCluster(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	out, err := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", "4",
+		"--port-base", fmt.Sprint(freePortBase(t, 4))).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	runServers(t, dir, 4)
+	work := t.TempDir()
+	id := func(name string) string { return filepath.Join(work, name+".identity") }
+	lock := func(name string) (string, int) {
+		return runCLI(t, "bqclient", "--cluster", filepath.Join(dir, "cluster.yaml"), "--identity", id(name), "lock", "ci/x", "--", "true")
+	}
+	for _, name := range []string{"x", "z"} {
+		o, code := runCLI(t, "bqserver", "client", "add", name, "--dir", dir, "--out", id(name))
+		require.Equal(t, 0, code, o)
+	}
+	o, code := runCLI(t, "bqserver", "ca", "rotate-clients", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, "a new client CA is in force")
+	o, code = runCLI(t, "bqserver", "client", "add", "y", "--dir", dir, "--out", id("y"))
+	require.Equal(t, 0, code, o)
+	for _, name := range []string{"x", "y", "z"} {
+		o, code := lock(name)
+		require.Equal(t, 0, code, "%s: %s", name, o)
+	}
+
+	o, code = runCLI(t, "bqserver", "client", "renew", "x", "--dir", dir, "--identity", id("x"))
+	require.Equal(t, 0, code, o)
+	o, code = runCLI(t, "bqserver", "ca", "retire-clients", "--dir", dir)
+	require.Equal(t, 1, code, o)
+	require.Contains(t, o, "1 enrolled clients still have a certificate of an older client CA: z")
+	o, code = runCLI(t, "bqserver", "ca", "retire-clients", "--dir", dir, "--force", "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, "the older client CAs are retired")
+	o, code = lock("z")
+	require.Equal(t, 7, code, o)
+	for _, name := range []string{"x", "y"} {
+		o, code := lock(name)
+		require.Equal(t, 0, code, "%s: %s", name, o)
+	}
 }

@@ -310,6 +310,10 @@ var Catalogue = []Mutant{
 		"if !l.suspected && !l.closed {", "if !l.suspected {"},
 	{"ca-rotation-changes-members", "change 43: a CA rotation changes no member", "certs/reconfig.go",
 		"if ch.Add || ch.Remove != nil {\n\t\t\treturn nil, fmt.Errorf(\"certs: a CA rotation changes no member", "if false {\n\t\t\treturn nil, fmt.Errorf(\"certs: a CA rotation changes no member"},
+	{"client-ca-never-retired", "change 43: the client CAs in force are the newest epoch's list: a retired one admits no one", "wire/epoch.go",
+		"\t\tinForce = inForce[:0:0]\n", "\n"},
+	{"client-cas-unbounded", "change 43: a client-CA rotation lists at most MaxClientCAs", "certs/reconfig.go",
+		"if len(next.ClientCAs) >= wire.MaxClientCAs {", "if false {"},
 	{"roster-keeps-removed", "change 43: a runtime's roster names no server of an epoch it no longer deals with", "certs/epochs.go",
 		"\tfor _, e := range append(with, knows) {", "\tfor _, e := range append(with, knows, 0) {"},
 
