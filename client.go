@@ -290,14 +290,15 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		c.mu.Lock()
 		refusal := c.bk.LastRefusal()
 		acked, suspected := c.bk.LeaseAcks()
+		v := c.view()
 		c.mu.Unlock()
 		c.abort()
 		what := fmt.Sprintf("a quorum of the cluster: %d of %d servers answered, need %d (is the cluster running? check %s)",
-			reach, cluster.N, cluster.Quorum, clusterWhere(cfg))
-		if reach >= cluster.Quorum && !cfg.Observe {
+			reach, len(v.ids), v.q, clusterWhere(cfg))
+		if reach >= v.q && !cfg.Observe {
 			// Connected, yet no quorum acknowledged the session: say so.
 			what = fmt.Sprintf("a quorum of the cluster to acknowledge this client's session: %d of %d servers connected, %d acknowledged it and %d suspected it, need %d acknowledgements",
-				reach, cluster.N, acked, suspected, cluster.Quorum)
+				reach, len(v.ids), acked, suspected, v.q)
 		}
 		if refusal != "" {
 			what += "; refused by " + refusal
@@ -467,7 +468,7 @@ func (c *Client) loop(every time.Duration) {
 			case transport.EventRefused:
 				c.log.Warn("a server refused the connection", "server", ev.From.String(), "err", ev.Err)
 				c.connRefused[ev.From.Server] = ev.Err.Error()
-				if n := c.cluster.N; n-len(c.connRefused) < c.cluster.Quorum {
+				if v := c.view(); len(v.ids)-len(c.connRefused) < v.q {
 					kind := bakery.ErrRefused
 					var re *transport.RefusedError
 					if errors.As(ev.Err, &re) && re.Code == wire.ErrCodeNotAllowed {
@@ -480,6 +481,19 @@ func (c *Client) loop(every time.Duration) {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// view is who counts now: the servers of the client's epoch, its f and q
+// (the cluster file's until the client moves, change 43). c.mu must be held.
+type view struct {
+	epoch uint64
+	ids   []wire.ServerID
+	f, q  int
+}
+
+func (c *Client) view() view {
+	ids, f, q := c.bk.Members()
+	return view{epoch: c.bk.Epoch(), ids: ids, f: f, q: q}
 }
 
 // followEpochs dials the members of an epoch the bakery just moved to and

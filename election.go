@@ -144,11 +144,10 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	c.mu.Lock()
 	c.proclaimed[l.e.name] = &proclaimedValue{signed: sp, lead: l}
 	c.mu.Unlock()
-	all := make([]wire.ServerID, c.cluster.N)
-	for i := range all {
-		all[i] = wire.ServerID(i)
-	}
-	if err := c.proclaim(ctx, l, all, sp, c.cluster.Quorum); err != nil {
+	c.mu.Lock()
+	v := c.view()
+	c.mu.Unlock()
+	if err := c.proclaim(ctx, l, v.ids, sp, v.q); err != nil {
 		return err
 	}
 	l.vmu.Lock()
@@ -230,8 +229,11 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(replies) < e.c.cluster.Quorum {
-		what := fmt.Sprintf("a quorum of servers (%d of %d answered, need %d)", len(replies), e.c.cluster.N, e.c.cluster.Quorum)
+	e.c.mu.Lock()
+	v := e.c.view()
+	e.c.mu.Unlock()
+	if len(replies) < v.q {
+		what := fmt.Sprintf("a quorum of servers (%d of %d answered, need %d)", len(replies), len(v.ids), v.q)
 		if ctx.Err() != nil {
 			return nil, gaveUp(ctx, time.Since(began), what, true)
 		}
@@ -241,7 +243,7 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 	for _, r := range replies {
 		rs = append(rs, r)
 	}
-	l, no := bakery.DecideLeader(e.c.cluster.ID(), e.c.cluster.F, e.name, rs)
+	l, no := bakery.DecideLeader(e.c.cluster.ID(), v.f, e.name, rs)
 	if no != nil {
 		return nil, &Error{msg: fmt.Sprintf("bq: election %s: %s", e.name, no.Reason), kinds: []error{ErrNoLeader}}
 	}
@@ -387,7 +389,7 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 	c.mu.Lock()
 	c.nextProclaim++
 	req := proclaimReqBase + c.nextProclaim
-	w := &proclaimWait{ch: make(chan proclaimReply, 4*c.cluster.N)}
+	w := &proclaimWait{ch: make(chan proclaimReply, 4*len(servers))}
 	c.proclaims[req] = w
 	c.mu.Unlock()
 	defer func() {

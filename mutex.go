@@ -171,14 +171,17 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 					return nil, ErrClosed // only Close abandons an attempt it does not wait for itself
 				}
 				if errors.Is(ev.Err, bakery.ErrBusy) && len(ev.Ahead) > 0 {
-					what, _ := describeWait(m.name, bakery.Wait{Phase: "listen", Answered: c.cluster.Quorum, Need: c.cluster.Quorum, Ahead: ev.Ahead}, c.cluster.N)
+					c.mu.Lock()
+					v := c.view()
+					c.mu.Unlock()
+					what, _ := describeWait(m.name, bakery.Wait{Phase: "listen", Answered: v.q, Need: v.q, Ahead: ev.Ahead}, len(v.ids))
 					return nil, &Error{msg: "bq: lock is busy: " + what, kinds: []error{ErrBusy}}
 				}
 				return nil, mapBakeryErr(ev.Err)
 			}
 		case <-ctx.Done():
 			c.mu.Lock()
-			what, servers := describeWait(m.name, c.bk.Waiting(m.name), c.cluster.N)
+			what, servers := describeWait(m.name, c.bk.Waiting(m.name), len(c.view().ids))
 			c.mu.Unlock()
 			m.abandon(events, t)
 			return nil, gaveUp(ctx, time.Since(start), what, servers)
@@ -270,7 +273,7 @@ func (m *Mutex) unlock(ctx context.Context, h *Holding) error {
 			// The Exit is on its way to every server; the name stays busy
 			// here until it completes.
 			c.mu.Lock()
-			what, _ := describeWait(m.name, c.bk.Waiting(m.name), c.cluster.N)
+			what, _ := describeWait(m.name, c.bk.Waiting(m.name), len(c.view().ids))
 			c.mu.Unlock()
 			go m.drain(events, h.turn)
 			return gaveUp(ctx, time.Since(start), "the release of "+what, true)

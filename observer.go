@@ -44,7 +44,7 @@ func (c *Client) observerConnected(s wire.ServerID) {
 			n++
 		}
 	}
-	if n >= c.cluster.Quorum {
+	if n >= c.view().q {
 		c.readyOnce.Do(func() { close(c.leaseReady) })
 	}
 	for _, w := range c.watches {

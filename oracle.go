@@ -187,7 +187,10 @@ func (o *Omega) run(ctx context.Context, lead *Leadership) {
 func (o *Omega) read(ctx context.Context, cand wire.ClientID) *omega.Register {
 	lock := omegaRegister(o.name, cand)
 	replies, err := o.c.statusReplies(ctx, lock, leaderGrace)
-	if err != nil || len(replies) < o.c.cluster.Quorum {
+	o.c.mu.Lock()
+	q := o.c.view().q
+	o.c.mu.Unlock()
+	if err != nil || len(replies) < q {
 		return nil
 	}
 	rs := make([]*wire.StatusReply, 0, len(replies))

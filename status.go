@@ -15,6 +15,9 @@ import (
 
 // Status is the cluster as this client sees it now.
 type Status struct {
+	// Epoch is the cluster's configuration the client is in (0: its
+	// cluster file; docs/protocol.md change 43); N, F and Quorum are its.
+	Epoch        uint64
 	N, F, Quorum int
 	// Reachable is how many servers answered.
 	Reachable int
@@ -92,13 +95,16 @@ const statusReqBase = uint64(1) << 62
 type statusWait struct {
 	ch   chan *wire.StatusReply
 	seen map[wire.ServerID]bool
+	// members are the servers asked: the client's epoch's (change 43);
+	// another's reply counts for nothing.
+	members map[wire.ServerID]bool
 }
 
 // statusReply hands server's reply to the Status call waiting for it, if
 // any. c.mu must be held.
 func (c *Client) statusReply(server wire.ServerID, r *wire.StatusReply) {
 	w := c.status[r.Req]
-	if w == nil || r.Server != server || w.seen[server] {
+	if w == nil || r.Server != server || w.seen[server] || !w.members[server] {
 		return
 	}
 	w.seen[server] = true
@@ -120,7 +126,10 @@ func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.combine(lock, replies), nil
+	c.mu.Lock()
+	v := c.view()
+	c.mu.Unlock()
+	return c.combine(lock, replies, v, c.roster.Addresses(nil)), nil
 }
 
 // statusReplies asks every server for its account of lock and returns the
@@ -132,12 +141,15 @@ func (c *Client) statusReplies(ctx context.Context, lock string, grace time.Dura
 	c.mu.Lock()
 	c.nextStatus++
 	req := statusReqBase + c.nextStatus
-	ch := make(chan *wire.StatusReply, c.cluster.N)
-	c.status[req] = &statusWait{ch: ch, seen: make(map[wire.ServerID]bool, c.cluster.N)}
-	for i := range c.cluster.N {
-		_ = c.tr.Send(wire.ServerPeer(wire.ServerID(i)), &wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
+	v := c.view()
+	w := &statusWait{ch: make(chan *wire.StatusReply, len(v.ids)), seen: make(map[wire.ServerID]bool, len(v.ids)), members: make(map[wire.ServerID]bool, len(v.ids))}
+	c.status[req] = w
+	for _, s := range v.ids {
+		w.members[s] = true
+		_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
 	}
 	c.mu.Unlock()
+	ch := w.ch
 	defer func() {
 		c.mu.Lock()
 		delete(c.status, req)
@@ -146,11 +158,11 @@ func (c *Client) statusReplies(ctx context.Context, lock string, grace time.Dura
 
 	replies := make(map[wire.ServerID]*wire.StatusReply)
 	var graceUp <-chan time.Time
-	for len(replies) < c.cluster.N {
+	for len(replies) < len(v.ids) {
 		select {
 		case r := <-ch:
 			replies[r.Server] = r
-			if grace >= 0 && graceUp == nil && len(replies) >= c.cluster.Quorum {
+			if grace >= 0 && graceUp == nil && len(replies) >= v.q {
 				t := time.NewTimer(grace)
 				defer t.Stop()
 				graceUp = t.C
@@ -166,13 +178,13 @@ func (c *Client) statusReplies(ctx context.Context, lock string, grace time.Dura
 	return replies, nil
 }
 
-func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusReply) *Status {
-	cl := c.cluster
-	st := &Status{N: cl.N, F: cl.F, Quorum: cl.Quorum, Reachable: len(replies)}
-	st.FaultsTolerated = min(cl.F, st.Reachable-cl.Quorum)
-	for i, s := range cl.Servers {
-		_, ok := replies[wire.ServerID(i)]
-		st.Servers = append(st.Servers, ServerStatus{ID: s.ID, Address: s.Address, Reachable: ok})
+// combine makes a Status of the replies of the servers of v (at addrs).
+func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusReply, v view, addrs map[wire.ServerID]string) *Status {
+	st := &Status{Epoch: v.epoch, N: len(v.ids), F: v.f, Quorum: v.q, Reachable: len(replies)}
+	st.FaultsTolerated = min(v.f, st.Reachable-v.q)
+	for _, s := range v.ids {
+		_, ok := replies[s]
+		st.Servers = append(st.Servers, ServerStatus{ID: s, Address: addrs[s], Reachable: ok})
 	}
 	ids := make([]int, 0, len(replies))
 	for s := range replies {
@@ -223,7 +235,7 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 			banned[x]++
 		}
 	}
-	for x, name := range agreedNames(c.cluster.F, ids, replies) {
+	for x, name := range agreedNames(v.f, ids, replies) {
 		if p := best[x]; p != nil {
 			p.Name = name
 		}
@@ -350,7 +362,10 @@ func (c *Client) runOp(ctx context.Context, start func() (uint64, bakery.Effects
 		c.mu.Lock()
 		delete(c.ops, op)
 		c.mu.Unlock()
-		return bakery.Event{}, gaveUp(ctx, time.Since(began), fmt.Sprintf("the servers' answers (%d of %d reachable, need %d)", c.reachable(), c.cluster.N, c.cluster.Quorum), true)
+		c.mu.Lock()
+		v := c.view()
+		c.mu.Unlock()
+		return bakery.Event{}, gaveUp(ctx, time.Since(began), fmt.Sprintf("the servers' answers (%d of %d reachable, need %d)", c.reachable(), len(v.ids), v.q), true)
 	case <-c.closed:
 		return bakery.Event{}, ErrClosed
 	}

@@ -141,9 +141,10 @@ func TestStatusLocksTruncated(t *testing.T) {
 		0: {Server: 0, Locks: []wire.LockSummary{{Name: "a", Members: 1}}},
 		1: {Server: 1, Locks: []wire.LockSummary{{Name: "a", Members: 2}, {Name: "b", Members: 1}}, More: true},
 	}
-	st := c.combine("", replies)
+	v := view{ids: []wire.ServerID{0, 1, 2, 3}, f: 1, q: 3}
+	st := c.combine("", replies, v, cl.Addresses())
 	require.True(t, st.LocksTruncated)
 	require.Equal(t, []LockSummary{{Name: "a", Members: 2}, {Name: "b", Members: 1}}, st.Locks)
 	delete(replies, 1)
-	require.False(t, c.combine("", replies).LocksTruncated)
+	require.False(t, c.combine("", replies, v, cl.Addresses()).LocksTruncated)
 }

@@ -28,6 +28,17 @@ const epochRetry = 100 * time.Millisecond
 // runtime to dial their members. The caller must not change it.
 func (c *Client) Chain() *wire.Chain { return c.chain }
 
+// Members are the servers of the client's epoch, ascending, with its f and
+// q: whose answers count (docs/protocol.md change 43).
+func (c *Client) Members() (ids []wire.ServerID, f, q int) {
+	for i, k := range c.cfg.Keys.Servers {
+		if k != nil {
+			ids = append(ids, wire.ServerID(i))
+		}
+	}
+	return ids, c.cfg.F, c.q
+}
+
 // Epoch is the newest epoch the client knows (0 without a cluster CA).
 func (c *Client) Epoch() uint64 {
 	if c.chain == nil {

@@ -52,6 +52,10 @@ func TestReplaceUnderLockLoops(t *testing.T) {
 	out, code = runCLI(t, "bqserver", "server", "list", "--dir", dir, "--timeout", "5s")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "epoch 3; n=4 f=1 q=3; 4 of 4 servers reachable")
+	st := bqc{t: t, cluster: filepath.Join(dir, "cluster.yaml"), work: t.TempDir()}.run("look.key", "status")
+	require.Equal(t, 0, st.code, st.out+st.err)
+	require.Contains(t, st.out, "epoch 3; servers: 4 of 4 reachable (quorum 3)")
+	require.NotContains(t, st.out, "s2 ", "the removed member is no server of the cluster's status")
 
 	// The removed member, killed and restarted with its old material, is
 	// sealed: it serves nothing, and the loops never notice.

@@ -12,6 +12,9 @@ import (
 
 // PrintStatus writes st for people.
 func PrintStatus(w io.Writer, st *bq.Status) {
+	if st.Epoch > 0 {
+		fmt.Fprintf(w, "epoch %d; ", st.Epoch)
+	}
 	fmt.Fprintf(w, "servers: %d of %d reachable (quorum %d)", st.Reachable, st.N, st.Quorum)
 	switch {
 	case st.FaultsTolerated < 0:
@@ -103,6 +106,7 @@ type jsonLock struct {
 
 // JSONStatus is a Status in the commands' JSON.
 type JSONStatus struct {
+	Epoch           uint64           `json:"epoch"`
 	N               int              `json:"n"`
 	F               int              `json:"f"`
 	Quorum          int              `json:"quorum"`
@@ -125,7 +129,7 @@ func participantJSON(p bq.Participant) jsonParticipant {
 
 // StatusJSON is st for programs.
 func StatusJSON(st *bq.Status) JSONStatus {
-	out := JSONStatus{N: st.N, F: st.F, Quorum: st.Quorum, Reachable: st.Reachable, FaultsTolerated: st.FaultsTolerated, LocksTruncated: st.LocksTruncated}
+	out := JSONStatus{Epoch: st.Epoch, N: st.N, F: st.F, Quorum: st.Quorum, Reachable: st.Reachable, FaultsTolerated: st.FaultsTolerated, LocksTruncated: st.LocksTruncated}
 	for _, s := range st.Servers {
 		out.Servers = append(out.Servers, jsonServer{ID: int(s.ID), Address: s.Address, Reachable: s.Reachable})
 	}
