@@ -299,3 +299,22 @@ func TestMemSetServers(t *testing.T) {
 	s[0].Close()
 	a.SetServers(nil) // harmless
 }
+
+// A cluster CA rotation (change 43): a member's certificate issued by the
+// next CA is refused until the node is given a pool that holds it
+// (SetCAPool), and taken after.
+func TestQUICSetCAPool(t *testing.T) {
+	qc := newQUICCluster(t, 2, Limits{})
+	next := newPKI(t, 0)
+	qc.pki.certs[1] = next.issue(t, 1) // server 1 joined under the next CA
+	both := qc.pki.pool.Clone()
+	both.AddCert(next.ca.Cert)
+	cfg1 := qc.cfg(1)
+	cfg1.CAPool = both
+	s0 := qc.listen(t, qc.cfg(0))
+	qc.listen(t, cfg1)
+	w := watch("s0", s0)
+	qc.sink.wait(t, "cannot connect to server", "s1", "not issued by the cluster CA")
+	s0.(Retrustable).SetCAPool(both)
+	w.next(t, "connected s1 under the pool with the next CA", connected(ServerPeer(1)))
+}
