@@ -34,6 +34,7 @@ var ownTests = map[string]string{
 	"door-window-ignored":          "^TestDoor",
 	"door-revoked-ignored":         "^TestDoor",
 	"hello-unsigned":               "^TestQUICHelloBinding$",
+	"ca-pool-not-swapped":          "^TestQUICSetCAPool$",
 }
 
 // Catalogue is every mutant, grouped by the kind of rule it weakens.
@@ -314,6 +315,8 @@ var Catalogue = []Mutant{
 		"\t\tinForce = inForce[:0:0]\n", "\n"},
 	{"client-cas-unbounded", "change 43: a client-CA rotation lists at most MaxClientCAs", "certs/reconfig.go",
 		"if len(next.ClientCAs) >= wire.MaxClientCAs {", "if false {"},
+	{"ca-pool-not-swapped", "change 43: after a CA rotation a node trusts the next CA's certificates", "transport/quic.go",
+		"\tif pool != nil {\n\t\tn.caPool.Store(pool)", "\tif false {\n\t\tn.caPool.Store(pool)"},
 	{"roster-keeps-removed", "change 43: a runtime's roster names no server of an epoch it no longer deals with", "certs/epochs.go",
 		"\tfor _, e := range append(with, knows) {", "\tfor _, e := range append(with, knows, 0) {"},
 
