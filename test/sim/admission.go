@@ -51,7 +51,7 @@ func (w *World) admitAll() {
 		return
 	}
 	for s := range w.sc.N {
-		for node := w.sc.N; node < w.sc.N+len(w.cli)+len(w.mal); node++ {
+		for node := w.slots; node < w.slots+len(w.cli)+len(w.mal); node++ {
 			w.serverStep(s, core.Input{Kind: core.InputConnected, From: w.peerOf(node), Admission: w.grantFor(node)})
 		}
 	}
@@ -83,7 +83,7 @@ func (w *World) revoke(f Fault) {
 		w.revokedAt[c] = w.instant()
 	}
 	w.trace("the operator revokes c%d (%s)", c, id)
-	for s := range w.sc.N {
+	for s := range w.srv {
 		w.serverStep(s, core.Input{From: wire.ClientPeer(operator), Msg: &wire.Message{Revoke: &wire.Revoke{Req: 1, Revocation: signed}}})
 	}
 }

@@ -43,6 +43,10 @@ package sim
 //   - inflation-contained (§4, §8): no correct client's attempt fails on the
 //     ticket cap (f faulty servers showing a colluding client's inflated
 //     Ticket must not stop correct clients).
+//
+// With membership changes (change 43) every checker stays on; reconfig.go
+// says what each makes of a member removed or added, and of an attempt that
+// starts over in the new epoch.
 
 import (
 	"fmt"
@@ -200,6 +204,10 @@ type attemptRec struct {
 	failed     *Instant // Failed event (busy, abandoned, lease lost, ...)
 	lost       bool
 	listenSent bool
+	// superseded: its client moved to a newer epoch before it held, and it
+	// started over as another attempt, which carries the Lock call on
+	// (reconfig.go): this one neither completes nor counts as ticketed.
+	superseded bool
 }
 
 func (a *attemptRec) completed() *Instant {
@@ -258,9 +266,11 @@ type history struct {
 	readList []*readRec
 	sets     map[opKey]*setRec
 	setList  []*setRec
-	certs    map[int][]certRec // first time each (client, session) was known reset anywhere
-	crashed  map[int]Instant
-	viol     []Violation
+	// cur: the attempt of each client's latest Lock call on each lock.
+	cur     map[regKey]*attemptRec
+	certs   map[int][]certRec // first time each (client, session) was known reset anywhere
+	crashed map[int]Instant
+	viol    []Violation
 }
 
 func newHistory(ids []wire.ClientID) *history {
@@ -272,6 +282,7 @@ func newHistory(ids []wire.ClientID) *history {
 		sets:     make(map[opKey]*setRec),
 		certs:    make(map[int][]certRec),
 		crashed:  make(map[int]Instant),
+		cur:      make(map[regKey]*attemptRec),
 	}
 }
 
@@ -296,6 +307,21 @@ func (h *history) lockCalled(at Instant, c int, lock string, att uint64, try boo
 	a := &attemptRec{attemptKey: attemptKey{c, lock, att}, try: try, start: at}
 	h.attempts[a.attemptKey] = a
 	h.order = append(h.order, a)
+	h.cur[regKey{lock, c}] = a
+}
+
+// current is the attempt of c's latest Lock call on lock, or nil.
+func (h *history) current(c int, lock string) *attemptRec { return h.cur[regKey{lock, c}] }
+
+// restarted records that old started over as attempt att (an epoch move):
+// the new attempt carries the Lock call — its start and whether it tries
+// only — and old is superseded.
+func (h *history) restarted(old *attemptRec, att uint64) {
+	a := &attemptRec{attemptKey: attemptKey{old.client, old.lock, att}, try: old.try, start: old.start}
+	old.superseded = true
+	h.attempts[a.attemptKey] = a
+	h.order = append(h.order, a)
+	h.cur[regKey{old.lock, old.client}] = a
 }
 
 func (h *history) wrote(at Instant, c int, st *wire.Statement, done bool) {
@@ -361,15 +387,17 @@ func (h *history) checkAll(quiet, end Instant, bound time.Duration, alive func(i
 
 // checkFCFS: if A's SET-TICKET completed (Ticketed) before B called Lock on
 // the same lock, and both acquire, A acquires first (the bakery's first come
-// first served, docs/protocol.md §7).
+// first served, docs/protocol.md §7). An attempt that started over in a new
+// epoch (change 43) lost its place in line: its Lock call is read with the
+// new attempt's Ticketed only (a superseded attempt never acquires).
 func (h *history) checkFCFS() []Violation {
 	var out []Violation
 	for _, a := range h.order {
-		if a.ticketed == nil || a.acquired == nil {
+		if a.ticketed == nil || a.acquired == nil || a.superseded {
 			continue
 		}
 		for _, b := range h.order {
-			if b.client == a.client || b.lock != a.lock || b.acquired == nil || !a.ticketed.Before(b.start) {
+			if b.client == a.client || b.lock != a.lock || b.acquired == nil || b.superseded || !a.ticketed.Before(b.start) {
 				continue
 			}
 			if b.acquired.Before(*a.acquired) {
@@ -472,7 +500,12 @@ func (h *history) checkGetSet() []Violation {
 				d := lastDoorDone.ts
 				exitSent := false
 				for _, w := range ws {
-					if w.ts.Phase == wire.PhaseExit && w.ts.Session == d.Session && w.ts.Attempt == d.Attempt && w.at.Before(s.end) {
+					// The attempt's Exit, or that of a later attempt of the
+					// session: an attempt that started over in a new epoch
+					// sends no Exit of its own; its successor's Doorway
+					// supersedes it and its successor's Exit ends both
+					// (change 43, reconfig.go).
+					if w.ts.Phase == wire.PhaseExit && w.ts.Session == d.Session && w.ts.Attempt >= d.Attempt && w.at.Before(s.end) {
 						exitSent = true
 					}
 				}
@@ -536,6 +569,9 @@ func (h *history) checkLiveness(quiet, end Instant, bound time.Duration, alive f
 		}
 	}
 	for _, a := range h.order {
+		if a.superseded {
+			continue // its successor in the new epoch carries the call (change 43)
+		}
 		check(fmt.Sprintf("Lock(%s att=%d try=%t)", a.lock, a.att, a.try), a.client, a.start, a.completed())
 	}
 	for _, r := range h.readList {

@@ -29,6 +29,7 @@ func (w *World) clientEffects(c int, e bakery.Effects) {
 	if !cl.alive {
 		return
 	}
+	w.followMove(c)
 	for _, s := range e.Send {
 		w.observeClientSend(c, s.Msg)
 		data, err := wire.Encode(s.Msg)

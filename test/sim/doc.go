@@ -21,7 +21,13 @@
 //  4. A server persists every Record of a step to its disk before any of the
 //     step's messages leave (docs/protocol.md §9); a crash loses the core and its
 //     in-flight messages, a restart Restores a new core from the disk.
-//  5. The checkers (check.go) run over the recorded history and report
+//  5. GenerateCampaign adds, in a quarter of the runs, a membership change
+//     (Scenario.Replace, reconfig.go, docs/protocol.md change 43): at a
+//     moment of the fault window the operator signs the next epoch, starts
+//     the new member and pushes the epoch to the servers; the servers seal,
+//     copy and serve it, and tell the clients, which move. Sub-cases that a
+//     known protocol bug breaks are left out by Gates (bqsim -gates).
+//  6. The checkers (check.go) run over the recorded history and report
 //     violations with the seed and the tail of the trace; the trace's hash
 //     identifies a run, so replaying a seed must reproduce it exactly.
 //

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	"github.com/bq-lock/bq/server/core"
 	"github.com/bq-lock/bq/wire"
 )
@@ -51,6 +53,11 @@ func (w *World) hasBehavior(name string) bool {
 			if b == name {
 				return true
 			}
+		}
+	}
+	for _, rc := range w.sc.Replace {
+		if slices.Contains(rc.NewByzantine, name) || slices.Contains(rc.RemovedByzantine, name) {
+			return true
 		}
 	}
 	return false

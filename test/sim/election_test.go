@@ -20,6 +20,7 @@ func TestElections(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc.Elect = true
+		sc.Replace = nil // no membership change with elections (bqsim -elect leaves them out too)
 		res := Run(sc, RunOptions{})
 		report(t, res, fmt.Sprintf("go run ./test/cmd/bqsim -elect -seed %d -seeds 1 -byzantine all -v", seed))
 		reads += res.Stats.LeaderReads

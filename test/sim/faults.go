@@ -27,8 +27,10 @@ func (w *World) faultLinks(f Fault) [][2]int {
 			out = append(out, [2]int{s, w.clientNode(f.Client)})
 		}
 	case FaultSplitServers:
-		for a := range w.sc.N {
-			for b := range w.sc.N {
+		// Every server slot: a member started during the split is on the
+		// side Servers does not name.
+		for a := range w.slots {
+			for b := range w.slots {
 				if contains(f.Servers, a) && !contains(f.Servers, b) {
 					out = append(out, [2]int{a, b})
 				}
@@ -55,7 +57,7 @@ func (w *World) startFault(f Fault) {
 		return
 	case FaultPauseServer:
 		if f.Server < 0 {
-			for i := range w.sc.N {
+			for i := range w.srv {
 				w.freeze(i, f.Dur)
 			}
 		} else {
@@ -66,7 +68,7 @@ func (w *World) startFault(f Fault) {
 		w.startLag(f)
 		return
 	case FaultRestartAll:
-		for i := range w.sc.N {
+		for i := range w.srv {
 			w.crashServer(i)
 		}
 		return
@@ -77,8 +79,9 @@ func (w *World) startFault(f Fault) {
 		}
 		return
 	case FaultRollingRestart:
-		down := f.Dur / time.Duration(w.sc.N)
-		for i := range w.sc.N {
+		n := len(w.srv) // the servers started by then
+		down := f.Dur / time.Duration(n)
+		for i := range n {
 			w.after(time.Duration(i)*down, func() { w.crashServer(i) })
 			w.after(time.Duration(i+1)*down-time.Millisecond, func() { w.restartServer(i) })
 		}
@@ -113,7 +116,7 @@ func (w *World) endFault(f Fault) {
 	case FaultLagServers:
 		return // its channels catch up by themselves: what they held is due now
 	case FaultRestartAll:
-		for i := range w.sc.N {
+		for i := range w.srv {
 			w.restartServer(i)
 		}
 		return
@@ -141,7 +144,7 @@ func (w *World) crashServer(i int) {
 	s.gen++
 	s.order, s.diskFree, s.repair = core.Pipeline{}, 0, core.Repair{}
 	w.bumpEpochs(i)
-	for o := range w.sc.N {
+	for o := range w.srv {
 		if o != i && w.srv[o].up && w.cut[i][o] == 0 {
 			w.serverStep(o, core.Input{Kind: core.InputDisconnected, From: wire.ServerPeer(wire.ServerID(i))})
 		}
@@ -229,7 +232,7 @@ func (w *World) crashClient(c int) {
 			hd.To = Instant{At: lapse}
 		}
 	}
-	for o := range w.sc.N {
+	for o := range w.srv {
 		if w.reachable(o, w.clientNode(c)) {
 			w.serverStep(o, core.Input{Kind: core.InputDisconnected, From: wire.ClientPeer(cl.c.ID())})
 		}
@@ -243,12 +246,28 @@ func (w *World) crashClient(c int) {
 	w.At(deadline, func() { w.checkSilentReset(c) })
 }
 
+// With membership changes (reconfig.go) it checks the correct members of
+// the newest epoch only, a removed member running out no lease, and each
+// from the later of the client's deadline and that member's copy's end plus
+// 2×TTL (the copy starts every lease afresh); a member still copying is
+// checked again later.
 func (w *World) checkSilentReset(c int) {
 	id := w.cli[c].c.ID()
 	at := w.trace("check: is silent c%d out of every active set?", c)
+	var again time.Duration
 	for i, s := range w.srv {
-		if s.byz != nil || !s.up {
+		if s.byz != nil || !s.up || !w.member(i) {
 			continue
+		}
+		if w.chain != nil {
+			if !w.servesNewest(i) {
+				again = max(again, w.now+pushRetry)
+				continue
+			}
+			if due := w.activeFrom(i) + 2*w.sc.TTL; due > w.now {
+				again = max(again, due)
+				continue
+			}
 		}
 		for _, lock := range w.sc.Locks {
 			st := s.core.Register(lock, id)
@@ -257,5 +276,10 @@ func (w *World) checkSilentReset(c int) {
 					c, w.h.crashed[c], w.cli[c].lastHB.Seconds(), i, st, lock, s.core.ResetUpTo(id))
 			}
 		}
+	}
+	if again > 0 {
+		w.trace("check: c%d again at %.3fs, after the copy of a member of epoch %d", c, again.Seconds(), w.epochNumber())
+		w.silentDeadlines = append(w.silentDeadlines, again)
+		w.At(again, func() { w.checkSilentReset(c) })
 	}
 }

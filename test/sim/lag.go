@@ -37,11 +37,11 @@ func (w *World) startLag(f Fault) {
 	l := lag{until: w.now + f.Dur, from: make(map[int]bool), to: make(map[int]bool),
 		slowFrom: make(map[int]bool), slowTo: make(map[int]bool), slowBy: f.Dur / 8}
 	for _, s := range f.Servers {
-		if s < w.sc.N && w.srv[s].byz == nil {
+		if s < len(w.srv) && w.srv[s].byz == nil {
 			l.to[s] = true
 		}
 	}
-	for s := range w.sc.N {
+	for s := range w.srv {
 		l.from[s] = true
 		if !l.to[s] && w.srv[s].byz == nil {
 			l.slowFrom[s] = true

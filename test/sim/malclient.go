@@ -129,7 +129,7 @@ func (w *World) newMalClient(idx int, kind string, key *crypto.PrivateKey) *malC
 	return m
 }
 
-func (m *malClient) node() int { return m.w.sc.N + len(m.w.cli) + m.idx }
+func (m *malClient) node() int { return m.w.slots + len(m.w.cli) + m.idx }
 
 func (m *malClient) name() string { return fmt.Sprintf("m%d", m.idx) }
 

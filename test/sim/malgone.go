@@ -64,6 +64,10 @@ func (w *World) sampleHeld() {
 		if s.byz != nil || !s.up {
 			continue
 		}
+		// A removed member holds its frozen state for good, and a copy
+		// restarts every clock of a member of the new epoch (change 43):
+		// only a member of the newest epoch serving it counts, from then.
+		counts := w.member(i) && (w.chain == nil || w.servesNewest(i) && w.now > w.activeFrom(i))
 		stalled := false
 		for _, id := range ids {
 			for _, lock := range w.sc.Locks {
@@ -80,7 +84,7 @@ func (w *World) sampleHeld() {
 				}
 			}
 		}
-		if stalled && w.now > w.quiet {
+		if stalled && w.now > w.quiet && counts {
 			w.colluderHeld[i] += 100 * time.Millisecond
 		}
 	}
@@ -100,13 +104,21 @@ func (w *World) heldFrom(i int, lock string, id wire.ClientID, st *wire.Statemen
 // banned); a statement a correct server came to hold late gets its own
 // deadline, and the check runs again then. Once nothing is pending, a ban
 // must be unanimous: evidence is transferable (docs/protocol.md §6), so if
-// one correct server banned it, every correct server has.
+// one correct server banned it, every correct server has. With membership
+// changes (reconfig.go), over the correct members of the newest epoch (a
+// removed member is told of no later evidence and runs out no lease), each
+// counted from its copy's end at the earliest; one still copying is
+// checked again later.
 func (w *World) checkMalGone(m *malClient) {
 	at := w.trace("check: is malicious %s (%s) out of every active set?", m.name(), m.kind)
 	banned, upCorrect := 0, 0
 	var again time.Duration
 	for i, s := range w.srv {
-		if s.byz != nil || !s.up {
+		if s.byz != nil || !s.up || !w.member(i) {
+			continue
+		}
+		if w.chain != nil && !w.servesNewest(i) {
+			again = max(again, w.now+pushRetry)
 			continue
 		}
 		upCorrect++
@@ -119,7 +131,7 @@ func (w *World) checkMalGone(m *malClient) {
 			if st == nil || st.Phase == wire.PhaseExit {
 				continue
 			}
-			since := max(w.quiet, w.heldFrom(i, lock, m.id, st))
+			since := max(w.quiet, w.heldFrom(i, lock, m.id, st), w.activeFrom(i))
 			if due := since + w.caughtWithin(); due > w.now {
 				w.trace("check: s%d has held %s only since %.3fs: again at %.3fs", i, st, since.Seconds(), due.Seconds())
 				again = max(again, due)

@@ -87,7 +87,7 @@ func (w *World) deliver(from, to int, data []byte, ep uint64, as wire.ClientID) 
 		mc.receive(from, m)
 		return
 	}
-	c := to - w.sc.N
+	c := to - w.slots
 	if w.electionAnswer(c, from, m) {
 		return
 	}
@@ -111,7 +111,7 @@ func (w *World) noteExitAck(c, server int, req uint64) {
 		return
 	}
 	x.acks[server] = true
-	if len(x.acks) >= w.q {
+	if w.ackQuorum(x.acks) { // q of one epoch's members (change 43)
 		x.done = true
 		w.h.wrote(w.trace("c%d's %s reached q servers", c, x.st), c, x.st, true)
 	}
@@ -204,8 +204,8 @@ func (w *World) linkUp(a, b int) {
 	for _, p := range [][2]int{{a, b}, {b, a}} {
 		if w.isServer(p[0]) {
 			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1]), Admission: w.grantFor(p[1])})
-		} else if w.malOf(p[0]) == nil {
-			c, s := p[0]-w.sc.N, wire.ServerID(p[1])
+		} else if c := p[0] - w.slots; w.malOf(p[0]) == nil && w.dials(c, p[1]) {
+			s := wire.ServerID(p[1])
 			w.inOrder(p[0], func() { w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), s)) })
 		}
 	}
@@ -218,7 +218,7 @@ func (w *World) peerOf(node int) wire.Peer {
 	if m := w.malOf(node); m != nil {
 		return wire.ClientPeer(m.id)
 	}
-	return wire.ClientPeer(w.cli[node-w.sc.N].c.ID())
+	return wire.ClientPeer(w.cli[node-w.slots].c.ID())
 }
 
 func (w *World) bumpEpochs(node int) {

@@ -95,7 +95,7 @@ func (w *World) freeze(node int, d time.Duration) {
 	}
 	p := &pause{start: w.now, until: until, lapse: never.At}
 	if !w.isServer(node) {
-		if cl := w.cli[node-w.sc.N]; cl.c.LeaseHolds(w.Now()) {
+		if cl := w.cli[node-w.slots]; cl.c.LeaseHolds(w.Now()) {
 			p.lapse = w.lapseOf(cl)
 		}
 	}
@@ -140,7 +140,7 @@ func (w *World) thaw(node int, until time.Duration) {
 		}
 		return
 	}
-	c := node - w.sc.N
+	c := node - w.slots
 	cl := w.cli[c]
 	var open []int // holdings open when the pause began
 	for i, hd := range w.h.holds {

@@ -161,6 +161,46 @@ type ByzServer struct {
 	Behaviors []string
 }
 
+// ReplaceChange is a membership change (docs/protocol.md change 43): at At
+// the operator signs the next epoch, in which member Server is replaced by
+// a new member under the next server id never used (n and f stay), starts
+// the new member with its key and the epochs, and pushes the epoch to every
+// server (servers tell each other and the clients).
+type ReplaceChange struct {
+	At     time.Duration
+	Server int
+	// NewByzantine, if set, makes the new member faulty from its start with
+	// these behaviours (byzantine.go); it is one of the f of the new epoch.
+	NewByzantine []string
+	// RemovedByzantine, if set, makes the removed member faulty from the
+	// change on with these behaviours (added to its own if it was faulty
+	// already): it keeps talking with its old key. With RemovedStays it
+	// also never adopts the new epoch (it drops every EpochNews) and keeps
+	// serving the old one, handing out no state. Either makes it one of the
+	// f faulty members of the epoch it leaves.
+	RemovedByzantine []string
+	RemovedStays     bool
+}
+
+// removedFaulty reports whether the change makes the removed member faulty.
+func (rc ReplaceChange) removedFaulty() bool { return len(rc.RemovedByzantine) > 0 || rc.RemovedStays }
+
+func (rc ReplaceChange) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "replace(s%d@%.3fs", rc.Server, rc.At.Seconds())
+	if len(rc.NewByzantine) > 0 {
+		fmt.Fprintf(&b, " new:%s", strings.Join(rc.NewByzantine, "+"))
+	}
+	if len(rc.RemovedByzantine) > 0 {
+		fmt.Fprintf(&b, " removed:%s", strings.Join(rc.RemovedByzantine, "+"))
+	}
+	if rc.RemovedStays {
+		b.WriteString(" removed-stays")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
 // Scenario is everything a run does, derived from its seed (Generate) or
 // written by hand (the targeted tests).
 type Scenario struct {
@@ -193,6 +233,9 @@ type Scenario struct {
 	Byzantine     []ByzServer
 	Faults        []Fault
 	ClientCrashes []ClientCrash
+	// Replace: membership changes, in order of At (reconfig.go); the k-th
+	// brings in server id N+k. Not with Elect or Omega.
+	Replace []ReplaceChange
 	// FaultWindow: every Fault heals by then; the quiet period starts there.
 	FaultWindow time.Duration
 	// WorkAfterQuiet: clients keep starting operations until FaultWindow+WorkAfterQuiet.
@@ -295,6 +338,9 @@ func (sc *Scenario) String() string {
 	}
 	for _, c := range sc.ClientCrashes {
 		fmt.Fprintf(&b, " silent(c%d@%.3fs holding=%t)", c.Client, c.At.Seconds(), c.WhileHolding)
+	}
+	for _, rc := range sc.Replace {
+		fmt.Fprintf(&b, " %s", rc)
 	}
 	fmt.Fprintf(&b, " quiet@%.3fs", sc.FaultWindow.Seconds())
 	return b.String()
@@ -479,8 +525,104 @@ func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
 var CampaignSizes = []struct{ N, Weight int }{{4, 6}, {7, 3}, {10, 1}}
 
 // GenerateCampaign is Generate with the cluster size drawn from the seed
-// (CampaignSizes) when n is 0, so one seed names one whole run.
+// (CampaignSizes) when n is 0, so one seed names one whole run, and with a
+// membership change in a quarter of the runs (replaces).
 func GenerateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
+	sc, err := generateCampaign(seed, n, byzantine)
+	if err != nil {
+		return sc, err
+	}
+	sc.Replace = replaces(seed, &sc, byzantine)
+	return sc, nil
+}
+
+// replaces draws membership changes (docs/protocol.md change 43) from a
+// stream of their own, so every other draw of a seed stays what it was: in
+// three runs of eight of the bakery workload (a quarter of all runs) the
+// operator replaces one member at a random moment of the fault window,
+// while the clients contend — a faulty member a third of the time when there
+// is one, a correct one otherwise. With "all" (or a named behaviour) the
+// faulty servers may grow within each epoch's f: a replaced correct member
+// turns faulty at the change in a third of the runs where the epoch it
+// leaves has room for one more (it counts among that epoch's f), and the
+// new member is faulty in a quarter of the runs where the new epoch has
+// room.
+//
+// Gated, each for a protocol bug the campaign found (reconfig.go, Gates):
+// no change in the runs with readers (Reads), and the removed member is
+// never one that withholds the new epoch from the clients — it never stays
+// in the old epoch, and it is faulty only with behaviours that pass a
+// server's answers on to every client (Tells). Without Tells, a removed
+// member that turns faulty stays in the old epoch in two thirds of those
+// runs, and a replaced faulty one in half.
+func replaces(seed uint64, sc *Scenario, byzantine string) []ReplaceChange {
+	r := rand.New(rand.NewPCG(seed, 0x43c4a9))
+	if r.IntN(8) >= 3 || ChangeGates.Reads && slices.Contains(sc.Roles, RoleReader) {
+		return nil
+	}
+	var kinds []string
+	switch byzantine {
+	case "none", "":
+	case "all":
+		kinds = drawnBehaviors()
+	default:
+		kinds = []string{byzantine}
+	}
+	draw := func(tells bool) []string {
+		var from []string
+		for _, k := range kinds {
+			if bs := strings.Split(k, "+"); !tells || tellsClients(bs) {
+				from = append(from, k)
+			}
+		}
+		if len(from) == 0 {
+			return nil
+		}
+		return strings.Split(from[r.IntN(len(from))], "+")
+	}
+	var faulty, replaceable, correct []int
+	for _, z := range sc.Byzantine {
+		faulty = append(faulty, z.Server)
+		if tellsClients(z.Behaviors) {
+			replaceable = append(replaceable, z.Server)
+		}
+	}
+	for s := range sc.N {
+		if !sc.IsByzantine(s) {
+			correct = append(correct, s)
+		}
+	}
+	lo := 200 * time.Millisecond
+	rc := ReplaceChange{At: lo + time.Duration(r.Int64N(int64(max(sc.FaultWindow-lo, time.Millisecond))))}
+	kept := len(faulty) // the faulty members of the new epoch, before the new one
+	if len(replaceable) > 0 && r.IntN(3) == 0 {
+		rc.Server = replaceable[r.IntN(len(replaceable))]
+		kept--
+		if !ChangeGates.Tells {
+			rc.RemovedStays = r.IntN(2) == 0
+		}
+	} else {
+		rc.Server = correct[r.IntN(len(correct))]
+		if len(kinds) > 0 && len(faulty) < sc.F && r.IntN(3) == 0 {
+			switch x := r.IntN(3); {
+			case ChangeGates.Tells:
+				rc.RemovedByzantine = draw(true)
+			case x == 0:
+				rc.RemovedStays = true
+			case x == 1:
+				rc.RemovedByzantine = draw(false)
+			default:
+				rc.RemovedStays, rc.RemovedByzantine = true, draw(false)
+			}
+		}
+	}
+	if len(kinds) > 0 && kept < sc.F && r.IntN(4) == 0 {
+		rc.NewByzantine = draw(false)
+	}
+	return []ReplaceChange{rc}
+}
+
+func generateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
 	if n == 0 {
 		r := rand.New(rand.NewPCG(seed, 0x512e))
 		total := 0

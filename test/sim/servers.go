@@ -51,6 +51,10 @@ func (w *World) serverStep(i int, in core.Input) {
 		w.inOrder(i, func() { w.serverStep(i, in) })
 		return
 	}
+	if w.dropsNews(i, in) {
+		w.trace("s%d stays in its epoch: the news dropped", i)
+		return
+	}
 	if s.byz != nil && in.Msg != nil {
 		s.byz.observe(in.From, in.Msg)
 	}
@@ -69,6 +73,7 @@ func (w *World) serverStep(i int, in core.Input) {
 func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []core.Outgoing, tick bool) {
 	s := w.srv[i]
 	w.observeResets(i)
+	w.observeEpoch(i)
 	records, early, late := s.order.Batch(e, tick)
 	if sub != nil && s.byz == nil {
 		w.noteAck(s, sub, core.Effects{Send: early})
@@ -131,7 +136,7 @@ func (w *World) emit(i int, outs []core.Outgoing) {
 			} else if m, ok := w.malByID[o.To.Client]; ok {
 				to = w.mal[m].node()
 			}
-		} else if int(o.To.Server) < w.sc.N {
+		} else if int(o.To.Server) < len(w.srv) {
 			to = int(o.To.Server)
 		}
 		if to < 0 || to == i {

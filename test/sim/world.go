@@ -51,6 +51,11 @@ type RunStats struct {
 	// LeaderReads counts the observer's decisions (Scenario.Elect), and
 	// LeadersNamed those that named a correct client, each checked.
 	LeaderReads, LeadersNamed int
+	// Changes counts the membership changes made (Scenario.Replace),
+	// EpochMoves the correct clients' moves to a newer epoch, and
+	// Restarted the attempts that started over in the new epoch;
+	// ChangesSkipped the changes the operator gave up (Gates.Votes).
+	Changes, EpochMoves, Restarted, ChangesSkipped int
 }
 
 // Result is the outcome of one run.
@@ -82,7 +87,11 @@ func (r *Result) Failed() bool { return len(r.Violations) > 0 }
 
 // Replay is the command that replays this run.
 func (r *Result) Replay() string {
-	return fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -n %d -v", r.Scenario.Seed, r.Scenario.N)
+	cmd := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -n %d -v", r.Scenario.Seed, r.Scenario.N)
+	if ChangeGates != AllGates {
+		cmd += " -gates " + ChangeGates.String()
+	}
+	return cmd
 }
 
 type simServer struct {
@@ -107,6 +116,8 @@ type simServer struct {
 	repair   core.Repair   // the runtime's own rule for overflowed sends
 	diskFree time.Duration
 	gen      int // bumped by each crash: a pipeline batch of an older gen is void
+	// serves: the epoch it was last seen serving (reconfig.go).
+	serves uint64
 }
 
 type simClient struct {
@@ -116,6 +127,8 @@ type simClient struct {
 	alive  bool
 	drv    *driver
 	lastHB time.Duration
+	// moves: the client's epoch moves seen so far (reconfig.go).
+	moves uint64
 }
 
 // World is one simulated cluster: servers, clients, network, clock.
@@ -178,6 +191,18 @@ type World struct {
 	cands       map[int]*simCandidate
 	candIDs     []wire.ClientID
 	candClients []int
+	// Membership changes (reconfig.go). slots: the server ids of the run,
+	// 0..N−1 and one per change, each a node; the clients' nodes follow.
+	// clusterCA signs the epochs, chain holds those signed so far (nil
+	// without changes); servedAt[i]: when server i began serving the epoch
+	// it serves; stays: removed members that never adopt the new epoch;
+	// foreign: the faulty servers' second cluster (setForeign).
+	slots     int
+	clusterCA *crypto.PrivateKey
+	chain     *wire.Chain
+	servedAt  map[int]time.Duration
+	stays     map[int]bool
+	foreign   *ForeignCluster
 }
 
 type event struct {
@@ -236,13 +261,15 @@ func (w *World) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
 }
 
-// Node numbering: servers 0..n-1, clients n..n+k-1.
-func (w *World) clientNode(c int) int   { return w.sc.N + c }
-func (w *World) isServer(node int) bool { return node < w.sc.N }
+// Node numbering: servers 0..n-1 and one more per membership change (the
+// new members' ids, slots in all), then clients slots..slots+k-1, then the
+// malicious clients. Without changes slots is n.
+func (w *World) clientNode(c int) int   { return w.slots + c }
+func (w *World) isServer(node int) bool { return node < w.slots }
 
 // malOf returns the malicious client at node, or nil.
 func (w *World) malOf(node int) *malClient {
-	if i := node - w.sc.N - len(w.cli); i >= 0 && i < len(w.mal) {
+	if i := node - w.slots - len(w.cli); i >= 0 && i < len(w.mal) {
 		return w.mal[i]
 	}
 	return nil
@@ -255,17 +282,17 @@ func (w *World) nodeName(node int) string {
 	if m := w.malOf(node); m != nil {
 		return m.name()
 	}
-	return fmt.Sprintf("c%d", node-w.sc.N)
+	return fmt.Sprintf("c%d", node-w.slots)
 }
 
 func (w *World) nodeUp(node int) bool {
 	if w.isServer(node) {
-		return w.srv[node].up
+		return node < len(w.srv) && w.srv[node].up // a new member's slot is down until it starts
 	}
 	if m := w.malOf(node); m != nil {
 		return m.alive
 	}
-	return w.cli[node-w.sc.N].alive
+	return w.cli[node-w.slots].alive
 }
 
 func (w *World) reachable(a, b int) bool { return w.nodeUp(a) && w.nodeUp(b) && w.cut[a][b] == 0 }
@@ -320,6 +347,12 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		paused:        make(map[int]*pause),
 		armed:         make(map[int]time.Duration),
 		overflowUntil: make(map[int]time.Duration),
+		slots:         sc.N + len(sc.Replace),
+		servedAt:      make(map[int]time.Duration),
+		stays:         make(map[int]bool),
+	}
+	if err := w.checkChanges(); err != nil {
+		return nil, err
 	}
 	// Keys: every one derives from the seed.
 	keyRand := rand.New(rand.NewPCG(sc.Seed, 0x6b657973))
@@ -330,7 +363,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		}
 		return crypto.PrivateKeyFromSeed(crypto.Ed25519, seed)
 	}
-	nodes := sc.N + len(sc.Roles) + len(sc.Malicious)
+	nodes := w.slots + len(sc.Roles) + len(sc.Malicious)
 	w.cut, w.epoch, w.last = make([][]int, nodes), make([][]uint64, nodes), make([][]time.Duration, nodes)
 	for i := range nodes {
 		w.cut[i], w.epoch[i], w.last[i] = make([]int, nodes), make([]uint64, nodes), make([]time.Duration, nodes)
@@ -352,21 +385,11 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)})
 	}
 	w.keys = wire.NewKeyring(sc.F, serverKeys)
+	if err := w.setupChanges(serverKeys); err != nil {
+		return nil, err
+	}
 	for _, s := range w.srv {
-		cfg := core.DefaultConfig(s.id, sc.N, sc.F, w.keys, s.key)
-		cfg.DefaultTTL = sc.TTL
-		if sc.ServerTTL > 0 {
-			cfg.DefaultTTL = sc.ServerTTL
-		}
-		cfg.DoorwayDeadline = sc.DoorwayDeadline
-		cfg.MaxHold = sc.MaxHold
-		if w.ca != nil {
-			cfg.ClientCA = w.ca.Public
-		}
-		if sc.MaxLockMembers > 0 {
-			cfg.MaxLockMembers = sc.MaxLockMembers
-		}
-		cfg.VerifyCacheSize = 4096
+		cfg := w.serverConfig(s)
 		s.cfg = cfg
 		c, err := core.New(cfg)
 		if err != nil {
@@ -401,7 +424,11 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := bakery.NewClient(bakery.ClientConfig{Key: k, N: sc.N, F: sc.F, Keys: w.keys, TTL: sc.TTL})
+		cc := bakery.ClientConfig{Key: k, N: sc.N, F: sc.F, Keys: w.keys, TTL: sc.TTL}
+		if w.clusterCA != nil {
+			cc.ClusterCA = w.clusterCA.Public
+		}
+		c, err := bakery.NewClient(cc)
 		if err != nil {
 			return nil, err
 		}
@@ -468,6 +495,7 @@ func (w *World) setForeign(serverKeys []*crypto.Parsed) {
 			s.byz.Foreign = fc
 		}
 	}
+	w.foreign = fc
 }
 
 // schedule puts the scenario's first events in the queue.
@@ -524,6 +552,7 @@ func (w *World) schedule() {
 			}
 		})
 	}
+	w.scheduleChanges()
 	w.At(w.quiet, func() { w.trace("quiet period begins: every fault healed") })
 	if w.hasBehavior("drip-feed") {
 		w.silentDeadlines = append(w.silentDeadlines, w.quiet+w.dripWatch())
@@ -628,6 +657,7 @@ func (w *World) finish() {
 	if w.cands != nil && !w.sc.Omega.Unchecked {
 		w.checkOmega()
 	}
+	w.checkChangesDone()
 	w.h.viol = w.h.checkAll(Instant{At: w.quiet}, w.instant(), w.sc.LivenessBound, alive)
 	w.checkDrip()
 }

@@ -1,0 +1,614 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/quorum"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Membership changes in the simulator (docs/protocol.md change 43). With
+// Scenario.Replace the run has a cluster CA: every core gets it as
+// core.Config.ClusterCA and every correct client as
+// bakery.ClientConfig.ClusterCA (epoch 0's bytes are those of a run without
+// one). At each change's At the operator signs the next epoch — the members
+// of the one before, less the replaced one, plus a new member under the next
+// id never used, n and f as they were — starts the new member's core with
+// epoch 0's keyring, its own key and the signed epochs (as `bqserver server
+// replace` writes its files), and pushes the epochs to every server as a
+// client message of its own identity, with a network delay; it pushes again
+// to each server that does not know the epoch every pushRetry, until q of
+// the old epoch sealed it and q of the new serve it (as the command waits).
+// Servers tell each other; clients learn the epoch only from the servers.
+// The removed member keeps running: it seals and hands out its state, or,
+// made faulty by the change, keeps talking with its old key (its behaviours)
+// or never adopts the new epoch at all (RemovedStays).
+//
+// What the checkers make of a change (each says so where it runs):
+//   - mutual-exclusion, fencing, register-regularity, getset, reset,
+//     durability, bounded-memory, one-signer-ticket, correct-never-banned:
+//     unchanged, over every correct server ever started (a removed member's
+//     state is frozen, and still must never break them).
+//   - fcfs, liveness, quorum-accesses: an attempt not yet holding that its
+//     client starts over in the new epoch (a new attempt number, the
+//     bakery's rule) continues the Lock call: the new attempt inherits its
+//     start; the old one's Ticketed is void (the move costs it its place in
+//     line), so fcfs reads only the new attempt's.
+//   - Exits complete at q_e acks of the members of one epoch e.
+//   - reset (silent clients), caught-or-harmless, drip-bounded: over the
+//     correct members of the newest epoch only (a removed member runs out
+//     no lease: its frozen state is handed on, not acted on), each counted
+//     from the later of its usual start and the moment that member began
+//     serving the epoch (the copy restarts every lease and clock there); a
+//     member still copying is checked again later.
+//   - liveness also requires, at the end, every correct member of the
+//     newest epoch that is up to serve it, and every live correct client to
+//     know it.
+
+// pushRetry is how often the operator pushes an epoch again to a server
+// that does not know it yet; settleRetry how often it looks again whether
+// the votes settled (ChangeGates.Votes).
+const (
+	pushRetry   = 300 * time.Millisecond
+	settleRetry = 100 * time.Millisecond
+)
+
+// Gates are sub-cases of a change that the campaign leaves out, each
+// because of a protocol bug the campaign found; each is one switch
+// (ChangeGates, bqsim -gates), so that the sub-case comes back with the fix
+// and a failing seed replays with the gate off.
+type Gates struct {
+	// Tells: a member that serves the newer epoch answers a client still in
+	// the older one as if it were in the newer (the client refuses its Views
+	// as another epoch's) and never shows it the newer epoch; only a member
+	// sealed in the older epoch does — the removed one, or a kept one while
+	// it copies. A client that sends nothing while the kept members copy (a
+	// few tens of milliseconds) learns the newer epoch only from the removed
+	// member: never, if that one is down, stopped, silent or stays in the
+	// old epoch, and its accesses fail or wait for ever. Likewise a member
+	// of the old epoch down through the change: no peer that serves the new
+	// epoch tells it when it comes back. So the removed member tells: it
+	// never stays (RemovedStays is not generated), it is faulty only with
+	// behaviours that pass a server's answers on to every client
+	// (tellsClients), and the operator pushes the epoch to every server
+	// until it has it (`bqserver server replace` stops once q of each epoch
+	// have it).
+	Tells bool
+	// Reads: a Read or GetSet that a member still copying refuses with
+	// epoch-moved is never sent to it again (Lock accesses, a SessionOpen,
+	// SessionClose or ExitEarlier are), so with a faulty member it never
+	// completes. No change in runs with readers (scenario.go).
+	Reads bool
+	// Votes: a member that voted in the old epoch on a session that no
+	// certificate ended drops the vote with the epoch (SetEpoch) but keeps
+	// the session suspected, so it never votes on it in the new one: fewer
+	// than q of the new epoch vote, and the session's statements (a silent
+	// holder's Held) stay for ever; and a kept member that restarts with
+	// such a vote on its disk cannot restore it (a vote of another epoch).
+	// The operator makes the change only once every server is up, suspects
+	// no session that no certificate ended and holds no vote of its own on
+	// its disk — or not at all, if
+	// that does not happen before the workload stops — and its push reaches
+	// every server that is up at that instant, so that none votes between.
+	Votes bool
+}
+
+// ChangeGates are the gates in force (all, unless a caller turns some off
+// before it generates and runs scenarios).
+var ChangeGates = AllGates
+
+// AllGates and NoGates: every gate, and none.
+var AllGates, NoGates = Gates{Tells: true, Reads: true, Votes: true}, Gates{}
+
+func (g Gates) String() string {
+	var on []string
+	for _, x := range []struct {
+		name string
+		on   bool
+	}{{"tells", g.Tells}, {"reads", g.Reads}, {"votes", g.Votes}} {
+		if x.on {
+			on = append(on, x.name)
+		}
+	}
+	if len(on) == 0 {
+		return "none"
+	}
+	return strings.Join(on, "+")
+}
+
+// ParseGates reads Gates.String's form.
+func ParseGates(s string) (Gates, error) {
+	var g Gates
+	if s == "none" {
+		return g, nil
+	}
+	for _, name := range strings.Split(s, "+") {
+		switch name {
+		case "tells":
+			g.Tells = true
+		case "reads":
+			g.Reads = true
+		case "votes":
+			g.Votes = true
+		default:
+			return g, fmt.Errorf("sim: no gate %q (have tells, reads, votes, or none)", name)
+		}
+	}
+	return g, nil
+}
+
+// tellsClients reports whether a faulty server with these behaviours still
+// passes every answer its core gives on to every client, the epochs of a
+// sealed member among them (ChangeGates.Tells): all but silent,
+// partial-service and amnesia (which forgets the epoch with its disk).
+func tellsClients(behaviors []string) bool {
+	if !ChangeGates.Tells {
+		return true
+	}
+	for _, b := range behaviors {
+		if b == "silent" || b == "partial-service" || b == "amnesia" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkChanges refuses a scenario whose changes the world cannot make, or
+// whose epochs hold more than f faulty members.
+func (w *World) checkChanges() error {
+	sc := &w.sc
+	if len(sc.Replace) == 0 {
+		return nil
+	}
+	if sc.Elect || sc.Omega != nil {
+		return fmt.Errorf("sim: membership changes with elections are not simulated (their reads count a fixed set of servers)")
+	}
+	members := make([]int, sc.N)
+	for i := range members {
+		members[i] = i
+	}
+	faulty := func(s int) bool {
+		if sc.IsByzantine(s) {
+			return true
+		}
+		for k, rc := range sc.Replace {
+			if sc.N+k == s && len(rc.NewByzantine) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for k, rc := range sc.Replace {
+		if k > 0 && rc.At < sc.Replace[k-1].At {
+			return fmt.Errorf("sim: changes out of order (%s before %s)", sc.Replace[k-1], rc)
+		}
+		if !slices.Contains(members, rc.Server) {
+			return fmt.Errorf("sim: %s: s%d is no member then", rc, rc.Server)
+		}
+		for _, names := range [][]string{rc.NewByzantine, rc.RemovedByzantine} {
+			for _, b := range names {
+				if _, err := NewBehavior(b); err != nil {
+					return err
+				}
+			}
+		}
+		bad := 0
+		for _, s := range members {
+			if faulty(s) || s == rc.Server && rc.removedFaulty() {
+				bad++
+			}
+		}
+		if bad > sc.F {
+			return fmt.Errorf("sim: %s: %d faulty members in the epoch it leaves, f=%d", rc, bad, sc.F)
+		}
+		members = append(slices.DeleteFunc(members, func(s int) bool { return s == rc.Server }), sc.N+k)
+	}
+	bad := 0
+	for _, s := range members {
+		if faulty(s) {
+			bad++
+		}
+	}
+	if bad > sc.F {
+		return fmt.Errorf("sim: %d faulty members in the last epoch, f=%d", bad, sc.F)
+	}
+	return nil
+}
+
+// setupChanges makes the cluster CA and the chain of a run with changes,
+// from streams of their own (no other key of the run changes).
+func (w *World) setupChanges(serverKeys []*crypto.Parsed) error {
+	if len(w.sc.Replace) == 0 {
+		return nil
+	}
+	ca, err := keyFrom(w.sc.Seed, 0x43ca)
+	if err != nil {
+		return err
+	}
+	w.clusterCA = ca
+	w.chain = wire.NewChain(ca.Public, w.sc.F, serverKeys)
+	return nil
+}
+
+// keyFrom makes a signing key from the seed's stream named by stream.
+func keyFrom(seed, stream uint64) (*crypto.PrivateKey, error) {
+	r := rand.New(rand.NewPCG(seed, stream))
+	b := make([]byte, 32)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return crypto.PrivateKeyFromSeed(crypto.Ed25519, b)
+}
+
+// serverConfig is the core configuration of server s: of epoch 0, as every
+// server of the run starts (a new member gets the epochs on top).
+func (w *World) serverConfig(s *simServer) core.Config {
+	sc := &w.sc
+	cfg := core.DefaultConfig(s.id, sc.N, sc.F, w.keys, s.key)
+	cfg.DefaultTTL = sc.TTL
+	if sc.ServerTTL > 0 {
+		cfg.DefaultTTL = sc.ServerTTL
+	}
+	cfg.DoorwayDeadline = sc.DoorwayDeadline
+	cfg.MaxHold = sc.MaxHold
+	if w.ca != nil {
+		cfg.ClientCA = w.ca.Public
+	}
+	if sc.MaxLockMembers > 0 {
+		cfg.MaxLockMembers = sc.MaxLockMembers
+	}
+	cfg.VerifyCacheSize = 4096
+	if w.clusterCA != nil {
+		cfg.ClusterCA = w.clusterCA.Public
+	}
+	return cfg
+}
+
+// scheduleChanges puts the scenario's changes in the queue.
+func (w *World) scheduleChanges() {
+	for k, rc := range w.sc.Replace {
+		w.At(rc.At, func() { w.replace(k, rc) })
+	}
+}
+
+// epochNumber is the newest epoch the operator signed (0 without changes).
+func (w *World) epochNumber() uint64 {
+	if w.chain == nil {
+		return 0
+	}
+	return w.chain.Number()
+}
+
+// memberOf reports whether server i is a member of epoch e.
+func (w *World) memberOf(i int, e uint64) bool {
+	if w.chain == nil {
+		return i < w.sc.N
+	}
+	keys, _, ok := w.chain.Keyring(e)
+	return ok && keys.Key(wire.ServerID(i)) != nil
+}
+
+// member reports whether server i is a member of the newest epoch signed.
+func (w *World) member(i int) bool { return w.memberOf(i, w.epochNumber()) }
+
+// servesNewest reports whether server i is up and serves the newest epoch
+// signed.
+func (w *World) servesNewest(i int) bool {
+	s := w.srv[i]
+	if !s.up {
+		return false
+	}
+	serves, _ := s.core.Epoch()
+	return serves == w.epochNumber()
+}
+
+// knows reports whether server i is up and knows epoch e.
+func (w *World) knows(i int, e uint64) bool {
+	s := w.srv[i]
+	if !s.up {
+		return false
+	}
+	_, knows := s.core.Epoch()
+	return knows >= e
+}
+
+// activeFrom is since when server i's leases and clocks run as they are:
+// when it began serving the epoch it serves (0 for epoch 0).
+func (w *World) activeFrom(i int) time.Duration { return w.servedAt[i] }
+
+// votesSettled reports whether every server is up, suspects no session that
+// no certificate ended, and holds no vote of its own on its disk
+// (ChangeGates.Votes). Faulty servers too: their cores are honest, and a
+// kept one that restarts must restore its disk like any other.
+func (w *World) votesSettled() bool {
+	for _, s := range w.srv {
+		if !s.up || len(s.disk.buckets["vote"]) > 0 {
+			return false
+		}
+		if _, _, _, suspected, _ := s.core.Gauges(); suspected > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// replace makes the k-th change: it signs the next epoch, makes the removed
+// member faulty if the change says so, starts the new member and pushes.
+func (w *World) replace(k int, rc ReplaceChange) {
+	id := w.sc.N + k
+	if id != len(w.srv) {
+		w.trace("the operator skips %s: an earlier change was skipped", rc)
+		return
+	}
+	if ChangeGates.Votes && !w.votesSettled() {
+		if w.now+settleRetry >= w.stop {
+			w.stats.ChangesSkipped++
+			w.trace("the operator gives up %s: the votes never settled before the workload stopped", rc)
+			return
+		}
+		w.after(settleRetry, func() { w.replace(k, rc) })
+		return
+	}
+	key, err := keyFrom(w.sc.Seed, 0x6e6577+uint64(k))
+	if err != nil {
+		panic(fmt.Sprintf("sim: a new member's key: %v", err))
+	}
+	var members []wire.EpochMember
+	for i, s := range w.srv {
+		if i != rc.Server && w.member(i) {
+			members = append(members, epochMember(i, s.key))
+		}
+	}
+	members = append(members, epochMember(id, key))
+	prev := [32]byte(w.keys.Cluster)
+	if all := w.chain.Since(0); len(all) > 0 {
+		prev = wire.EpochHash(all[len(all)-1])
+	}
+	e := w.chain.Number() + 1
+	signed, err := wire.SignEpoch(w.clusterCA, &wire.EpochBody{Cluster: w.keys.Cluster, Number: e, Prev: prev, Members: members, F: uint16(w.sc.F)})
+	if err != nil {
+		panic(fmt.Sprintf("sim: signing epoch %d: %v", e, err))
+	}
+	if _, err := w.chain.Extend([]crypto.Signed{signed}); err != nil {
+		panic(fmt.Sprintf("sim: the world's own epoch %d: %v", e, err))
+	}
+	w.stats.Changes++
+	w.trace("the operator replaces s%d by s%d: epoch %d (%s)", rc.Server, id, e, rc)
+
+	if rc.removedFaulty() {
+		s := w.srv[rc.Server]
+		if s.byz == nil {
+			b, err := w.newServerByz(rc.Server, w.sc.N, rc.RemovedByzantine)
+			if err != nil {
+				panic(err) // checkChanges checked the names
+			}
+			s.byz = b
+		} else {
+			for _, name := range rc.RemovedByzantine {
+				beh, _ := NewBehavior(name)
+				s.byz.behaviors = append(s.byz.behaviors, beh)
+			}
+		}
+		w.stays[rc.Server] = rc.RemovedStays
+		w.trace("s%d is faulty from now on (behaviours %v, stays in epoch %d: %t)", rc.Server, rc.RemovedByzantine, e-1, rc.RemovedStays)
+	}
+	w.startMember(id, key, rc.NewByzantine)
+	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: w.chain.Since(0)}}
+	for i := range w.srv {
+		d := w.delay()
+		if ChangeGates.Votes {
+			// Every server up seals now, at the instant the votes were
+			// seen settled: none casts a vote in between.
+			w.push(i, e, news)
+			continue
+		}
+		w.after(d, func() { w.push(i, e, news) })
+	}
+}
+
+func epochMember(id int, key *crypto.PrivateKey) wire.EpochMember {
+	return wire.EpochMember{ID: wire.ServerID(id), Address: fmt.Sprintf("s%d.sim:7000", id), Key: key.Public.Wire, Cert: []byte{0x30}}
+}
+
+// newServerByz makes server id's faulty behaviours, its colluding client's
+// key and the second cluster, each from the streams a faulty server of the
+// scenario would have.
+func (w *World) newServerByz(id, n int, names []string) (*Byz, error) {
+	b, err := newByz(wire.ServerID(id), n, w.srv[id].key, w.keys, rand.New(rand.NewPCG(w.sc.Seed, 0xb12+uint64(id))), names)
+	if err != nil {
+		return nil, err
+	}
+	b.TTL = w.sc.TTL
+	if b.Collude, err = keyFrom(w.sc.Seed, 0xc011+uint64(id)); err != nil {
+		return nil, err
+	}
+	b.Foreign = w.foreign
+	return b, nil
+}
+
+// startMember starts the new member id as the operator does: epoch 0's
+// keyring, its own key, the signed epochs, an empty disk; faulty with the
+// behaviours byz, if any. Its links come up as a restarted server's do.
+func (w *World) startMember(id int, key *crypto.PrivateKey, byz []string) {
+	s := &simServer{id: wire.ServerID(id), key: key, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)}
+	w.srv = append(w.srv, s)
+	cfg := w.serverConfig(s)
+	cfg.Epochs = w.chain.Since(0)
+	s.cfg = cfg
+	c, err := core.New(cfg)
+	if err != nil {
+		panic(fmt.Sprintf("sim: building the new member's core: %v", err))
+	}
+	if err := c.Restore(s.disk); err != nil {
+		panic(fmt.Sprintf("sim: the new member's empty disk: %v", err))
+	}
+	s.core, s.up = c, true
+	if len(byz) > 0 {
+		// It talks to every server id up to its own.
+		b, err := w.newServerByz(id, id+1, byz)
+		if err != nil {
+			panic(err)
+		}
+		s.byz = b
+	}
+	if s.byz != nil {
+		w.trace("s%d starts: the new member, faulty (%v)", id, byz)
+	} else {
+		w.trace("s%d starts: the new member", id)
+	}
+	for o := range w.cut {
+		if o != id && w.reachable(id, o) {
+			w.linkUp(id, o)
+		}
+	}
+	w.after(w.between(0, w.sc.TickMax), func() { w.serverTick(id) })
+}
+
+// push shows server i the epochs, up to e, as the operator's command does,
+// and again every pushRetry while i does not know e, until the command is
+// done: q of the epoch before sealed it and q of e serve it — or, with
+// ChangeGates.Tells, until i knows e (but for a member that stays).
+// It looks whether i knows e before it pushes again, not right after a
+// push: a crash before the epoch is on i's disk loses it.
+func (w *World) push(i int, e uint64, news *wire.Message) {
+	if w.epochNumber() > e {
+		return // a later change pushes its own
+	}
+	if w.srv[i].up && !w.knows(i, e) {
+		w.serverStep(i, core.Input{Kind: core.InputMessage, From: wire.ClientPeer(operator), Msg: news})
+	}
+	w.after(pushRetry, func() {
+		if w.knows(i, e) || w.stays[i] || !ChangeGates.Tells && w.pushDone(e) {
+			return
+		}
+		w.push(i, e, news)
+	})
+}
+
+// pushDone: q_{e−1} members of e−1 know e, and q_e members of e serve it.
+func (w *World) pushDone(e uint64) bool {
+	_, qOld, _ := w.chain.Keyring(e - 1)
+	_, qNew, _ := w.chain.Keyring(e)
+	sealed, serving := 0, 0
+	for i, s := range w.srv {
+		if !s.up {
+			continue
+		}
+		serves, knows := s.core.Epoch()
+		if w.memberOf(i, e-1) && knows >= e {
+			sealed++
+		}
+		if w.memberOf(i, e) && serves >= e {
+			serving++
+		}
+	}
+	return sealed >= qOld && serving >= qNew
+}
+
+// observeEpoch notes when server i begins serving a newer epoch.
+func (w *World) observeEpoch(i int) {
+	s := w.srv[i]
+	if w.chain == nil || !s.up {
+		return
+	}
+	if serves, _ := s.core.Epoch(); serves > s.serves {
+		s.serves = serves
+		w.servedAt[i] = w.now
+		w.trace("s%d serves epoch %d", i, serves)
+	}
+}
+
+// dropsNews: a removed member that stays in its epoch never takes an
+// EpochNews (RemovedStays).
+func (w *World) dropsNews(i int, in core.Input) bool {
+	return w.stays[i] && in.Msg != nil && in.Msg.EpochNews != nil
+}
+
+// dials reports whether client c's runtime keeps a connection to server s:
+// the SDK dials the members of the newest epoch its bakery knows.
+func (w *World) dials(c int, s int) bool {
+	ch := w.cli[c].c.Chain()
+	if ch == nil || ch.Number() == 0 {
+		return s < w.sc.N
+	}
+	keys, _, _ := ch.Keyring(ch.Number())
+	return keys.Key(wire.ServerID(s)) != nil
+}
+
+// ackQuorum reports whether the servers in from hold q_e members of one
+// epoch e (q without changes).
+func (w *World) ackQuorum(from map[int]bool) bool {
+	if w.chain == nil {
+		return len(from) >= w.q
+	}
+	for e := uint64(0); e <= w.chain.Number(); e++ {
+		keys, q, _ := w.chain.Keyring(e)
+		n := 0
+		for s := range from {
+			if keys.Key(wire.ServerID(s)) != nil {
+				n++
+			}
+		}
+		if n >= q {
+			return true
+		}
+	}
+	return false
+}
+
+// followMove: after client c moved to a newer epoch, each attempt not yet
+// holding has started over under a new attempt number (bakery/epoch.go);
+// the history carries the Lock call over to it.
+func (w *World) followMove(c int) {
+	cl := w.cli[c]
+	moves := cl.c.Stats.EpochMoves
+	if moves == cl.moves {
+		return
+	}
+	cl.moves = moves
+	w.stats.EpochMoves++
+	w.trace("c%d moves to epoch %d", c, cl.c.Epoch())
+	for _, lock := range w.sc.Locks {
+		a := w.h.current(c, lock)
+		att := cl.c.Attempt(lock)
+		if a == nil || att == 0 || att == a.att || a.completed() != nil {
+			continue
+		}
+		w.stats.Restarted++
+		w.h.restarted(a, att)
+		w.trace("c%d's attempt on %s starts over in epoch %d: att=%d after att=%d", c, lock, cl.c.Epoch(), att, a.att)
+	}
+}
+
+// checkChangesDone: by the end of a run with changes, every correct member
+// of the newest epoch that is up serves it, and every live correct client
+// knows it (a liveness property of the change: the quiet period leaves q of
+// each epoch up and connected).
+func (w *World) checkChangesDone() {
+	if w.chain == nil || w.chain.Number() == 0 {
+		return
+	}
+	e := w.chain.Number()
+	at := w.instant()
+	for i, s := range w.srv {
+		if s.byz != nil || !s.up || !w.member(i) {
+			continue
+		}
+		if serves, knows := s.core.Epoch(); serves != e {
+			from, done, copying := s.core.Copying()
+			w.h.violate(CheckLiveness, at, "s%d, a correct member of epoch %d, does not serve it by the end (serves %d, knows %d; copying %t from epoch %d, %d members done)",
+				i, e, serves, knows, copying, from, done)
+		}
+	}
+	for c, cl := range w.cli {
+		if cl.alive && cl.c.Epoch() != e {
+			w.h.violate(CheckLiveness, at, "live c%d knows epoch %d at the end, the cluster is in %d", c, cl.c.Epoch(), e)
+		}
+	}
+}

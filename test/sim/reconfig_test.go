@@ -1,0 +1,136 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestReplaceMember: the operator replaces a member while four clients
+// contend for two locks (docs/protocol.md change 43, reconfig.go): a correct
+// member, a faulty one, a correct one that turns faulty at the change and
+// keeps talking with its old key, and one whose replacement is faulty.
+// Every checker holds through the change, every client moves to the new
+// epoch (told only by the servers), every correct member of it serves it,
+// the clients take the locks again after it, and a seed replays exactly.
+func TestReplaceMember(t *testing.T) {
+	for i, c := range []struct {
+		name string
+		n    int
+		byz  []ByzServer
+		rc   ReplaceChange
+	}{
+		{"correct", 4, nil, ReplaceChange{At: 1200 * time.Millisecond, Server: 1}},
+		{"faulty", 4, []ByzServer{{Server: 0, Behaviors: []string{"stale"}}}, ReplaceChange{At: 900 * time.Millisecond, Server: 0}},
+		{"turns-faulty", 7, []ByzServer{{Server: 5, Behaviors: []string{"equivocate"}}},
+			ReplaceChange{At: 1500 * time.Millisecond, Server: 2, RemovedByzantine: []string{"forge-reset"}}},
+		{"new-faulty", 7, []ByzServer{{Server: 0, Behaviors: []string{"lying-membership"}}},
+			ReplaceChange{At: time.Second, Server: 3, NewByzantine: []string{"suspect-all"}}},
+	} {
+		if testing.Short() && c.n > 4 {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			sc := quietScenario(4300+uint64(i), c.n, RoleLocker, RoleNester, RoleLocker, RoleTryLocker)
+			sc.Locks = []string{"L0", "L1"}
+			sc.FaultWindow = 2 * time.Second
+			sc.Byzantine = c.byz
+			sc.Replace = []ReplaceChange{c.rc}
+			res := Run(sc, RunOptions{})
+			report(t, res, fmt.Sprintf("go test ./test/sim -run 'TestReplaceMember/%s' -v", c.name))
+			if res.Stats.Changes != 1 {
+				t.Fatalf("%d changes made, want 1", res.Stats.Changes)
+			}
+			if res.Stats.EpochMoves != len(sc.Roles) {
+				t.Errorf("%d clients moved to the new epoch, want %d", res.Stats.EpochMoves, len(sc.Roles))
+			}
+			after := 0
+			for _, h := range res.Holds {
+				if h.From.At > c.rc.At {
+					after++
+				}
+			}
+			if after < 3 {
+				t.Errorf("only %d holdings began after the change", after)
+			}
+			again := Run(sc, RunOptions{})
+			if again.TraceHash != res.TraceHash || again.Stats != res.Stats {
+				t.Errorf("the run did not replay: hashes %x and %x", res.TraceHash[:8], again.TraceHash[:8])
+			}
+			t.Logf("%s: %d acquisitions, %d after the change; %d attempts started over in the new epoch", sc.String(), res.Stats.Acquired, after, res.Stats.Restarted)
+		})
+	}
+}
+
+// TestCampaignReplaces runs campaign seeds that replace a member (the first
+// ones from 8400001 on): each replays with
+// go run ./test/cmd/bqsim -seed S -seeds 1 -byzantine all -v
+func TestCampaignReplaces(t *testing.T) {
+	want := seedsPer(12)
+	made := 0
+	for seed := uint64(8400001); want > 0; seed++ {
+		sc, err := GenerateCampaign(seed, 0, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sc.Replace) == 0 || testing.Short() && sc.N > 4 {
+			continue
+		}
+		want--
+		res := Run(sc, RunOptions{})
+		report(t, res, fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -v", seed))
+		made += res.Stats.Changes
+	}
+	if made == 0 {
+		t.Errorf("no change was made: the gates left nothing to check")
+	}
+}
+
+// TestGates: the gates' names round-trip, and without them the campaign
+// generates the sub-cases they leave out.
+func TestGates(t *testing.T) {
+	for _, g := range []Gates{AllGates, NoGates, {Reads: true}, {Tells: true, Votes: true}} {
+		if back, err := ParseGates(g.String()); err != nil || back != g {
+			t.Errorf("%+v: %q read back as %+v (%v)", g, g.String(), back, err)
+		}
+	}
+	if _, err := ParseGates("tells+nonsense"); err == nil {
+		t.Error("ParseGates took an unknown gate")
+	}
+	var stays, readers int
+	for seed := uint64(1); seed <= 400; seed++ {
+		sc, _ := GenerateCampaign(seed, 4, "all")
+		for _, rc := range sc.Replace {
+			if rc.RemovedStays {
+				t.Fatalf("seed %d: a removed member that stays, with the gates on", seed)
+			}
+		}
+		if len(sc.Replace) > 0 && contains(roleInts(sc.Roles), int(RoleReader)) {
+			t.Fatalf("seed %d: a change in a run with readers, with the gates on", seed)
+		}
+		func() {
+			ChangeGates = NoGates
+			defer func() { ChangeGates = AllGates }()
+			sc, _ := GenerateCampaign(seed, 4, "all")
+			for _, rc := range sc.Replace {
+				if rc.RemovedStays {
+					stays++
+				}
+			}
+			if len(sc.Replace) > 0 && contains(roleInts(sc.Roles), int(RoleReader)) {
+				readers++
+			}
+		}()
+	}
+	if stays == 0 || readers == 0 {
+		t.Errorf("without the gates, 400 seeds made %d removed members that stay and %d changes with readers, want some of each", stays, readers)
+	}
+}
+
+func roleInts(rs []Role) []int {
+	out := make([]int, len(rs))
+	for i, r := range rs {
+		out[i] = int(r)
+	}
+	return out
+}
