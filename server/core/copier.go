@@ -218,6 +218,9 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 	e.Persist = append(e.Persist, Record{Bucket: bucketServing, Key: servingKey, Value: binary.BigEndian.AppendUint64(nil, run.to)})
 	for _, s := range k.peers() {
 		k.resync(s, e)
+		// "I serve now": each peer shows this server what it took while
+		// this server was copying (peers.go).
+		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Announce: &wire.Announce{}}})
 	}
 }
 

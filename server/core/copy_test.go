@@ -2,6 +2,7 @@ package core
 
 import (
 	"crypto/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -383,4 +384,27 @@ func TestCopyOfALargeStateIsNotRestarted(t *testing.T) {
 	_, done, _ := s4.Copying()
 	require.Equal(t, 1, done, "server 0's whole state came, in %d parts over %v", len(parts), time.Duration(len(parts))*copyRetry*4/5)
 	require.Equal(t, len(parts)/2, quiet, "server 1, quiet, is asked again every other Tick (each copyRetry)")
+}
+
+// docs/protocol.md change 43: a member that copied its way into the epoch
+// says so with an empty Announce at the copy's end, and each peer answers
+// with a resync, so what the peer took while the member was copying (which
+// the member dropped, sealed) reaches it; a peer saying so over and over
+// gets one resync per copyRetry/2. Found by the simulator (seed 1756: a
+// silent client's Doorway that only the new member held was never voted on).
+func TestPeerThatCopiedIsResynchronised(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	x := c.newClient()
+	c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	c.fromClient(0, x.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: x.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	c.drop()
+	served := &wire.Message{Announce: &wire.Announce{}}
+	c.fromServer(0, 1, served)
+	require.Contains(t, strings.Join(c.inflightKinds(), " "), "Announce(have=1)", "server 1 is shown what server 0 holds")
+	c.drop()
+	c.fromServer(0, 1, served)
+	require.Empty(t, c.inflight, "not again so soon")
+	c.now = c.now.Add(copyRetry)
+	c.fromServer(0, 1, served)
+	require.NotEmpty(t, c.inflight)
 }

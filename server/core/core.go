@@ -189,6 +189,11 @@ type Core struct {
 	// INVARIANT: every key was a member of an epoch this server knows
 	// (serveCopy answers no one else), so it is bounded by the ids used.
 	copiesServed map[wire.ServerID]time.Time
+	// servesSaid: when each peer last said it serves this server's epoch
+	// after a copy (its empty Announce): this server then resynchronises
+	// with it, at most once per copyRetry/2, so that what it took while the
+	// peer was copying reaches the peer (found by the simulator).
+	servesSaid map[wire.ServerID]time.Time
 	// told: the newest epoch each peer was shown since this server sealed,
 	// so a peer still talking in the sealed epoch is told once per epoch.
 	told        map[wire.ServerID]uint64
@@ -330,7 +335,7 @@ func New(cfg Config) (*Core, error) {
 	}
 	fit := memberFit(crypto.MaxMessageSize, q, cfg.Signer.Public.Wire.Scheme)
 	return &Core{
-		chain: chain, told: make(map[wire.ServerID]uint64), copiesServed: make(map[wire.ServerID]time.Time),
+		chain: chain, told: make(map[wire.ServerID]uint64), copiesServed: make(map[wire.ServerID]time.Time), servesSaid: make(map[wire.ServerID]time.Time),
 		cfg: cfg, q: q,
 		memberCap: min(cfg.MaxLockMembers, fit), listenCap: min(cfg.MaxListenMembers, fit),
 		locks:        make(map[string]*activeset.Lock),

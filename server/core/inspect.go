@@ -85,7 +85,9 @@ func (k *Core) StateBytes() (tracked, counted int) { return k.stateBytes, k.reco
 func (k *Core) Limits() Footprint {
 	return Footprint{StateBytes: k.cfg.MaxStateBytes,
 		Locks: k.cfg.MaxLocksPerClient, Subscriptions: 2, MaxWatched: k.listenCap,
-		Sessions: k.cfg.MaxSessionsPerClient, Deferred: k.cfg.MaxDeferredSessions, PendingVotes: 2 * k.cfg.MaxSessionsPerClient,
+		// Sessions heard of, and as many given back by a disk or a copy
+		// (detector: restored leases do not count against the limit).
+		Sessions: 2 * k.cfg.MaxSessionsPerClient, Deferred: k.cfg.MaxDeferredSessions, PendingVotes: 2 * k.cfg.MaxSessionsPerClient,
 	}
 }
 

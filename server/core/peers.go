@@ -31,6 +31,16 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 	if k.sealedServer(s, m, e) {
 		return
 	}
+	if a := m.Announce; a != nil && !a.Want && len(a.Items) == 0 {
+		// A peer that just copied its way into this server's epoch
+		// (copier.go): show it what this server took while it was
+		// copying, which it dropped (change 43).
+		if at, ok := k.servesSaid[s]; !ok || now.Sub(at) >= copyRetry/2 {
+			k.servesSaid[s] = now
+			k.resync(s, e)
+		}
+		return
+	}
 	switch {
 	case m.Forward != nil:
 		st, err := k.verify(&m.Forward.Statement)

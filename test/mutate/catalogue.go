@@ -317,6 +317,8 @@ var Catalogue = []Mutant{
 		"if len(next.ClientCAs) >= wire.MaxClientCAs {", "if false {"},
 	{"ca-pool-not-swapped", "change 43: after a CA rotation a node trusts the next CA's certificates", "transport/quic.go",
 		"\tif pool != nil {\n\t\tn.caPool.Store(pool)", "\tif false {\n\t\tn.caPool.Store(pool)"},
+	{"copier-not-resynced", "change 43: a member that copied its way in is shown what its peers took meanwhile", "server/core/peers.go",
+		"if at, ok := k.servesSaid[s]; !ok || now.Sub(at) >= copyRetry/2 {", "if at, ok := k.servesSaid[s]; false && (!ok || now.Sub(at) >= copyRetry/2) {"},
 	{"roster-keeps-removed", "change 43: a runtime's roster names no server of an epoch it no longer deals with", "certs/epochs.go",
 		"\tfor _, e := range append(with, knows) {", "\tfor _, e := range append(with, knows, 0) {"},
 
