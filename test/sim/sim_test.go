@@ -22,7 +22,7 @@ func seedsPer(normal int) int {
 	case testing.Short():
 		return max(1, normal/6)
 	case raceEnabled:
-		return max(1, normal/2)
+		return max(1, normal/3)
 	}
 	return normal
 }
