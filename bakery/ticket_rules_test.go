@@ -72,6 +72,7 @@ func TestTicketFromJustificationRule(t *testing.T) {
 		{"q views of another epoch", []wire.SignedView{epochView(0, 1), epochView(1, 1), epochView(2, 1)}, 0, wire.ErrOtherEpoch},
 		{"q−1 views of another epoch", []wire.SignedView{epochView(0, 1), epochView(1, 1)}, 0, wire.ErrOtherEpoch},
 		{"q+1 views of another epoch", []wire.SignedView{epochView(0, 1), epochView(1, 1), epochView(2, 1), epochView(3, 1)}, 0, wire.ErrOtherEpoch},
+		{"a view of another epoch after views of this one", []wire.SignedView{v(0, nil), v(1, nil), epochView(2, 1)}, 0, wire.ErrOtherEpoch},
 		{"a view whose signature fails", []wire.SignedView{v(0, nil), v(1, nil), func() wire.SignedView {
 			sv := v(2, nil)
 			sv.Signed.Sig = append([]byte(nil), sv.Signed.Sig...)
