@@ -70,10 +70,11 @@ type Server struct {
 	admission *admission // nil for an open cluster
 	core      Core
 	roster    *certs.Roster
-	serves    uint64 // the epoch the core serves, as last logged
-	metrics   *metrics.Registry
-	http      *http.Server
-	published time.Time
+	// serves and knows: the core's epochs when followEpochs last looked.
+	serves, knows uint64
+	metrics       *metrics.Registry
+	http          *http.Server
+	published     time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -536,10 +537,13 @@ func (s *Server) followEpochs() error {
 		return nil
 	}
 	serves, knows := k.Epoch()
+	if serves == s.serves && knows == s.knows {
+		return nil // every batch asks; only a new epoch costs anything
+	}
 	if serves != s.serves {
-		s.serves = serves
 		s.log.Info("serving the cluster's epoch", "epoch", serves)
 	}
+	s.serves, s.knows = serves, knows
 	with := []uint64{knows - min(knows, 1)}
 	if keys, _, ok := k.Chain().Keyring(serves); ok && keys.Key(s.Material.ID) != nil {
 		with = append(with, serves) // a sealed member hands its state to the next epoch's
