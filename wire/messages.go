@@ -301,20 +301,26 @@ func (w *Welcome) String() string { return fmt.Sprintf("Welcome(%s)", w.Client) 
 type SessionOpen struct {
 	Session   uint64 `cbor:"1,keyasint"`
 	TTLMillis uint32 `cbor:"2,keyasint"`
+	// Epoch is the epoch the client is in (change 43; omitted in epoch 0):
+	// a server that knows later ones shows them. Unsigned: a client that
+	// lies about it only gets shown epochs, or not.
+	Epoch uint64 `cbor:"3,keyasint,omitempty"`
 }
 
 func (s *SessionOpen) String() string {
-	return fmt.Sprintf("SessionOpen(sess=%d ttl=%dms)", s.Session, s.TTLMillis)
+	return fmt.Sprintf("SessionOpen(sess=%d ttl=%dms%s)", s.Session, s.TTLMillis, epochSuffix(s.Epoch))
 }
 
 // Heartbeat renews the lease of a session.
 type Heartbeat struct {
 	Session uint64 `cbor:"1,keyasint"`
 	Seq     uint64 `cbor:"2,keyasint"`
+	// Epoch is the epoch the client is in, as in SessionOpen.
+	Epoch uint64 `cbor:"3,keyasint,omitempty"`
 }
 
 func (h *Heartbeat) String() string {
-	return fmt.Sprintf("Heartbeat(sess=%d seq=%d)", h.Session, h.Seq)
+	return fmt.Sprintf("Heartbeat(sess=%d seq=%d%s)", h.Session, h.Seq, epochSuffix(h.Epoch))
 }
 
 // SessionClose ends a session: its owner promises to send nothing more in
@@ -423,9 +429,14 @@ func (l *Listen) String() string {
 type GetSet struct {
 	Req  uint64 `cbor:"1,keyasint"`
 	Lock string `cbor:"2,keyasint"`
+	// Epoch is the epoch the client is in, as in SessionOpen: a reader may
+	// have no session, so no Heartbeat to name it in.
+	Epoch uint64 `cbor:"3,keyasint,omitempty"`
 }
 
-func (g *GetSet) String() string { return fmt.Sprintf("GetSet(req=%d %s)", g.Req, g.Lock) }
+func (g *GetSet) String() string {
+	return fmt.Sprintf("GetSet(req=%d %s%s)", g.Req, g.Lock, epochSuffix(g.Epoch))
+}
 
 // Update is a snapshot (first) or a push (later) answering a Listen or a GetSet.
 type Update struct {
@@ -458,9 +469,13 @@ type Read struct {
 	Req    uint64   `cbor:"1,keyasint"`
 	Lock   string   `cbor:"2,keyasint"`
 	Client ClientID `cbor:"3,keyasint"`
+	// Epoch is the epoch the client is in, as in GetSet.
+	Epoch uint64 `cbor:"4,keyasint,omitempty"`
 }
 
-func (r *Read) String() string { return fmt.Sprintf("Read(req=%d %s %s)", r.Req, r.Lock, r.Client) }
+func (r *Read) String() string {
+	return fmt.Sprintf("Read(req=%d %s %s%s)", r.Req, r.Lock, r.Client, epochSuffix(r.Epoch))
+}
 
 // ReadReply answers a Read; Statement is nil if the server has none, and
 // Reset is the certificate that voids it, if any.

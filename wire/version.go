@@ -18,7 +18,9 @@ const (
 	// 1.5: ViewBody.Epoch and SuspectBody.Epoch (change 43: signed bodies
 	// name their epoch, omitted in epoch 0, so a 1.4 peer meets one only
 	// once a cluster has changed, and refuses it), EpochNews and
-	// ErrCodeEpochMoved, CopyRequest and Copy.
+	// ErrCodeEpochMoved, CopyRequest and Copy, and the client's epoch in
+	// SessionOpen, Heartbeat, Read and GetSet (unsigned; a 1.4 server
+	// ignores it).
 	ProtocolMinor = 5
 )
 
