@@ -342,7 +342,7 @@ func (c *Client) Accesses(lock string) int {
 func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 	send := func(m *wire.Message) { e.Send = append(e.Send, Send{To: s, Msg: m}) }
 	if !c.reopen {
-		send(&wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+		send(c.sessionOpen(c.sess))
 	}
 	for _, lock := range c.sortedLocks() {
 		a := c.attempts[lock]
@@ -361,7 +361,7 @@ func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 		o := c.ops[id]
 		if o.isRead {
 			// The Read may have been lost with the old connection.
-			send(&wire.Message{Read: &wire.Read{Req: o.id, Lock: o.lock, Client: o.x}})
+			send(c.readMsg(o))
 			continue
 		}
 		if o.set == nil {
@@ -371,7 +371,7 @@ func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 			continue
 		}
 		o.snapshotDue[s] = true // the server answers a new subscription with a snapshot
-		send(&wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}})
+		send(c.getSetMsg(o))
 	}
 	return e
 }
@@ -471,15 +471,16 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		}
 		c.sessionRefusals[s] = fmt.Sprintf("%s: %s", er.Code, er.Detail)
 	}
-	if o := c.ops[er.Req]; o != nil && o.resend != nil && er.Code == wire.ErrCodeEpochMoved && c.chain != nil {
-		// An ExitEarlier or CloseSession refused by a member of the
-		// client's epoch that is still copying: it goes to that member
-		// again shortly (change 43), or the session it closes would stay
-		// live there, counting against the client's session limit.
+	if o := c.ops[er.Req]; o != nil && er.Code == wire.ErrCodeEpochMoved && c.chain != nil {
+		// A Read, a GetSet, an ExitEarlier or a CloseSession refused by a
+		// member of the client's epoch that is still copying: it goes to
+		// that member again shortly (change 43). A read may need that
+		// member's answer for its quorum, and a session a close leaves
+		// open there would count against the client's session limit.
 		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
 		if c.cfg.Keys.Key(s) != nil {
-			c.retries = append(c.retries, retry{at: now.Add(epochRetry), s: s, op: o})
-			if o.resend.SessionClose != nil {
+			c.retryOpAt(now.Add(epochRetry), s, o)
+			if o.resend != nil && o.resend.SessionClose != nil {
 				if o.copying == nil {
 					o.copying = map[wire.ServerID]bool{}
 				}

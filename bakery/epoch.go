@@ -78,7 +78,7 @@ func (c *Client) moveTo(now time.Time, e *Effects) {
 		c.hbSeq = 0
 		c.lease.Sent(0, now) // the SessionOpen is heartbeat 0
 		c.nextHB = now.Add(c.cfg.TTL / 3)
-		c.toAll(e, &wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+		c.toAll(e, c.sessionOpen(c.sess))
 	}
 	for _, lock := range c.sortedLocks() {
 		a := c.attempts[lock]
@@ -97,7 +97,7 @@ func (c *Client) moveTo(now time.Time, e *Effects) {
 		o := c.ops[id]
 		switch {
 		case o.isRead:
-			c.toAll(e, &wire.Message{Read: &wire.Read{Req: o.id, Lock: o.lock, Client: o.x}})
+			c.toAll(e, c.readMsg(o))
 		case o.set == nil && o.resend != nil:
 			c.toAll(e, o.resend)
 		case o.set != nil:
@@ -106,7 +106,7 @@ func (c *Client) moveTo(now time.Time, e *Effects) {
 					o.snapshotDue[wire.ServerID(i)] = true
 				}
 			}
-			c.toAll(e, &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}})
+			c.toAll(e, c.getSetMsg(o))
 		}
 	}
 }

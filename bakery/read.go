@@ -13,7 +13,7 @@ func (c *Client) Read(lock string, x wire.ClientID) (op uint64, e Effects) {
 	o := &operation{id: c.req(), lock: lock, isRead: true, x: x, reads: quorum.NewAccess[quorum.RegisterValue](c.q)}
 	c.ops[o.id] = o
 	c.access(nil, "read")
-	c.toAll(&e, &wire.Message{Read: &wire.Read{Req: o.id, Lock: lock, Client: x}})
+	c.toAll(&e, c.readMsg(o))
 	return o.id, e
 }
 
@@ -32,7 +32,7 @@ func (c *Client) GetSet(lock string) (op uint64, e Effects) {
 	}
 	c.ops[o.id] = o
 	c.access(nil, "getset")
-	c.toAll(&e, &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: lock}})
+	c.toAll(&e, c.getSetMsg(o))
 	return o.id, e
 }
 
@@ -78,7 +78,7 @@ func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *E
 	set, ok := o.set.Apply(s, snapshot, members, u.Absent)
 	if !ok {
 		if u.Last {
-			e.Send = append(e.Send, Send{To: s, Msg: &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock}}})
+			e.Send = append(e.Send, Send{To: s, Msg: c.getSetMsg(o)})
 		}
 		return
 	}
@@ -87,4 +87,15 @@ func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *E
 		e.Events = append(e.Events, Event{Kind: SetDone, Lock: o.lock, Op: id, Set: set})
 	}
 	e.Events = append(e.Events, Event{Kind: SetDone, Lock: o.lock, Op: o.id, Set: set})
+}
+
+// readMsg and getSetMsg are o's request. Each names the client's epoch: a
+// reader may have no session, so no Heartbeat to name it in, and a server
+// that knows a later epoch shows it (docs/protocol.md change 43).
+func (c *Client) readMsg(o *operation) *wire.Message {
+	return &wire.Message{Read: &wire.Read{Req: o.id, Lock: o.lock, Client: o.x, Epoch: c.cfg.Keys.Epoch}}
+}
+
+func (c *Client) getSetMsg(o *operation) *wire.Message {
+	return &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock, Epoch: c.cfg.Keys.Epoch}}
 }

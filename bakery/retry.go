@@ -49,6 +49,17 @@ func (c *Client) retryAt(at time.Time, s wire.ServerID, a *attempt, req uint64) 
 	c.retries = append(c.retries, retry{at: at, s: s, a: a, req: req})
 }
 
+// retryOpAt schedules operation o's request to s again at at, unless one
+// is pending already: a faulty member's repeated refusals grow nothing.
+func (c *Client) retryOpAt(at time.Time, s wire.ServerID, o *operation) {
+	for _, r := range c.retries {
+		if r.s == s && r.req == o.id {
+			return
+		}
+	}
+	c.retries = append(c.retries, retry{at: at, s: s, op: o, req: o.id})
+}
+
 // currentReq is the request a's phase waits on.
 func currentReq(a *attempt) uint64 {
 	switch a.phase {
@@ -76,17 +87,31 @@ func (c *Client) sendRetries(now time.Time, e *Effects) {
 			kept = append(kept, r)
 		case r.op != nil:
 			if c.ops[r.op.id] == r.op {
-				e.Send = append(e.Send, Send{To: r.s, Msg: r.op.resend})
+				e.Send = append(e.Send, Send{To: r.s, Msg: c.opRequest(r.op, r.s)})
 			}
 		case r.a == nil: // the session's own SessionOpen, to a member still copying (change 43)
 			if c.lease != nil && !c.reopen && c.cfg.Keys.Key(r.s) != nil {
-				e.Send = append(e.Send, Send{To: r.s, Msg: &wire.Message{SessionOpen: &wire.SessionOpen{Session: c.sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}}})
+				e.Send = append(e.Send, Send{To: r.s, Msg: c.sessionOpen(c.sess)})
 			}
 		case c.attempts[r.a.lock] == r.a && currentReq(r.a) == r.req:
 			c.resend(r.a, r.s, func(m *wire.Message) { e.Send = append(e.Send, Send{To: r.s, Msg: m}) })
 		}
 	}
 	c.retries = kept
+}
+
+// opRequest is o's request, to send to s again: a Read, a GetSet (whose
+// first Update from s is then a snapshot) or the resend of an ExitEarlier or
+// CloseSession.
+func (c *Client) opRequest(o *operation, s wire.ServerID) *wire.Message {
+	switch {
+	case o.isRead:
+		return c.readMsg(o)
+	case o.set != nil:
+		o.snapshotDue[s] = true
+		return c.getSetMsg(o)
+	}
+	return o.resend
 }
 
 // PendingRetries is the number of retries waiting (read only, for tests).

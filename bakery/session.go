@@ -111,7 +111,7 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 	c.hbSeq = 0
 	c.lease.Sent(0, now)
 	c.nextHB = now.Add(c.cfg.TTL / 3)
-	c.toAll(e, &wire.Message{SessionOpen: &wire.SessionOpen{Session: sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond)}})
+	c.toAll(e, c.sessionOpen(sess))
 	return nil
 }
 
@@ -126,6 +126,10 @@ func (c *Client) Tick(now time.Time) (e Effects) {
 			c.reopen, c.reopenAt = false, time.Time{}
 		}
 	}
+	// Retries go out with or without a session: a Read or GetSet needs
+	// none (found by the campaign: a reader whose session was reset never
+	// sent its Read to a member that had been copying).
+	c.sendRetries(now, &e)
 	if c.lease == nil || c.reopen {
 		return e
 	}
@@ -133,12 +137,11 @@ func (c *Client) Tick(now time.Time) (e Effects) {
 		c.hbSeq++
 		c.lease.Sent(c.hbSeq, now)
 		c.nextHB = now.Add(c.cfg.TTL / 3)
-		c.toAll(&e, &wire.Message{Heartbeat: &wire.Heartbeat{Session: c.sess, Seq: c.hbSeq}})
+		c.toAll(&e, &wire.Message{Heartbeat: &wire.Heartbeat{Session: c.sess, Seq: c.hbSeq, Epoch: c.cfg.Keys.Epoch}})
 	}
 	c.unholdIfSuspected(now, &e)
 	c.checkLease(now, &e)
 	c.checkMaxHold(now, &e)
-	c.sendRetries(now, &e)
 	return e
 }
 
@@ -317,4 +320,10 @@ func (c *Client) holdsIn(sess uint64) bool {
 		}
 	}
 	return false
+}
+
+// sessionOpen opens or reopens session sess. It names the client's epoch, so
+// a server that knows a later one shows it (docs/protocol.md change 43).
+func (c *Client) sessionOpen(sess uint64) *wire.Message {
+	return &wire.Message{SessionOpen: &wire.SessionOpen{Session: sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond), Epoch: c.cfg.Keys.Epoch}}
 }

@@ -1,9 +1,12 @@
 package detector
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
+	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -46,12 +49,38 @@ func (m *Muteness) CopyClients() []wire.CopyClient {
 // SetEpoch moves the detector to a newer epoch's keyring and quorum, as its
 // server starts serving it after the copy (docs/protocol.md change 43):
 // votes not yet certified are dropped — votes of one epoch never count in
-// another — and so are this server's own; certificates stay.
-func (m *Muteness) SetEpoch(keys wire.Keyring, quorum int) {
+// another; certificates stay. This server's own votes are signed again in
+// the new epoch, and returned for the caller to persist: the sessions they
+// are on stay suspected (this server acks them no more, as it promised when
+// it first voted), so without a vote of the new epoch no certificate of it
+// would ever end them.
+func (m *Muteness) SetEpoch(keys wire.Keyring, quorum int) (revoted []wire.SignedSuspect) {
 	m.cfg.Keys, m.cfg.Quorum = keys, quorum
-	for _, cs := range m.clients {
+	for _, c := range slices.SortedFunc(maps.Keys(m.clients), compareClients) {
+		cs := m.clients[c]
+		own := map[uint64]wire.SuspectReason{}
+		for sess, vs := range cs.votes {
+			if v, ok := vs[m.cfg.Self]; ok && sess > cs.resetUpTo {
+				var body wire.SuspectBody
+				if crypto.Unmarshal(v.Signed.Body, &body) == nil {
+					own[sess] = body.Reason
+				}
+			}
+		}
 		clear(cs.votes)
+		for _, sess := range slices.Sorted(maps.Keys(own)) {
+			v := m.sign(c, sess, own[sess])
+			cs.votes[sess] = map[wire.ServerID]wire.SignedSuspect{m.cfg.Self: v}
+			revoted = append(revoted, v)
+		}
 	}
+	return revoted
+}
+
+// Resign signs one of this server's own votes of an earlier epoch again in
+// the epoch it serves (a vote found on its disk after a restart).
+func (m *Muteness) Resign(b wire.SuspectBody) wire.SignedSuspect {
+	return m.sign(b.Client, b.Session, b.Reason)
 }
 
 // RestartClocks starts every lease, Doorway deadline and hold clock afresh
@@ -77,4 +106,14 @@ func (m *Muteness) RestartClocks(now time.Time) {
 			cs.holds[lock] = h
 		}
 	}
+}
+
+func compareClients(a, b wire.ClientID) int {
+	switch {
+	case a.Less(b):
+		return -1
+	case b.Less(a):
+		return 1
+	}
+	return 0
 }

@@ -67,6 +67,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	switch {
 	case m.SessionOpen != nil:
 		k.spoke(c, m.SessionOpen.Session, e) // change 33
+		k.tellClient(c, m.SessionOpen.Epoch, e)
 		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
 		newTTL, err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
 		if le := k.sessionLimit(err, ttl); le != nil {
@@ -84,6 +85,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		reply(&wire.Message{Ack: &wire.Ack{Req: m.SessionClose.Req}})
 	case m.Heartbeat != nil:
 		k.spoke(c, m.Heartbeat.Session, e)
+		k.tellClient(c, m.Heartbeat.Epoch, e)
 		err := k.mute.Heartbeat(c, m.Heartbeat.Session, now)
 		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil}})
 	case m.Submit != nil:
@@ -92,6 +94,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		k.onListen(now, c, m.Listen, reply, fail)
 	case m.GetSet != nil:
 		k.Stats.Accesses["getset"]++
+		k.tellClient(c, m.GetSet.Epoch, e)
 		lock, err := k.lockForClient(now, c, m.GetSet.Lock, false)
 		if err != nil {
 			fail(m.GetSet.Req, wire.ErrCodeLimit, err)
@@ -101,6 +104,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		reply(&wire.Message{Update: lock.Subscribe(sub, k.mute.Certificate)})
 	case m.Read != nil:
 		k.Stats.Accesses["read"]++
+		k.tellClient(c, m.Read.Epoch, e)
 		rr := &wire.ReadReply{Req: m.Read.Req}
 		if lock := k.locks[m.Read.Lock]; lock != nil {
 			if en := lock.Highest(m.Read.Client); en != nil {

@@ -212,7 +212,13 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 	}
 	k.settleCopiedClients(run, e)
 	keys, q, _ := k.chain.Keyring(run.to)
-	k.serve(keys, q, k.chain.Faults(run.to))
+	for _, v := range k.serve(keys, q, k.chain.Faults(run.to)) {
+		// This server's own votes, signed again in the epoch it serves:
+		// persisted in the batch that says it serves it, so a restart
+		// finds none of the epoch before (resendOwnVotes sends them).
+		body, _ := v.Verify(k.cfg.Keys)
+		e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(body.Client, body.Session), Value: mustMarshal(v)})
+	}
 	k.mute.RestartClocks(now)
 	k.copying = nil
 	e.Persist = append(e.Persist, Record{Bucket: bucketServing, Key: servingKey, Value: binary.BigEndian.AppendUint64(nil, run.to)})
@@ -275,13 +281,15 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 }
 
 // serve makes this server serve the epoch of keys: its members, quorum and
-// f count from now on, votes of the epoch before do not, and the Views it
-// signed before are no longer known by their bytes.
-func (k *Core) serve(keys wire.Keyring, q, f int) {
+// f count from now on, votes of the epoch before do not (this server's own
+// are signed again in this one, and returned), and the Views it signed
+// before are no longer known by their bytes.
+func (k *Core) serve(keys wire.Keyring, q, f int) (revoted []wire.SignedSuspect) {
 	k.cfg.Keys, k.cfg.N, k.cfg.F, k.q = keys, keys.Len(), f, q
-	k.mute.SetEpoch(keys, q)
+	revoted = k.mute.SetEpoch(keys, q)
 	fit := memberFit(crypto.MaxMessageSize, q, k.cfg.Signer.Public.Wire.Scheme)
 	k.memberCap, k.listenCap = min(k.cfg.MaxLockMembers, fit), min(k.cfg.MaxListenMembers, fit)
 	k.views = newOwnViews(ownViewsSize)
 	clear(k.told)
+	return revoted
 }

@@ -408,3 +408,121 @@ func TestPeerThatCopiedIsResynchronised(t *testing.T) {
 	c.fromServer(0, 1, served)
 	require.NotEmpty(t, c.inflight)
 }
+
+// docs/protocol.md change 43, every member tells whoever is behind: a
+// client names its epoch in each SessionOpen and Heartbeat, and a member
+// serving a later epoch shows it the epochs after the one named — once per
+// connection, however often the client names it again — and a peer that
+// connects is shown the epochs too (a member down through the change).
+func TestServingMemberTellsWhoeverIsBehind(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	s4, one := c.addServerFour(ca, nil)
+	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	c.effects(4, s4.Tick(c.now))
+	c.flush()
+	serves, _ := c.cores[0].Epoch()
+	require.EqualValues(t, 1, serves)
+	c.toClients = nil
+
+	x := c.newClient()
+	news := func() int {
+		n := 0
+		for _, m := range c.replies(x.id) {
+			if m.EpochNews != nil {
+				require.Len(t, m.EpochNews.Epochs, 1)
+				n++
+			}
+		}
+		return n
+	}
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(x.id)}))
+	c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	require.Equal(t, 1, news(), "a SessionOpen of epoch 0 is shown epoch 1")
+	c.fromClient(0, x.id, &wire.Message{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 1}})
+	c.fromClient(0, x.id, &wire.Message{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 2}})
+	require.Zero(t, news(), "once per connection")
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputDisconnected, From: wire.ClientPeer(x.id)}))
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(x.id)}))
+	c.fromClient(0, x.id, &wire.Message{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 3, Epoch: 1}})
+	require.Zero(t, news(), "a client of epoch 1 is shown nothing")
+	c.fromClient(0, x.id, &wire.Message{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 4}})
+	require.Equal(t, 1, news(), "a Heartbeat of epoch 0 on a new connection is shown epoch 1")
+	for _, m := range []*wire.Message{
+		{Read: &wire.Read{Req: 7, Lock: "L", Client: x.id}},
+		{GetSet: &wire.GetSet{Req: 8, Lock: "L"}},
+	} {
+		// A reader may have no session: its reads name its epoch too.
+		c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputDisconnected, From: wire.ClientPeer(x.id)}))
+		c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(x.id)}))
+		c.fromClient(0, x.id, m)
+		require.Equal(t, 1, news(), "a %s of epoch 0 is shown epoch 1", m.Body())
+	}
+
+	c.drop()
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(1)}))
+	shown := 0
+	for _, m := range c.inflight {
+		msg, err := wire.Decode(m.data)
+		require.NoError(t, err)
+		if msg.EpochNews != nil && m.to == 1 {
+			require.Len(t, msg.EpochNews.Epochs, 1)
+			shown++
+		}
+	}
+	require.Equal(t, 1, shown, "a peer that connects is shown the epochs")
+}
+
+// docs/protocol.md change 43, votes across the copy: server 0 voted on a
+// silent session in epoch 0, and no certificate came of it. At the copy's
+// end it signs that vote again in epoch 1 and persists it, so the session
+// can still be ended by a certificate of epoch 1, and a restart restores
+// it; a disk that still holds the vote of epoch 0 (an earlier version
+// dropped it) restores too, signed again.
+func TestOwnVotesAreSignedAgainAtTheCopysEnd(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	x := c.newClient()
+	c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 1000}})
+	c.now = c.now.Add(2 * time.Second)
+	c.effects(0, c.cores[0].Tick(c.now))
+	require.True(t, c.cores[0].mute.Voted(x.id, 1))
+	var old []byte
+	for _, v := range c.disks[0][bucketVote] {
+		old = v
+	}
+	require.NotNil(t, old)
+	c.drop()
+	c.toClients = nil
+
+	s4, one := c.addServerFour(ca, nil)
+	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	c.effects(4, s4.Tick(c.now))
+	c.flush()
+	serves, _ := c.cores[0].Epoch()
+	require.EqualValues(t, 1, serves)
+	epochOnDisk := func() uint64 {
+		require.Len(t, c.disks[0][bucketVote], 1)
+		for _, v := range c.disks[0][bucketVote] {
+			var vote wire.SignedSuspect
+			require.NoError(t, crypto.Unmarshal(v, &vote))
+			body, err := vote.Verify(c.cores[0].cfg.Keys)
+			require.NoError(t, err)
+			return body.Epoch
+		}
+		return 0
+	}
+	require.EqualValues(t, 1, epochOnDisk(), "the vote is signed again in epoch 1 and persisted")
+	require.Equal(t, 1, c.cores[0].mute.VoteCount(x.id, 1))
+
+	c.restart(0)
+	require.True(t, c.cores[0].mute.Voted(x.id, 1), "a restart restores it")
+
+	for k := range c.disks[0][bucketVote] {
+		c.disks[0][bucketVote][k] = old
+	}
+	c.restart(0)
+	require.True(t, c.cores[0].mute.Voted(x.id, 1), "a vote of epoch 0 on the disk restores, signed again")
+	c.effects(0, c.cores[0].Tick(c.now))
+	require.EqualValues(t, 1, epochOnDisk(), "and is persisted so")
+}

@@ -378,6 +378,7 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 		if !in.From.IsClient && k.sealed() {
 			k.tellEpochs(in.From.Server, &e)
 		} else if !in.From.IsClient {
+			k.showPeer(in.From.Server, &e)
 			k.resync(in.From.Server, &e)
 		} else {
 			k.connectedRates(in.From.Client, true)

@@ -98,6 +98,36 @@ func (k *Core) news() *wire.Message {
 	return &wire.Message{EpochNews: &wire.EpochNews{Epochs: all[:min(len(all), wire.MaxEpochNews)]}}
 }
 
+// tellClient shows client c, which named epoch named in a SessionOpen or
+// Heartbeat, the epochs after it that this server knows: the oldest
+// MaxEpochNews of them, once per connection (clientRates.told), so a client
+// that names the same old epoch again costs nothing more.
+func (k *Core) tellClient(c wire.ClientID, named uint64, e *Effects) {
+	if k.chain == nil || named >= k.chain.Number() {
+		return
+	}
+	r := k.ratesOf(c)
+	last := min(k.chain.Number(), named+wire.MaxEpochNews)
+	if r.told >= last {
+		return
+	}
+	r.told = last
+	all := k.chain.Since(named)
+	e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: all[:min(len(all), wire.MaxEpochNews)]}}})
+}
+
+// showPeer shows a peer that connects the newest MaxEpochNews epochs, if the
+// cluster ever changed: a member that was down through a change learns it
+// from the first peer it reaches (it adopts those that continue its chain;
+// the ones it holds are skipped).
+func (k *Core) showPeer(s wire.ServerID, e *Effects) {
+	if k.chain == nil || k.chain.Number() == 0 {
+		return
+	}
+	n := k.chain.Number()
+	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: k.chain.Since(n - min(n, wire.MaxEpochNews))}}})
+}
+
 func (k *Core) movedErr() error {
 	serves, knows := k.Epoch()
 	return fmt.Errorf("core: this server sealed epoch %d: the cluster is in epoch %d; ask its members", serves, knows)

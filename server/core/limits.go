@@ -61,6 +61,9 @@ type clientRates struct {
 	// identity that left is kept until it is full again, so reconnecting
 	// does not refill it (sweepRates).
 	connected bool
+	// told: the newest epoch this identity was shown on its connection
+	// (tellClient, change 43); 0 again when it leaves.
+	told uint64
 }
 
 // rateSweepEvery is how often Tick drops the buckets of identities that
@@ -126,7 +129,7 @@ func (k *Core) connectedRates(c wire.ClientID, connected bool) {
 	if connected {
 		k.ratesOf(c).connected = true
 	} else if r := k.rates[c]; r != nil {
-		r.connected = false
+		r.connected, r.told = false, 0
 	}
 }
 

@@ -194,6 +194,14 @@ func (k *Core) Restore(r Reader) error {
 		if err := crypto.Unmarshal(v, &vote); err != nil {
 			return err
 		}
+		var pre wire.SuspectBody
+		if err := crypto.Unmarshal(vote.Signed.Body, &pre); err == nil && pre.Epoch < k.cfg.Keys.Epoch && vote.Server == k.cfg.Self {
+			// Our own vote of an epoch before the one served (a disk of an
+			// earlier version, which dropped it at the copy's end): the same
+			// vote, signed again in the served epoch (change 43).
+			vote = k.mute.Resign(pre)
+			k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketVote, Key: bytes.Clone(key), Value: mustMarshal(vote)})
+		}
 		body, err := vote.Verify(k.cfg.Keys)
 		if err != nil {
 			return err

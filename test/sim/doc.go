@@ -25,8 +25,7 @@
 //     (Scenario.Replace, reconfig.go, docs/protocol.md change 43): at a
 //     moment of the fault window the operator signs the next epoch, starts
 //     the new member and pushes the epoch to the servers; the servers seal,
-//     copy and serve it, and tell the clients, which move. Sub-cases that a
-//     known protocol bug breaks are left out by Gates (bqsim -gates).
+//     copy and serve it, and tell the clients, which move.
 //  6. The checkers (check.go) run over the recorded history and report
 //     violations with the seed and the tail of the trace; the trace's hash
 //     identifies a run, so replaying a seed must reproduce it exactly.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
@@ -52,112 +51,8 @@ import (
 //     know it.
 
 // pushRetry is how often the operator pushes an epoch again to a server
-// that does not know it yet; settleRetry how often it looks again whether
-// the votes settled (ChangeGates.Votes).
-const (
-	pushRetry   = 300 * time.Millisecond
-	settleRetry = 100 * time.Millisecond
-)
-
-// Gates are sub-cases of a change that the campaign leaves out, each
-// because of a protocol bug the campaign found; each is one switch
-// (ChangeGates, bqsim -gates), so that the sub-case comes back with the fix
-// and a failing seed replays with the gate off.
-type Gates struct {
-	// Tells: a member that serves the newer epoch answers a client still in
-	// the older one as if it were in the newer (the client refuses its Views
-	// as another epoch's) and never shows it the newer epoch; only a member
-	// sealed in the older epoch does — the removed one, or a kept one while
-	// it copies. A client that sends nothing while the kept members copy (a
-	// few tens of milliseconds) learns the newer epoch only from the removed
-	// member: never, if that one is down, stopped, silent or stays in the
-	// old epoch, and its accesses fail or wait for ever. Likewise a member
-	// of the old epoch down through the change: no peer that serves the new
-	// epoch tells it when it comes back. So the removed member tells: it
-	// never stays (RemovedStays is not generated), it is faulty only with
-	// behaviours that pass a server's answers on to every client
-	// (tellsClients), and the operator pushes the epoch to every server
-	// until it has it (`bqserver server replace` stops once q of each epoch
-	// have it).
-	Tells bool
-	// Reads: a Read or GetSet that a member still copying refuses with
-	// epoch-moved is never sent to it again (Lock accesses, a SessionOpen,
-	// SessionClose or ExitEarlier are), so with a faulty member it never
-	// completes. No change in runs with readers (scenario.go).
-	Reads bool
-	// Votes: a member that voted in the old epoch on a session that no
-	// certificate ended drops the vote with the epoch (SetEpoch) but keeps
-	// the session suspected, so it never votes on it in the new one: fewer
-	// than q of the new epoch vote, and the session's statements (a silent
-	// holder's Held) stay for ever; and a kept member that restarts with
-	// such a vote on its disk cannot restore it (a vote of another epoch).
-	// The operator makes the change only once every server is up, suspects
-	// no session that no certificate ended and holds no vote of its own on
-	// its disk — or not at all, if
-	// that does not happen before the workload stops — and its push reaches
-	// every server that is up at that instant, so that none votes between.
-	Votes bool
-}
-
-// ChangeGates are the gates in force (all, unless a caller turns some off
-// before it generates and runs scenarios).
-var ChangeGates = AllGates
-
-// AllGates and NoGates: every gate, and none.
-var AllGates, NoGates = Gates{Tells: true, Reads: true, Votes: true}, Gates{}
-
-func (g Gates) String() string {
-	var on []string
-	for _, x := range []struct {
-		name string
-		on   bool
-	}{{"tells", g.Tells}, {"reads", g.Reads}, {"votes", g.Votes}} {
-		if x.on {
-			on = append(on, x.name)
-		}
-	}
-	if len(on) == 0 {
-		return "none"
-	}
-	return strings.Join(on, "+")
-}
-
-// ParseGates reads Gates.String's form.
-func ParseGates(s string) (Gates, error) {
-	var g Gates
-	if s == "none" {
-		return g, nil
-	}
-	for _, name := range strings.Split(s, "+") {
-		switch name {
-		case "tells":
-			g.Tells = true
-		case "reads":
-			g.Reads = true
-		case "votes":
-			g.Votes = true
-		default:
-			return g, fmt.Errorf("sim: no gate %q (have tells, reads, votes, or none)", name)
-		}
-	}
-	return g, nil
-}
-
-// tellsClients reports whether a faulty server with these behaviours still
-// passes every answer its core gives on to every client, the epochs of a
-// sealed member among them (ChangeGates.Tells): all but silent,
-// partial-service and amnesia (which forgets the epoch with its disk).
-func tellsClients(behaviors []string) bool {
-	if !ChangeGates.Tells {
-		return true
-	}
-	for _, b := range behaviors {
-		if b == "silent" || b == "partial-service" || b == "amnesia" {
-			return false
-		}
-	}
-	return true
-}
+// that does not know it yet, until its command would be done.
+const pushRetry = 300 * time.Millisecond
 
 // checkChanges refuses a scenario whose changes the world cannot make, or
 // whose epochs hold more than f faulty members.
@@ -322,39 +217,10 @@ func (w *World) knows(i int, e uint64) bool {
 // when it began serving the epoch it serves (0 for epoch 0).
 func (w *World) activeFrom(i int) time.Duration { return w.servedAt[i] }
 
-// votesSettled reports whether every server is up, suspects no session that
-// no certificate ended, and holds no vote of its own on its disk
-// (ChangeGates.Votes). Faulty servers too: their cores are honest, and a
-// kept one that restarts must restore its disk like any other.
-func (w *World) votesSettled() bool {
-	for _, s := range w.srv {
-		if !s.up || len(s.disk.buckets["vote"]) > 0 {
-			return false
-		}
-		if _, _, _, suspected, _ := s.core.Gauges(); suspected > 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // replace makes the k-th change: it signs the next epoch, makes the removed
 // member faulty if the change says so, starts the new member and pushes.
 func (w *World) replace(k int, rc ReplaceChange) {
 	id := w.sc.N + k
-	if id != len(w.srv) {
-		w.trace("the operator skips %s: an earlier change was skipped", rc)
-		return
-	}
-	if ChangeGates.Votes && !w.votesSettled() {
-		if w.now+settleRetry >= w.stop {
-			w.stats.ChangesSkipped++
-			w.trace("the operator gives up %s: the votes never settled before the workload stopped", rc)
-			return
-		}
-		w.after(settleRetry, func() { w.replace(k, rc) })
-		return
-	}
 	key, err := keyFrom(w.sc.Seed, 0x6e6577+uint64(k))
 	if err != nil {
 		panic(fmt.Sprintf("sim: a new member's key: %v", err))
@@ -401,14 +267,7 @@ func (w *World) replace(k int, rc ReplaceChange) {
 	w.startMember(id, key, rc.NewByzantine)
 	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: w.chain.Since(0)}}
 	for i := range w.srv {
-		d := w.delay()
-		if ChangeGates.Votes {
-			// Every server up seals now, at the instant the votes were
-			// seen settled: none casts a vote in between.
-			w.push(i, e, news)
-			continue
-		}
-		w.after(d, func() { w.push(i, e, news) })
+		w.after(w.delay(), func() { w.push(i, e, news) })
 	}
 }
 
@@ -472,8 +331,7 @@ func (w *World) startMember(id int, key *crypto.PrivateKey, byz []string) {
 
 // push shows server i the epochs, up to e, as the operator's command does,
 // and again every pushRetry while i does not know e, until the command is
-// done: q of the epoch before sealed it and q of e serve it — or, with
-// ChangeGates.Tells, until i knows e (but for a member that stays).
+// done: q of the epoch before sealed it and q of e serve it.
 // It looks whether i knows e before it pushes again, not right after a
 // push: a crash before the epoch is on i's disk loses it.
 func (w *World) push(i int, e uint64, news *wire.Message) {
@@ -484,7 +342,7 @@ func (w *World) push(i int, e uint64, news *wire.Message) {
 		w.serverStep(i, core.Input{Kind: core.InputMessage, From: wire.ClientPeer(operator), Msg: news})
 	}
 	w.after(pushRetry, func() {
-		if w.knows(i, e) || w.stays[i] || !ChangeGates.Tells && w.pushDone(e) {
+		if w.knows(i, e) || w.stays[i] || w.pushDone(e) {
 			return
 		}
 		w.push(i, e, news)

@@ -546,18 +546,12 @@ func GenerateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
 // turns faulty at the change in a third of the runs where the epoch it
 // leaves has room for one more (it counts among that epoch's f), and the
 // new member is faulty in a quarter of the runs where the new epoch has
-// room.
-//
-// Gated, each for a protocol bug the campaign found (reconfig.go, Gates):
-// no change in the runs with readers (Reads), and the removed member is
-// never one that withholds the new epoch from the clients — it never stays
-// in the old epoch, and it is faulty only with behaviours that pass a
-// server's answers on to every client (Tells). Without Tells, a removed
-// member that turns faulty stays in the old epoch in two thirds of those
+// room. A removed member that turns faulty stays in the old epoch (it
+// never copies, and tells nobody of the new one) in two thirds of those
 // runs, and a replaced faulty one in half.
 func replaces(seed uint64, sc *Scenario, byzantine string) []ReplaceChange {
 	r := rand.New(rand.NewPCG(seed, 0x43c4a9))
-	if r.IntN(8) >= 3 || ChangeGates.Reads && slices.Contains(sc.Roles, RoleReader) {
+	if r.IntN(8) >= 3 {
 		return nil
 	}
 	var kinds []string
@@ -568,24 +562,15 @@ func replaces(seed uint64, sc *Scenario, byzantine string) []ReplaceChange {
 	default:
 		kinds = []string{byzantine}
 	}
-	draw := func(tells bool) []string {
-		var from []string
-		for _, k := range kinds {
-			if bs := strings.Split(k, "+"); !tells || tellsClients(bs) {
-				from = append(from, k)
-			}
-		}
-		if len(from) == 0 {
+	draw := func() []string {
+		if len(kinds) == 0 {
 			return nil
 		}
-		return strings.Split(from[r.IntN(len(from))], "+")
+		return strings.Split(kinds[r.IntN(len(kinds))], "+")
 	}
-	var faulty, replaceable, correct []int
+	var faulty, correct []int
 	for _, z := range sc.Byzantine {
 		faulty = append(faulty, z.Server)
-		if tellsClients(z.Behaviors) {
-			replaceable = append(replaceable, z.Server)
-		}
 	}
 	for s := range sc.N {
 		if !sc.IsByzantine(s) {
@@ -595,29 +580,25 @@ func replaces(seed uint64, sc *Scenario, byzantine string) []ReplaceChange {
 	lo := 200 * time.Millisecond
 	rc := ReplaceChange{At: lo + time.Duration(r.Int64N(int64(max(sc.FaultWindow-lo, time.Millisecond))))}
 	kept := len(faulty) // the faulty members of the new epoch, before the new one
-	if len(replaceable) > 0 && r.IntN(3) == 0 {
-		rc.Server = replaceable[r.IntN(len(replaceable))]
+	if len(faulty) > 0 && r.IntN(3) == 0 {
+		rc.Server = faulty[r.IntN(len(faulty))]
 		kept--
-		if !ChangeGates.Tells {
-			rc.RemovedStays = r.IntN(2) == 0
-		}
+		rc.RemovedStays = r.IntN(2) == 0
 	} else {
 		rc.Server = correct[r.IntN(len(correct))]
 		if len(kinds) > 0 && len(faulty) < sc.F && r.IntN(3) == 0 {
-			switch x := r.IntN(3); {
-			case ChangeGates.Tells:
-				rc.RemovedByzantine = draw(true)
-			case x == 0:
+			switch r.IntN(3) {
+			case 0:
 				rc.RemovedStays = true
-			case x == 1:
-				rc.RemovedByzantine = draw(false)
+			case 1:
+				rc.RemovedByzantine = draw()
 			default:
-				rc.RemovedStays, rc.RemovedByzantine = true, draw(false)
+				rc.RemovedStays, rc.RemovedByzantine = true, draw()
 			}
 		}
 	}
 	if len(kinds) > 0 && kept < sc.F && r.IntN(4) == 0 {
-		rc.NewByzantine = draw(false)
+		rc.NewByzantine = draw()
 	}
 	return []ReplaceChange{rc}
 }

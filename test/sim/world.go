@@ -54,8 +54,7 @@ type RunStats struct {
 	// Changes counts the membership changes made (Scenario.Replace),
 	// EpochMoves the correct clients' moves to a newer epoch, and
 	// Restarted the attempts that started over in the new epoch;
-	// ChangesSkipped the changes the operator gave up (Gates.Votes).
-	Changes, EpochMoves, Restarted, ChangesSkipped int
+	Changes, EpochMoves, Restarted int
 }
 
 // Result is the outcome of one run.
@@ -87,11 +86,7 @@ func (r *Result) Failed() bool { return len(r.Violations) > 0 }
 
 // Replay is the command that replays this run.
 func (r *Result) Replay() string {
-	cmd := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -n %d -v", r.Scenario.Seed, r.Scenario.N)
-	if ChangeGates != AllGates {
-		cmd += " -gates " + ChangeGates.String()
-	}
-	return cmd
+	return fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -n %d -v", r.Scenario.Seed, r.Scenario.N)
 }
 
 type simServer struct {
