@@ -338,9 +338,18 @@ func (c *Client) Accesses(lock string) int {
 
 // Reconnected tells the client that its channel to server s is (again) up:
 // it re-opens its session there and resends its latest statement of every
-// attempt (servers ask for exactly this, §6), and its Listen.
+// attempt (servers ask for exactly this, §6), and its Listen. Once the
+// cluster changed, it first shows s the newest epochs it knows: a member
+// that was down or cut off through a change learns it from its first client
+// (docs/protocol.md change 43; found by the campaign, seed 8410411: a
+// member back from a partition refused a Ticket whose J was of an epoch it
+// did not know yet, and the access waited for ever).
 func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 	send := func(m *wire.Message) { e.Send = append(e.Send, Send{To: s, Msg: m}) }
+	if c.chain != nil && c.chain.Number() > 0 {
+		n := c.chain.Number()
+		send(&wire.Message{EpochNews: &wire.EpochNews{Epochs: c.chain.Since(n - min(n, wire.MaxEpochNews))}})
+	}
 	if !c.reopen {
 		send(c.sessionOpen(c.sess))
 	}

@@ -249,3 +249,34 @@ func readsRetriedAtACopyingMember(t *testing.T, session bool) {
 	require.Equal(t, []wire.ServerID{4}, sets, "the GetSet goes to the copying member again")
 	require.Zero(t, c.PendingRetries())
 }
+
+// docs/protocol.md change 43: once the cluster changed, a client shows a
+// server it (re)connects to the newest epochs before anything else — a
+// member back from a partition that missed the change learns it from its
+// first client, instead of refusing the client's Ticket, whose J is of an
+// epoch it does not know yet, for ever (found by the campaign, seed
+// 8410411). In epoch 0 nothing is sent.
+func TestReconnectShowsTheEpochs(t *testing.T) {
+	p := newEpochPair(t)
+	for _, tc := range []struct {
+		shown []crypto.Signed
+		want  int
+	}{{nil, 0}, {[]crypto.Signed{p.one}, 1}} {
+		c := p.client(t, tc.shown...)
+		now := time.Unix(1_000, 0)
+		_, err := c.Start(now)
+		require.NoError(t, err)
+		e := c.Reconnected(now, 1)
+		require.NotEmpty(t, e.Send)
+		if tc.want == 0 {
+			for _, s := range e.Send {
+				require.Nil(t, s.Msg.EpochNews, "nothing to show in epoch 0")
+			}
+			continue
+		}
+		first := e.Send[0].Msg.EpochNews
+		require.NotNil(t, first, "the epochs go first, before the SessionOpen")
+		require.Len(t, first.Epochs, tc.want)
+		require.Equal(t, wire.ServerID(1), e.Send[0].To)
+	}
+}
