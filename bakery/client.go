@@ -347,8 +347,7 @@ func (c *Client) Accesses(lock string) int {
 func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 	send := func(m *wire.Message) { e.Send = append(e.Send, Send{To: s, Msg: m}) }
 	if c.chain != nil && c.chain.Number() > 0 {
-		n := c.chain.Number()
-		send(&wire.Message{EpochNews: &wire.EpochNews{Epochs: c.chain.Since(n - min(n, wire.MaxEpochNews))}})
+		send(&wire.Message{EpochNews: &wire.EpochNews{Epochs: c.chain.Latest()}})
 	}
 	if !c.reopen {
 		send(c.sessionOpen(c.sess))

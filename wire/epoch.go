@@ -284,6 +284,14 @@ func (c *Chain) Since(from uint64) []crypto.Signed {
 	return out
 }
 
+// Latest is the newest MaxEpochNews epochs (none in epoch 0): what a server
+// or client shows a peer whose epoch it does not know (the peer skips the
+// ones it holds and adopts those that continue its chain; change 43).
+func (c *Chain) Latest() []crypto.Signed {
+	n := c.Number()
+	return c.Since(n - min(n, MaxEpochNews))
+}
+
 // Extend adopts the epochs of shown that continue the chain, oldest first,
 // and returns how many it adopted. An epoch it already holds is skipped if
 // it is byte for byte the one held and is ErrEpochConflict otherwise; the

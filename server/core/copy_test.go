@@ -417,12 +417,7 @@ func TestPeerThatCopiedIsResynchronised(t *testing.T) {
 func TestServingMemberTellsWhoeverIsBehind(t *testing.T) {
 	c := newCluster(t, 4, 1)
 	ca := c.withCA()
-	s4, one := c.addServerFour(ca, nil)
-	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
-	c.effects(4, s4.Tick(c.now))
-	c.flush()
-	serves, _ := c.cores[0].Epoch()
-	require.EqualValues(t, 1, serves)
+	c.replaceThree(ca)
 	c.toClients = nil
 
 	x := c.newClient()
@@ -495,12 +490,7 @@ func TestOwnVotesAreSignedAgainAtTheCopysEnd(t *testing.T) {
 	c.drop()
 	c.toClients = nil
 
-	s4, one := c.addServerFour(ca, nil)
-	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
-	c.effects(4, s4.Tick(c.now))
-	c.flush()
-	serves, _ := c.cores[0].Epoch()
-	require.EqualValues(t, 1, serves)
+	c.replaceThree(ca)
 	epochOnDisk := func() uint64 {
 		require.Len(t, c.disks[0][bucketVote], 1)
 		for _, v := range c.disks[0][bucketVote] {
@@ -525,4 +515,17 @@ func TestOwnVotesAreSignedAgainAtTheCopysEnd(t *testing.T) {
 	require.True(t, c.cores[0].mute.Voted(x.id, 1), "a vote of epoch 0 on the disk restores, signed again")
 	c.effects(0, c.cores[0].Tick(c.now))
 	require.EqualValues(t, 1, epochOnDisk(), "and is persisted so")
+}
+
+// replaceThree makes the change of epochOne — server 3 replaced by a new
+// server 4 — and runs it to its end: every member of epoch 1 serves it.
+func (c *cluster) replaceThree(ca *crypto.PrivateKey) {
+	s4, one := c.addServerFour(ca, nil)
+	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	c.effects(4, s4.Tick(c.now))
+	c.flush()
+	for _, s := range []int{0, 1, 2, 4} {
+		serves, _ := c.cores[s].Epoch()
+		require.EqualValues(c.t, 1, serves, "server %d serves epoch 1", s)
+	}
 }

@@ -93,15 +93,18 @@ func (k *Core) seal(e *Effects) {
 // news shows the epochs after the one this server serves: the ones a client
 // or peer still talking in it lacks (at most MaxEpochNews; the next request
 // shows the rest).
-func (k *Core) news() *wire.Message {
-	all := k.chain.Since(k.cfg.Keys.Epoch)
+func (k *Core) news() *wire.Message { return k.newsSince(k.cfg.Keys.Epoch) }
+
+// newsSince shows the oldest MaxEpochNews epochs after epoch from.
+func (k *Core) newsSince(from uint64) *wire.Message {
+	all := k.chain.Since(from)
 	return &wire.Message{EpochNews: &wire.EpochNews{Epochs: all[:min(len(all), wire.MaxEpochNews)]}}
 }
 
-// tellClient shows client c, which named epoch named in a SessionOpen or
-// Heartbeat, the epochs after it that this server knows: the oldest
-// MaxEpochNews of them, once per connection (clientRates.told), so a client
-// that names the same old epoch again costs nothing more.
+// tellClient shows client c, which named epoch named in a SessionOpen,
+// Heartbeat, Read or GetSet, the epochs after it that this server knows:
+// the oldest MaxEpochNews of them, once per connection (clientRates.told),
+// so a client that names the same old epoch again costs nothing more.
 func (k *Core) tellClient(c wire.ClientID, named uint64, e *Effects) {
 	if k.chain == nil || named >= k.chain.Number() {
 		return
@@ -112,8 +115,7 @@ func (k *Core) tellClient(c wire.ClientID, named uint64, e *Effects) {
 		return
 	}
 	r.told = last
-	all := k.chain.Since(named)
-	e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: all[:min(len(all), wire.MaxEpochNews)]}}})
+	e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: k.newsSince(named)})
 }
 
 // showPeer shows a peer that connects the newest MaxEpochNews epochs, if the
@@ -124,8 +126,7 @@ func (k *Core) showPeer(s wire.ServerID, e *Effects) {
 	if k.chain == nil || k.chain.Number() == 0 {
 		return
 	}
-	n := k.chain.Number()
-	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: k.chain.Since(n - min(n, wire.MaxEpochNews))}}})
+	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: k.chain.Latest()}}})
 }
 
 func (k *Core) movedErr() error {

@@ -326,7 +326,7 @@ var Catalogue = []Mutant{
 	{"read-not-told", "change 43: a Read of an older epoch is shown the later ones", "server/core/clients.go",
 		"\t\tk.tellClient(c, m.Read.Epoch, e)\n", "\n"},
 	{"reconnect-shows-no-epochs", "change 43: a client shows a server it reconnects to the newest epochs", "bakery/client.go",
-		"if c.chain != nil && c.chain.Number() > 0 {\n\t\tn := c.chain.Number()", "if false {\n\t\tn := c.chain.Number()"},
+		"if c.chain != nil && c.chain.Number() > 0 {\n\t\tsend(&wire.Message{EpochNews", "if false {\n\t\tsend(&wire.Message{EpochNews"},
 	{"copier-retries-unbounded", "change 43: one retry per request and copying member is pending at a time", "bakery/retry.go",
 		"if r.s == s && r.req == o.id {", "if r.s == s && false {"},
 	{"restored-sessions-counted", "change 43: sessions given back by a copy count against the limit only once spoken in", "detector/muteness.go",
