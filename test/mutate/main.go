@@ -15,7 +15,9 @@
 // files (git ls-files: tracked, plus untracked files that are not ignored)
 // to a fresh temporary directory, makes the one replacement there, and runs
 //
-//  1. go test -short -count=1 -failfast over the unit packages (unitPackages);
+//  1. go test -short -count=1 -failfast over the mutated file's own package
+//     alone (for a package outside unitPackages, its ownTests), then, if the
+//     mutant survives, over the other unit packages (unitPackages);
 //  2. if they pass, the fast tests of ./test/sim (simTests);
 //  3. if those pass too and -campaign N > 0, go run ./test/cmd/bqsim -seeds N
 //     -byzantine all -j 1.

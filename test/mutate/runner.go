@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -156,9 +157,26 @@ func (r *runner) try(m *Mutant) (*result, error) {
 	if r.opt.tests != "" {
 		units = append(units, "-run", r.opt.tests)
 	}
+	// The mutated file's own package goes first, alone: it holds the
+	// rule's own tests, which kill nearly every mutant, and it builds and
+	// runs in a fraction of the time of all the unit packages together.
+	// Only a mutant it misses pays for the rest.
 	stages := [][]string{append(units, unitPackages...)}
+	if m != nil {
+		if own := "./" + filepath.Dir(m.File); slices.Contains(unitPackages, own) {
+			var rest []string
+			for _, p := range unitPackages {
+				if p != own {
+					rest = append(rest, p)
+				}
+			}
+			stages = [][]string{append(slices.Clone(units), own), append(slices.Clone(units), rest...)}
+		}
+	}
 	if m != nil && ownTests[m.Name] != "" {
-		stages = append(stages, append(append([]string(nil), base...), "-run", ownTests[m.Name], "./"+filepath.Dir(m.File)))
+		// A package outside the unit packages: its own tests first too.
+		own := append(slices.Clone(base), "-run", ownTests[m.Name], "./"+filepath.Dir(m.File))
+		stages = append([][]string{own}, stages...)
 	}
 	if r.opt.sim {
 		stages = append(stages, append(append([]string(nil), base...), "-run", simTests, "./test/sim"))
