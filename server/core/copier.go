@@ -267,6 +267,7 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 		}
 		if v := vouched(r.reset); v > k.mute.ResetUpTo(c) && k.mute.Certificate(c) == nil {
 			k.mute.RestoreSettled(c, v)
+			k.onProbation(c, v) // as Restore does with a settled record (change 43)
 			e.Persist = append(e.Persist, Record{Bucket: bucketSettled, Key: bytesOf(c), Value: binary.BigEndian.AppendUint64(nil, v)})
 			k.collect(c, v, e)
 		}

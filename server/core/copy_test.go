@@ -529,3 +529,66 @@ func (c *cluster) replaceThree(ca *crypto.PrivateKey) {
 		require.EqualValues(c.t, 1, serves, "server %d serves epoch 1", s)
 	}
 }
+
+// docs/protocol.md change 43, the copy settles as a restart does: a client
+// whose certificate the members compacted to a settled session (change 26)
+// is, at a member that copied it so, on probation, as after a restart. Else
+// a faulty server feeds that member a newer session of the client signed in
+// advance, which the other correct members refuse (they are on probation),
+// so no certificate can ever end it there (campaign seed 8413159).
+func TestCopyPutsSettledClientsOnProbation(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	m := c.newClient()
+	const lock = "L"
+	for s := range 4 {
+		c.fromServer(s, wire.ServerID((s+1)%4), &wire.Message{Forward: &wire.Forward{Statement: m.stmt(lock, 1, 1, wire.PhaseDoorway, 0, nil)}})
+		c.fromServer(s, wire.ServerID((s+1)%4), &wire.Message{Reset: c.certify(m.id, 1, c.cores[0].q)})
+	}
+	c.drop()
+	c.tick(0)
+	c.tick(c.cores[0].mute.Retention())
+	c.drop()
+	for s := range 4 {
+		require.Contains(t, c.disks[s][bucketSettled], string(m.id[:]), "server %d compacted the certificate", s)
+	}
+	c.toClients = nil
+	c.replaceThree(ca)
+	require.EqualValues(t, 1, c.cores[4].mute.ResetUpTo(m.id), "the new member copied the settled session")
+
+	c.fromServer(4, 1, &wire.Message{Forward: &wire.Forward{Statement: m.stmt(lock, 2, 1, wire.PhaseDoorway, 0, nil)}})
+	require.False(t, isMember(c.cores[4], lock, m.id), "session 2, only forwarded, is refused: m is on probation")
+	require.EqualValues(t, 1, c.cores[4].Stats.ForwardsRefused)
+}
+
+// docs/protocol.md change 43, a removed member is no peer: past the epochs
+// and the copy, a member takes nothing from a server that is no member of
+// the epoch it serves — no forward, no announcement, no resync at connect
+// (it shows it the epochs). Else a removed member, faulty in its old
+// epoch, feeds the members statements as one more faulty server than the
+// new epoch allows for: here a Doorway of a session signed in advance
+// (campaign seeds 8413159, 8413651).
+func TestRemovedMemberIsNoPeer(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	c.replaceThree(ca)
+	c.drop()
+	m := c.newClient()
+	const lock = "L"
+	st := m.stmt(lock, 1, 1, wire.PhaseDoorway, 0, nil)
+	c.fromServer(0, 3, &wire.Message{Forward: &wire.Forward{Statement: st}})
+	require.False(t, isMember(c.cores[0], lock, m.id), "a removed member's forward is not taken")
+	c.fromServer(0, 3, &wire.Message{Announce: &wire.Announce{Items: []wire.StatementRef{{Lock: lock, Client: m.id, Session: 1, Attempt: 1, Phase: wire.PhaseDoorway}}}})
+	require.Empty(t, c.inflightKinds(), "nor its announcement pulled")
+	require.EqualValues(t, 2, c.cores[0].Stats.FromNonMembers)
+
+	c.fromServer(0, 1, &wire.Message{Forward: &wire.Forward{Statement: st}})
+	require.True(t, isMember(c.cores[0], lock, m.id), "a member's forward of the same is taken")
+	c.drop()
+
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(3)}))
+	require.Equal(t, []string{"EpochNews(1 epochs, to 1)"}, c.inflightKinds(), "at connect it is shown the epochs, and nothing of the state")
+	c.drop()
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(1)}))
+	require.Contains(t, c.inflightKinds(), "Announce(have=1)", "a member is shown the state")
+}

@@ -155,15 +155,18 @@ type Stats struct {
 	// ForwardsRefused: forwarded statements of a client on probation in a
 	// session this server does not know (change 33).
 	ForwardsRefused uint64
-	VotesCast       uint64
-	Resets          uint64
-	Rejected        uint64 // client requests refused with an error, stale statements aside
-	Stale           uint64 // client statements older than the one held (refused; a resend or a late copy)
-	Bans            uint64
-	CacheHits       uint64
-	CacheMisses     uint64
-	Equivocation    uint64
-	Limited         map[string]uint64 // requests refused by a limit, by its name (change 25)
+	// FromNonMembers: messages of a server that is no member of the epoch
+	// served, dropped (change 43): anything but epochs and copies.
+	FromNonMembers uint64
+	VotesCast      uint64
+	Resets         uint64
+	Rejected       uint64 // client requests refused with an error, stale statements aside
+	Stale          uint64 // client statements older than the one held (refused; a resend or a late copy)
+	Bans           uint64
+	CacheHits      uint64
+	CacheMisses    uint64
+	Equivocation   uint64
+	Limited        map[string]uint64 // requests refused by a limit, by its name (change 25)
 }
 
 // Core is one server's protocol state.
@@ -379,7 +382,9 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 			k.tellEpochs(in.From.Server, &e)
 		} else if !in.From.IsClient {
 			k.showPeer(in.From.Server, &e)
-			k.resync(in.From.Server, &e)
+			if k.cfg.Keys.Key(in.From.Server) != nil {
+				k.resync(in.From.Server, &e) // a non-member is shown the epochs only
+			}
 		} else {
 			k.connectedRates(in.From.Client, true)
 			if in.Observes != nil {

@@ -31,6 +31,14 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 	if k.sealedServer(s, m, e) {
 		return
 	}
+	if k.cfg.Keys.Key(s) == nil {
+		// No member of the epoch this server serves — a removed member
+		// still in an older one, or a new one of an epoch not known here
+		// yet: past the epochs and the copy above, it moves nothing
+		// (change 43, "a removed member is no peer").
+		k.Stats.FromNonMembers++
+		return
+	}
 	if a := m.Announce; a != nil && !a.Want && len(a.Items) == 0 {
 		// A peer that just copied its way into this server's epoch
 		// (copier.go): show it what this server took while it was

@@ -115,3 +115,31 @@ func roleInts(rs []Role) []int {
 	}
 	return out
 }
+
+// TestChangeRegressions replays campaign seeds with a membership change
+// that once failed (go run ./test/cmd/bqsim -seed S -seeds 1 -n N -v).
+func TestChangeRegressions(t *testing.T) {
+	for _, c := range []struct {
+		seed uint64
+		n    int
+		why  string
+	}{
+		{8410411, 0, "a member back from a partition that hid the change refused a Ticket whose J was of an epoch it did not know, and the access waited for ever (a client now shows a server it reconnects to the newest epochs)"},
+		{8413159, 7, "a removed member fed a kept one a colluder's Doorway of a session signed in advance, which the other members refused: no certificate could end it (a removed member is no peer; a client the copy settles is on probation)"},
+		{8413651, 7, "the same, with the drip-feed server itself removed"},
+	} {
+		sc, err := GenerateCampaign(c.seed, c.n, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sc.Replace) == 0 {
+			t.Fatalf("seed %d makes no change any more: pick another run for %q", c.seed, c.why)
+		}
+		res := Run(sc, RunOptions{})
+		replay := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -v", c.seed)
+		if c.n != 0 {
+			replay += fmt.Sprintf(" -n %d", c.n)
+		}
+		report(t, res, fmt.Sprintf("%s  (%s)", replay, c.why))
+	}
+}
