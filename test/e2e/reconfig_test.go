@@ -183,3 +183,71 @@ func TestRotateTheClientCAOnARunningCluster(t *testing.T) {
 		require.Equal(t, 0, code, "%s: %s", name, o)
 	}
 }
+
+// A member change on a closed cluster (the default): a member is replaced
+// and another added while enrolled clients lock; the new members admit the
+// clients enrolled before (their door checks the client CA the chain names),
+// a client enrolled after the change locks, status works for an enrolled
+// identity, a client revoked after the change is refused by old and new
+// members alike, and an unenrolled key is refused by all.
+func TestChangesOnAClosedCluster(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	out, err := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", "4",
+		"--port-base", fmt.Sprint(freePortBase(t, 4))).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "The cluster is closed")
+	servers := runServers(t, dir, 4)
+	cluster := filepath.Join(dir, "cluster.yaml")
+	work := t.TempDir()
+	id := func(name string) string { return filepath.Join(work, name+".identity") }
+	client := func(name string, args ...string) (string, int) {
+		return runCLI(t, "bqclient", append([]string{"--cluster", cluster, "--identity", id(name)}, args...)...)
+	}
+	for _, name := range []string{"x", "y"} {
+		o, code := runCLI(t, "bqserver", "client", "add", name, "--dir", dir, "--out", id(name))
+		require.Equal(t, 0, code, o)
+	}
+	o, code := client("x", "lock", "ci/a", "--", "true")
+	require.Equal(t, 0, code, o)
+
+	o, code = runCLI(t, "bqserver", "server", "replace", "1", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, "server 4 is new")
+	s4 := start(t, "s4", nil, bin("bqserver"), "run", "--dir", dir, "--id", "4")
+	s4.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+	o, code = runCLI(t, "bqserver", "server", "add", "--dir", dir, "--port", fmt.Sprint(freePortBase(t, 1)), "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, "server 5 is new")
+	s5 := start(t, "s5", nil, bin("bqserver"), "run", "--dir", dir, "--id", "5")
+	s5.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+
+	// The old member 1 is gone for good: every access now needs a new
+	// member (n=5 f=1 q=4 of 0, 2, 3, 4, 5; stopping 0 leaves exactly q).
+	require.NoError(t, servers[1].cmd.Process.Signal(syscall.SIGKILL))
+	<-servers[1].done
+	code, _ = servers[0].stop(syscall.SIGTERM, 10*time.Second)
+	require.Equal(t, 0, code)
+
+	for _, name := range []string{"x", "y"} {
+		o, code := client(name, "lock", "ci/b", "--timeout", "30s", "--", "true")
+		require.Equal(t, 0, code, "%s, enrolled before the change: %s", name, o)
+	}
+	o, code = runCLI(t, "bqserver", "client", "add", "z", "--dir", dir, "--out", id("z"))
+	require.Equal(t, 0, code, o)
+	o, code = client("z", "lock", "ci/c", "--timeout", "30s", "--", "true")
+	require.Equal(t, 0, code, "z, enrolled after the change: %s", o)
+	o, code = client("x", "status")
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, "epoch 2")
+
+	o, code = client("stranger", "lock", "ci/d", "--", "true")
+	require.Equal(t, 7, code, o)
+	require.Contains(t, o, "no admission certificate")
+	o, code = runCLI(t, "bqserver", "client", "revoke", "y", "--dir", dir)
+	require.Equal(t, 0, code, o)
+	o, code = client("y", "lock", "ci/e", "--timeout", "30s", "--", "true")
+	require.Equal(t, 7, code, o)
+	require.Contains(t, o, "revoked")
+	o, code = client("x", "lock", "ci/e", "--timeout", "30s", "--", "true")
+	require.Equal(t, 0, code, o)
+}

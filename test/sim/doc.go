@@ -23,9 +23,10 @@
 //     in-flight messages, a restart Restores a new core from the disk.
 //  5. GenerateCampaign adds, in a quarter of the runs, a membership change
 //     (Scenario.Replace, reconfig.go, docs/protocol.md change 43): at a
-//     moment of the fault window the operator signs the next epoch, starts
-//     the new member and pushes the epoch to the servers; the servers seal,
-//     copy and serve it, and tell the clients, which move.
+//     moment of the fault window the operator signs the next epoch (a
+//     replace, an add, a remove, or a CA rotation and then a replace),
+//     starts the new member, if any, and pushes the epoch to the servers;
+//     the servers seal, copy and serve it, and tell the clients, which move.
 //  6. The checkers (check.go) run over the recorded history and report
 //     violations with the seed and the tail of the trace; the trace's hash
 //     identifies a run, so replaying a seed must reproduce it exactly.

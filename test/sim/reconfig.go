@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
 
+	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/server/core"
@@ -17,8 +19,11 @@ import (
 // core.Config.ClusterCA and every correct client as
 // bakery.ClientConfig.ClusterCA (epoch 0's bytes are those of a run without
 // one). At each change's At the operator signs the next epoch — the members
-// of the one before, less the replaced one, plus a new member under the next
-// id never used, n and f as they were — starts the new member's core with
+// of the one before, less the one a replace or remove takes out, plus the
+// one a replace or add brings in under the next id never used; f as it was,
+// but at an add or remove f follows n; a CA rotation keeps the members and
+// names the next cluster CA, which signs every later epoch — starts the new
+// member's core with
 // epoch 0's keyring, its own key and the signed epochs (as `bqserver server
 // replace` writes its files), and pushes the epochs to every server as a
 // client message of its own identity, with a network delay; it pushes again
@@ -55,7 +60,8 @@ import (
 const pushRetry = 300 * time.Millisecond
 
 // checkChanges refuses a scenario whose changes the world cannot make, or
-// whose epochs hold more than f faulty members.
+// whose epochs hold more than f faulty members (f of each epoch: f follows n
+// at an add or a remove, as certs.PlanChange makes it).
 func (w *World) checkChanges() error {
 	sc := &w.sc
 	if len(sc.Replace) == 0 {
@@ -73,17 +79,18 @@ func (w *World) checkChanges() error {
 			return true
 		}
 		for k, rc := range sc.Replace {
-			if sc.N+k == s && len(rc.NewByzantine) > 0 {
+			if id, ok := sc.newMemberID(k); ok && id == s && len(rc.NewByzantine) > 0 {
 				return true
 			}
 		}
 		return false
 	}
+	f := sc.F
 	for k, rc := range sc.Replace {
 		if k > 0 && rc.At < sc.Replace[k-1].At {
 			return fmt.Errorf("sim: changes out of order (%s before %s)", sc.Replace[k-1], rc)
 		}
-		if !slices.Contains(members, rc.Server) {
+		if rc.removes() && !slices.Contains(members, rc.Server) {
 			return fmt.Errorf("sim: %s: s%d is no member then", rc, rc.Server)
 		}
 		for _, names := range [][]string{rc.NewByzantine, rc.RemovedByzantine} {
@@ -99,10 +106,21 @@ func (w *World) checkChanges() error {
 				bad++
 			}
 		}
-		if bad > sc.F {
-			return fmt.Errorf("sim: %s: %d faulty members in the epoch it leaves, f=%d", rc, bad, sc.F)
+		if bad > f {
+			return fmt.Errorf("sim: %s: %d faulty members in the epoch it leaves, f=%d", rc, bad, f)
 		}
-		members = append(slices.DeleteFunc(members, func(s int) bool { return s == rc.Server }), sc.N+k)
+		if rc.removes() {
+			members = slices.DeleteFunc(members, func(s int) bool { return s == rc.Server })
+		}
+		if id, ok := sc.newMemberID(k); ok {
+			members = append(members, id)
+		}
+		if rc.Kind == ChangeAdd || rc.Kind == ChangeRemove {
+			f = quorum.MaxFaults(len(members))
+		}
+		if len(members) < 4 {
+			return fmt.Errorf("sim: %s: %d members left; the simulator keeps n ≥ 4", rc, len(members))
+		}
 	}
 	bad := 0
 	for _, s := range members {
@@ -110,8 +128,8 @@ func (w *World) checkChanges() error {
 			bad++
 		}
 	}
-	if bad > sc.F {
-		return fmt.Errorf("sim: %d faulty members in the last epoch, f=%d", bad, sc.F)
+	if bad > f {
+		return fmt.Errorf("sim: %d faulty members in the last epoch, f=%d", bad, f)
 	}
 	return nil
 }
@@ -126,7 +144,7 @@ func (w *World) setupChanges(serverKeys []*crypto.Parsed) error {
 	if err != nil {
 		return err
 	}
-	w.clusterCA = ca
+	w.clusterCA, w.epochSigner = ca, ca
 	w.chain = wire.NewChain(ca.Public, w.sc.F, serverKeys)
 	return nil
 }
@@ -220,24 +238,47 @@ func (w *World) activeFrom(i int) time.Duration { return w.servedAt[i] }
 // replace makes the k-th change: it signs the next epoch, makes the removed
 // member faulty if the change says so, starts the new member and pushes.
 func (w *World) replace(k int, rc ReplaceChange) {
-	id := w.sc.N + k
-	key, err := keyFrom(w.sc.Seed, 0x6e6577+uint64(k))
-	if err != nil {
-		panic(fmt.Sprintf("sim: a new member's key: %v", err))
+	id, adds := w.sc.newMemberID(k)
+	var key *crypto.PrivateKey
+	if adds {
+		var err error
+		if key, err = keyFrom(w.sc.Seed, 0x6e6577+uint64(k)); err != nil {
+			panic(fmt.Sprintf("sim: a new member's key: %v", err))
+		}
 	}
 	var members []wire.EpochMember
 	for i, s := range w.srv {
-		if i != rc.Server && w.member(i) {
+		if !(rc.removes() && i == rc.Server) && w.member(i) {
 			members = append(members, epochMember(i, s.key))
 		}
 	}
-	members = append(members, epochMember(id, key))
+	if adds {
+		members = append(members, epochMember(id, key))
+	}
 	prev := [32]byte(w.keys.Cluster)
 	if all := w.chain.Since(0); len(all) > 0 {
 		prev = wire.EpochHash(all[len(all)-1])
 	}
 	e := w.chain.Number() + 1
-	signed, err := wire.SignEpoch(w.clusterCA, &wire.EpochBody{Cluster: w.keys.Cluster, Number: e, Prev: prev, Members: members, F: uint16(w.sc.F)})
+	f := w.chain.Faults(e - 1)
+	if rc.Kind == ChangeAdd || rc.Kind == ChangeRemove {
+		f = quorum.MaxFaults(len(members)) // f follows n (certs.PlanChange)
+	}
+	body := &wire.EpochBody{Cluster: w.keys.Cluster, Number: e, Prev: prev, Members: members, F: uint16(f)}
+	signer := w.epochSigner
+	if rc.Kind == ChangeRotateCA {
+		// The epoch, signed by the CA in force, names the next; that one
+		// signs every later epoch (certs.PlanChange's rotation).
+		next, err := simCA(w.sc.Seed, uint64(k))
+		if err != nil {
+			panic(fmt.Sprintf("sim: the next cluster CA: %v", err))
+		}
+		body.NextCA = next.Cert.Raw
+		if w.epochSigner, err = next.EpochSigner(); err != nil {
+			panic(fmt.Sprintf("sim: the next cluster CA's key: %v", err))
+		}
+	}
+	signed, err := wire.SignEpoch(signer, body)
 	if err != nil {
 		panic(fmt.Sprintf("sim: signing epoch %d: %v", e, err))
 	}
@@ -245,7 +286,11 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		panic(fmt.Sprintf("sim: the world's own epoch %d: %v", e, err))
 	}
 	w.stats.Changes++
-	w.trace("the operator replaces s%d by s%d: epoch %d (%s)", rc.Server, id, e, rc)
+	if rc.Kind == ChangeReplace {
+		w.trace("the operator replaces s%d by s%d: epoch %d (%s)", rc.Server, id, e, rc)
+	} else {
+		w.trace("the operator signs epoch %d: %s (n=%d f=%d)", e, rc, len(members), f)
+	}
 
 	if rc.removedFaulty() {
 		s := w.srv[rc.Server]
@@ -264,11 +309,21 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		w.stays[rc.Server] = rc.RemovedStays
 		w.trace("s%d is faulty from now on (behaviours %v, stays in epoch %d: %t)", rc.Server, rc.RemovedByzantine, e-1, rc.RemovedStays)
 	}
-	w.startMember(id, key, rc.NewByzantine)
+	if adds {
+		w.startMember(id, key, rc.NewByzantine)
+	}
 	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: w.chain.Since(0)}}
 	for i := range w.srv {
 		w.after(w.delay(), func() { w.push(i, e, news) })
 	}
+}
+
+// simCA is the cluster CA the k-th change rotates to: a self-signed CA
+// certificate of a key from the seed's own stream, with fixed dates (the
+// chain reads only its key).
+func simCA(seed, k uint64) (*certs.CA, error) {
+	r := rand.NewChaCha8([32]byte(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 16), seed), 0xca+k)))
+	return certs.NewCA(fmt.Sprintf("sim %d", seed), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), r)
 }
 
 func epochMember(id int, key *crypto.PrivateKey) wire.EpochMember {

@@ -6,26 +6,35 @@ import (
 	"time"
 )
 
-// TestReplaceMember: the operator replaces a member while four clients
-// contend for two locks (docs/protocol.md change 43, reconfig.go): a correct
-// member, a faulty one, a correct one that turns faulty at the change and
-// keeps talking with its old key, and one whose replacement is faulty.
-// Every checker holds through the change, every client moves to the new
-// epoch (told only by the servers), every correct member of it serves it,
-// the clients take the locks again after it, and a seed replays exactly.
+// TestReplaceMember: the operator changes the membership while four
+// clients contend for two locks (docs/protocol.md change 43, reconfig.go): it
+// replaces a correct member, a faulty one, a correct one that turns faulty at
+// the change and keeps talking with its old key, and one whose replacement is
+// faulty; it adds a member (f follows n: 4 → 5 servers, 7 → 8), removes the
+// faulty one (7 → 6, f 2 → 1), and rotates the cluster CA and then replaces
+// a member under the new CA. Every checker holds through the change, every
+// client moves to the newest epoch (told only by the servers), every correct
+// member of it serves it, the clients take the locks again after it, and a
+// seed replays exactly.
 func TestReplaceMember(t *testing.T) {
 	for i, c := range []struct {
 		name string
 		n    int
 		byz  []ByzServer
-		rc   ReplaceChange
+		rcs  []ReplaceChange
 	}{
-		{"correct", 4, nil, ReplaceChange{At: 1200 * time.Millisecond, Server: 1}},
-		{"faulty", 4, []ByzServer{{Server: 0, Behaviors: []string{"stale"}}}, ReplaceChange{At: 900 * time.Millisecond, Server: 0}},
+		{"correct", 4, nil, []ReplaceChange{{At: 1200 * time.Millisecond, Server: 1}}},
+		{"faulty", 4, []ByzServer{{Server: 0, Behaviors: []string{"stale"}}}, []ReplaceChange{{At: 900 * time.Millisecond, Server: 0}}},
 		{"turns-faulty", 7, []ByzServer{{Server: 5, Behaviors: []string{"equivocate"}}},
-			ReplaceChange{At: 1500 * time.Millisecond, Server: 2, RemovedByzantine: []string{"forge-reset"}}},
+			[]ReplaceChange{{At: 1500 * time.Millisecond, Server: 2, RemovedByzantine: []string{"forge-reset"}}}},
 		{"new-faulty", 7, []ByzServer{{Server: 0, Behaviors: []string{"lying-membership"}}},
-			ReplaceChange{At: time.Second, Server: 3, NewByzantine: []string{"suspect-all"}}},
+			[]ReplaceChange{{At: time.Second, Server: 3, NewByzantine: []string{"suspect-all"}}}},
+		{"add", 4, []ByzServer{{Server: 2, Behaviors: []string{"stale"}}}, []ReplaceChange{{At: time.Second, Kind: ChangeAdd}}},
+		{"add-faulty", 7, []ByzServer{{Server: 1, Behaviors: []string{"equivocate"}}},
+			[]ReplaceChange{{At: 1200 * time.Millisecond, Kind: ChangeAdd, NewByzantine: []string{"drip-feed"}}}},
+		{"remove-faulty", 7, []ByzServer{{Server: 5, Behaviors: []string{"drip-feed"}}, {Server: 6, Behaviors: []string{"stale"}}},
+			[]ReplaceChange{{At: 1100 * time.Millisecond, Kind: ChangeRemove, Server: 5, RemovedStays: true}}},
+		{"rotate-ca", 4, nil, []ReplaceChange{{At: 800 * time.Millisecond, Kind: ChangeRotateCA}, {At: 1500 * time.Millisecond, Server: 2}}},
 	} {
 		if testing.Short() && c.n > 4 {
 			continue
@@ -35,29 +44,30 @@ func TestReplaceMember(t *testing.T) {
 			sc.Locks = []string{"L0", "L1"}
 			sc.FaultWindow = 2 * time.Second
 			sc.Byzantine = c.byz
-			sc.Replace = []ReplaceChange{c.rc}
+			sc.Replace = c.rcs
 			res := Run(sc, RunOptions{})
 			report(t, res, fmt.Sprintf("go test ./test/sim -run 'TestReplaceMember/%s' -v", c.name))
-			if res.Stats.Changes != 1 {
-				t.Fatalf("%d changes made, want 1", res.Stats.Changes)
+			if res.Stats.Changes != len(c.rcs) {
+				t.Fatalf("%d changes made, want %d", res.Stats.Changes, len(c.rcs))
 			}
-			if res.Stats.EpochMoves != len(sc.Roles) {
-				t.Errorf("%d clients moved to the new epoch, want %d", res.Stats.EpochMoves, len(sc.Roles))
+			if res.Stats.EpochMoves < len(sc.Roles) {
+				t.Errorf("%d moves to a newer epoch, want one at least for each of %d clients", res.Stats.EpochMoves, len(sc.Roles))
 			}
+			last := c.rcs[len(c.rcs)-1].At
 			after := 0
 			for _, h := range res.Holds {
-				if h.From.At > c.rc.At {
+				if h.From.At > last {
 					after++
 				}
 			}
 			if after < 3 {
-				t.Errorf("only %d holdings began after the change", after)
+				t.Errorf("only %d holdings began after the last change", after)
 			}
 			again := Run(sc, RunOptions{})
 			if again.TraceHash != res.TraceHash || again.Stats != res.Stats {
 				t.Errorf("the run did not replay: hashes %x and %x", res.TraceHash[:8], again.TraceHash[:8])
 			}
-			t.Logf("%s: %d acquisitions, %d after the change; %d attempts started over in the new epoch", sc.String(), res.Stats.Acquired, after, res.Stats.Restarted)
+			t.Logf("%s: %d acquisitions, %d after the last change; %d attempts started over in a new epoch", sc.String(), res.Stats.Acquired, after, res.Stats.Restarted)
 		})
 	}
 }
@@ -86,25 +96,35 @@ func TestCampaignReplaces(t *testing.T) {
 	}
 }
 
-// TestCampaignGeneratesEveryChange: the campaign generates the sub-cases
-// that were gated off until their fixes (docs/protocol.md change 43):
-// changes in runs with readers, and removed members that stay in the old
-// epoch.
+// TestCampaignGeneratesEveryChange: the campaign generates every command
+// of the operator's (replace, add, remove at n ≥ 7, a CA rotation), and the
+// sub-cases that were gated off until their fixes (docs/protocol.md change
+// 43): changes in runs with readers, and removed members that stay in the
+// old epoch.
 func TestCampaignGeneratesEveryChange(t *testing.T) {
 	var stays, readers int
+	kinds := map[ChangeKind]int{}
 	for seed := uint64(1); seed <= 400; seed++ {
-		sc, _ := GenerateCampaign(seed, 4, "all")
-		for _, rc := range sc.Replace {
-			if rc.RemovedStays {
-				stays++
+		for _, n := range []int{4, 7} {
+			sc, _ := GenerateCampaign(seed, n, "all")
+			for _, rc := range sc.Replace {
+				kinds[rc.Kind]++
+				if rc.RemovedStays && rc.removes() {
+					stays++
+				}
 			}
-		}
-		if len(sc.Replace) > 0 && contains(roleInts(sc.Roles), int(RoleReader)) {
-			readers++
+			if len(sc.Replace) > 0 && contains(roleInts(sc.Roles), int(RoleReader)) {
+				readers++
+			}
 		}
 	}
 	if stays == 0 || readers == 0 {
-		t.Errorf("400 seeds made %d removed members that stay and %d changes with readers, want some of each", stays, readers)
+		t.Errorf("800 runs made %d removed members that stay and %d changes with readers, want some of each", stays, readers)
+	}
+	for _, k := range []ChangeKind{ChangeReplace, ChangeAdd, ChangeRemove, ChangeRotateCA} {
+		if kinds[k] == 0 {
+			t.Errorf("800 runs made no change of kind %d (%v)", k, kinds)
+		}
 	}
 }
 
@@ -123,10 +143,14 @@ func TestChangeRegressions(t *testing.T) {
 		seed uint64
 		n    int
 		why  string
+		// replaceOnly: the run as it failed, before the campaign drew other
+		// commands than replace: the last change alone (a replace's draws
+		// are unchanged; a CA rotation may come before it now).
+		replaceOnly bool
 	}{
-		{8410411, 0, "a member back from a partition that hid the change refused a Ticket whose J was of an epoch it did not know, and the access waited for ever (a client now shows a server it reconnects to the newest epochs)"},
-		{8413159, 7, "a removed member fed a kept one a colluder's Doorway of a session signed in advance, which the other members refused: no certificate could end it (a removed member is no peer; a client the copy settles is on probation)"},
-		{8413651, 7, "the same, with the drip-feed server itself removed"},
+		{8410411, 0, "a member back from a partition that hid the change refused a Ticket whose J was of an epoch it did not know, and the access waited for ever (a client now shows a server it reconnects to the newest epochs)", false},
+		{8413159, 7, "a removed member fed a kept one a colluder's Doorway of a session signed in advance, which the other members refused: no certificate could end it (a removed member is no peer; a client the copy settles is on probation)", true},
+		{8413651, 7, "the same, with the drip-feed server itself removed (it failed as a replace; the campaign now removes it)", false},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
 		if err != nil {
@@ -135,11 +159,18 @@ func TestChangeRegressions(t *testing.T) {
 		if len(sc.Replace) == 0 {
 			t.Fatalf("seed %d makes no change any more: pick another run for %q", c.seed, c.why)
 		}
-		res := Run(sc, RunOptions{})
 		replay := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -v", c.seed)
 		if c.n != 0 {
 			replay += fmt.Sprintf(" -n %d", c.n)
 		}
+		if last := sc.Replace[len(sc.Replace)-1]; c.replaceOnly {
+			if last.Kind != ChangeReplace {
+				t.Fatalf("seed %d no longer ends with the replace it failed with (%v)", c.seed, sc.Replace)
+			}
+			sc.Replace = []ReplaceChange{last}
+			replay += " with its last change alone (go test ./test/sim -run TestChangeRegressions -v)"
+		}
+		res := Run(sc, RunOptions{})
 		report(t, res, fmt.Sprintf("%s  (%s)", replay, c.why))
 	}
 }

@@ -161,13 +161,33 @@ type ByzServer struct {
 	Behaviors []string
 }
 
+// ChangeKind is what a membership change does (docs/protocol.md change 43,
+// as the operator's commands do it: bqserver server replace, add, remove, ca
+// rotate).
+type ChangeKind int
+
+const (
+	// ChangeReplace: member Server is replaced by a new member under the
+	// next server id never used; n and f stay.
+	ChangeReplace ChangeKind = iota
+	// ChangeAdd: a new member joins under the next id never used; f
+	// follows n (certs.MaxFaults).
+	ChangeAdd
+	// ChangeRemove: member Server leaves; f follows n.
+	ChangeRemove
+	// ChangeRotateCA: the members stay; the epoch names a new cluster CA,
+	// which signs every later epoch.
+	ChangeRotateCA
+)
+
 // ReplaceChange is a membership change (docs/protocol.md change 43): at At
-// the operator signs the next epoch, in which member Server is replaced by
-// a new member under the next server id never used (n and f stay), starts
-// the new member with its key and the epochs, and pushes the epoch to every
-// server (servers tell each other and the clients).
+// the operator signs the next epoch (Kind says which members it has),
+// starts the new member, if any, with its key and the epochs, and pushes
+// the epoch to every server (servers tell each other and the clients).
 type ReplaceChange struct {
-	At     time.Duration
+	At   time.Duration
+	Kind ChangeKind
+	// Server is the member removed (replace, remove); unused otherwise.
 	Server int
 	// NewByzantine, if set, makes the new member faulty from its start with
 	// these behaviours (byzantine.go); it is one of the f of the new epoch.
@@ -182,23 +202,67 @@ type ReplaceChange struct {
 	RemovedStays     bool
 }
 
+// removes and adds report whether the change removes a member and brings
+// in a new one.
+func (rc ReplaceChange) removes() bool { return rc.Kind == ChangeReplace || rc.Kind == ChangeRemove }
+func (rc ReplaceChange) adds() bool    { return rc.Kind == ChangeReplace || rc.Kind == ChangeAdd }
+
 // removedFaulty reports whether the change makes the removed member faulty.
-func (rc ReplaceChange) removedFaulty() bool { return len(rc.RemovedByzantine) > 0 || rc.RemovedStays }
+func (rc ReplaceChange) removedFaulty() bool {
+	return rc.removes() && (len(rc.RemovedByzantine) > 0 || rc.RemovedStays)
+}
 
 func (rc ReplaceChange) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "replace(s%d@%.3fs", rc.Server, rc.At.Seconds())
-	if len(rc.NewByzantine) > 0 {
+	switch rc.Kind {
+	case ChangeAdd:
+		fmt.Fprintf(&b, "add(@%.3fs", rc.At.Seconds())
+	case ChangeRemove:
+		fmt.Fprintf(&b, "remove(s%d@%.3fs", rc.Server, rc.At.Seconds())
+	case ChangeRotateCA:
+		fmt.Fprintf(&b, "rotate-ca(@%.3fs", rc.At.Seconds())
+	default:
+		fmt.Fprintf(&b, "replace(s%d@%.3fs", rc.Server, rc.At.Seconds())
+	}
+	if len(rc.NewByzantine) > 0 && rc.adds() {
 		fmt.Fprintf(&b, " new:%s", strings.Join(rc.NewByzantine, "+"))
 	}
-	if len(rc.RemovedByzantine) > 0 {
+	if len(rc.RemovedByzantine) > 0 && rc.removes() {
 		fmt.Fprintf(&b, " removed:%s", strings.Join(rc.RemovedByzantine, "+"))
 	}
-	if rc.RemovedStays {
+	if rc.RemovedStays && rc.removes() {
 		b.WriteString(" removed-stays")
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// newMemberID is the server id the k-th change brings in: the next id
+// never used (N, then one per change before it that brought one in); false
+// if it brings in none.
+func (sc *Scenario) newMemberID(k int) (int, bool) {
+	if !sc.Replace[k].adds() {
+		return 0, false
+	}
+	id := sc.N
+	for _, rc := range sc.Replace[:k] {
+		if rc.adds() {
+			id++
+		}
+	}
+	return id, true
+}
+
+// serverSlots is how many server ids the run uses: N and one per member a
+// change brings in.
+func (sc *Scenario) serverSlots() int {
+	n := sc.N
+	for _, rc := range sc.Replace {
+		if rc.adds() {
+			n++
+		}
+	}
+	return n
 }
 
 // Scenario is everything a run does, derived from its seed (Generate) or
@@ -599,6 +663,28 @@ func replaces(seed uint64, sc *Scenario, byzantine string) []ReplaceChange {
 	}
 	if len(kinds) > 0 && kept < sc.F && r.IntN(4) == 0 {
 		rc.NewByzantine = draw()
+	}
+	// Which command the operator runs comes from a stream of its own, so a
+	// seed that replaces draws the replace it always drew: half replace,
+	// and a sixth each add, remove (if n and f allow it: the simulator
+	// keeps n ≥ 4) and CA rotation followed by a replace.
+	switch rand.New(rand.NewPCG(seed, 0x43c4aa)).IntN(6) {
+	case 0:
+		rc.Kind, rc.RemovedByzantine, rc.RemovedStays = ChangeAdd, nil, false
+		if len(rc.NewByzantine) > 0 && len(faulty)+1 > quorum.MaxFaults(sc.N+1) {
+			rc.NewByzantine = nil
+		}
+	case 1:
+		left := len(faulty)
+		if sc.IsByzantine(rc.Server) {
+			left--
+		}
+		if sc.N-1 >= 4 && left <= quorum.MaxFaults(sc.N-1) {
+			rc.Kind, rc.NewByzantine = ChangeRemove, nil
+		}
+	case 2:
+		rotate := ReplaceChange{At: lo + (rc.At-lo)/2, Kind: ChangeRotateCA}
+		return []ReplaceChange{rotate, rc}
 	}
 	return []ReplaceChange{rc}
 }

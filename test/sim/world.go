@@ -187,17 +187,22 @@ type World struct {
 	candIDs     []wire.ClientID
 	candClients []int
 	// Membership changes (reconfig.go). slots: the server ids of the run,
-	// 0..N−1 and one per change, each a node; the clients' nodes follow.
+	// 0..N−1 and one per member a change brings in, each a node; the
+	// clients' nodes follow.
 	// clusterCA signs the epochs, chain holds those signed so far (nil
 	// without changes); servedAt[i]: when server i began serving the epoch
 	// it serves; stays: removed members that never adopt the new epoch;
 	// foreign: the faulty servers' second cluster (setForeign).
 	slots     int
 	clusterCA *crypto.PrivateKey
-	chain     *wire.Chain
-	servedAt  map[int]time.Duration
-	stays     map[int]bool
-	foreign   *ForeignCluster
+	// epochSigner signs the next epoch: clusterCA, or the CA the last
+	// rotation named (every server and client still starts from
+	// clusterCA, the cluster file's, and follows the chain).
+	epochSigner *crypto.PrivateKey
+	chain       *wire.Chain
+	servedAt    map[int]time.Duration
+	stays       map[int]bool
+	foreign     *ForeignCluster
 }
 
 type event struct {
@@ -342,7 +347,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		paused:        make(map[int]*pause),
 		armed:         make(map[int]time.Duration),
 		overflowUntil: make(map[int]time.Duration),
-		slots:         sc.N + len(sc.Replace),
+		slots:         sc.serverSlots(),
 		servedAt:      make(map[int]time.Duration),
 		stays:         make(map[int]bool),
 	}
