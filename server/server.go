@@ -540,7 +540,10 @@ func (s *Server) followEpochs() error {
 	if serves == s.serves && knows == s.knows {
 		return nil // every batch asks; only a new epoch costs anything
 	}
-	if serves != s.serves {
+	switch {
+	case serves != s.serves && serves < knows:
+		s.log.Info("took the state of an epoch already sealed; copying the next", "epoch", serves, "newest", knows)
+	case serves != s.serves:
 		s.log.Info("serving the cluster's epoch", "epoch", serves)
 	}
 	s.serves, s.knows = serves, knows

@@ -36,8 +36,9 @@ const bucketServing = "serving"
 var servingKey = []byte("epoch")
 
 // copyRun is a copy in progress.
-// INVARIANT: to == chain.Number() > cfg.Keys.Epoch (this server sealed, or
-// never served), from == to−1, and Self is a member of epoch to.
+// INVARIANT: chain.Number() ≥ to > cfg.Keys.Epoch (this server sealed, or
+// never served), from == to−1, and Self is a member of epoch to and of none
+// between the one it serves and to (copyTarget).
 type copyRun struct {
 	from, to uint64
 	keys     wire.Keyring // from's members
@@ -62,16 +63,33 @@ func (k *Core) Copying() (from uint64, done int, ok bool) {
 	return k.copying.from, len(k.copying.done), true
 }
 
-// startCopy starts the copy this server owes, if it is a member of the
-// newest epoch it knows and does not serve it: it asks every member of the
-// epoch before (again, every copyRetry, those that have not finished).
+// copyTarget is the epoch this server copies into next: the first after the
+// one it serves that it is a member of, even one already sealed (a later
+// epoch known). A member of an epoch that nobody served before the next came
+// (a change signed while the one before it could not be served) so still
+// takes that epoch's state, and can hand it to the copiers of the next: each
+// copy reads the epoch just before it, never one further back. false: no
+// later epoch names this server (removed: it stays sealed and hands out its
+// state).
+func (k *Core) copyTarget() (uint64, bool) {
+	for to := k.cfg.Keys.Epoch + 1; to <= k.chain.Number(); to++ {
+		if _, member := k.chain.Body(to).Member(k.cfg.Self); member {
+			return to, true
+		}
+	}
+	return 0, false
+}
+
+// startCopy starts the copy this server owes, if a later epoch than the one
+// it serves names it: it asks every member of the epoch before that one
+// (again, every copyRetry, those that have not finished).
 func (k *Core) startCopy(now time.Time, e *Effects) {
 	if k.chain == nil || !k.sealed() {
 		return
 	}
-	to := k.chain.Number()
-	if _, member := k.chain.Current().Member(k.cfg.Self); !member {
-		return // removed: it stays sealed and hands out its state
+	to, ok := k.copyTarget()
+	if !ok {
+		return
 	}
 	run := k.copying
 	if run == nil || run.to != to {
@@ -222,6 +240,9 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 	k.mute.RestartClocks(now)
 	k.copying = nil
 	e.Persist = append(e.Persist, Record{Bucket: bucketServing, Key: servingKey, Value: binary.BigEndian.AppendUint64(nil, run.to)})
+	if k.sealed() {
+		return // a sealed epoch caught up with (copyTarget): the next copy follows
+	}
 	for _, s := range k.peers() {
 		k.resync(s, e)
 		// "I serve now": each peer shows this server what it took while

@@ -20,9 +20,11 @@ import (
 // so a part with one entry of the largest size still fits.
 const copyPartBytes = crypto.MaxMessageSize / 4
 
-// serveCopy answers a CopyRequest of peer s: only a member of the newest
-// epoch this server knows is answered, and only for an epoch this server
-// was a member of and sealed (it knows a later one, and serves none before).
+// serveCopy answers a CopyRequest of peer s: only a member of the epoch
+// after the one asked for is answered — the epoch it copies into, the
+// newest or one it catches up with (copyTarget) — and only for an epoch
+// this server was a member of and sealed (it knows a later one, and serves
+// none before).
 func (k *Core) serveCopy(now time.Time, s wire.ServerID, r *wire.CopyRequest, e *Effects) {
 	if k.chain == nil || r.Epoch >= k.chain.Number() || r.Epoch > k.cfg.Keys.Epoch {
 		return
@@ -30,7 +32,7 @@ func (k *Core) serveCopy(now time.Time, s wire.ServerID, r *wire.CopyRequest, e 
 	if keys, _, _ := k.chain.Keyring(r.Epoch); keys.Key(k.cfg.Self) == nil {
 		return
 	}
-	if _, member := k.chain.Current().Member(s); !member {
+	if _, member := k.chain.Body(r.Epoch + 1).Member(s); !member {
 		return
 	}
 	// One copy per member per copyRetry/2: a correct copier asks again

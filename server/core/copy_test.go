@@ -592,3 +592,76 @@ func TestRemovedMemberIsNoPeer(t *testing.T) {
 	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(1)}))
 	require.Contains(t, c.inflightKinds(), "Announce(have=1)", "a member is shown the state")
 }
+
+// docs/protocol.md change 43, an epoch skipped: the operator signs epoch 1
+// (server 3 replaced by 4) and epoch 2 (server 1 replaced by 5) before
+// anyone served 1, and the servers learn both at once; server 2 is down.
+// Each member of epoch 1 first copies into 1 — sealed already — from the
+// members of 0, then each member of 2 copies into 2 from the members of 1.
+// Server 1, a member of 1 only, catches up with 1 as well and hands its
+// state on: with server 2 down, the copiers of 2 need it (q = 3 of 0, 1,
+// 4). Found by the campaign (seed 43: a CA rotation, then a replace while
+// a partition kept the rotation from being served; every copier of epoch 2
+// asked members of epoch 1 that had nothing of it, for ever).
+func TestCopyCatchesUpWithAnEpochNobodyServed(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	_, one := c.addServerFour(ca, nil)
+	k5, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	var members []wire.EpochMember
+	for _, id := range []int{0, 2, 4} {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(id), Address: "127.0.0.1:7000", Key: c.signers[id].Public.Wire, Cert: []byte{0x30}})
+	}
+	members = append(members, wire.EpochMember{ID: 5, Address: "127.0.0.1:7000", Key: k5.Public.Wire, Cert: []byte{0x30}})
+	two, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(one), Members: members, F: 1})
+	require.NoError(t, err)
+	cfg := DefaultConfig(5, 4, 1, c.keys, k5)
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one, two}
+	c.cores, c.signers, c.disks = append(c.cores, c.newCoreOf(5, cfg)), append(c.signers, k5), append(c.disks, map[string]map[string][]byte{})
+
+	x := c.newClient()
+	c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	c.fromClient(0, x.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: x.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)}})
+	c.drop()
+	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one, two}}}
+	for _, s := range []int{0, 1, 3, 4} {
+		c.fromClient(s, c.newClient().id, news)
+	}
+	const down = 2
+	serving := func() bool {
+		for _, s := range []int{0, 4, 5} {
+			if serves, _ := c.cores[s].Epoch(); serves != 2 {
+				return false
+			}
+		}
+		return true
+	}
+	for round := 0; !serving() && round < 8; round++ {
+		c.now = c.now.Add(copyRetry)
+		for s, k := range c.cores {
+			if s != down {
+				c.effects(s, k.Tick(c.now))
+			}
+		}
+		for len(c.inflight) > 0 {
+			m := c.inflight[0]
+			c.inflight = c.inflight[1:]
+			if int(m.to) == down {
+				continue
+			}
+			msg, err := wire.Decode(m.data)
+			require.NoError(t, err)
+			if a := msg.Announce; m.from == 1 && a != nil && !a.Want && len(a.Items) == 0 {
+				t.Errorf("server 1, sealed in the epoch it caught up with, told server %d it serves", m.to)
+			}
+			c.effects(int(m.to), c.cores[m.to].Step(c.now, Input{From: wire.ServerPeer(m.from), Msg: msg}))
+		}
+	}
+	for s, want := range map[int]uint64{0: 2, 4: 2, 5: 2, 1: 1, 3: 0} {
+		serves, knows := c.cores[s].Epoch()
+		require.EqualValues(t, 2, knows, "server %d knows epoch 2", s)
+		require.Equal(t, want, serves, "server %d serves (or, sealed, holds the state of) epoch %d", s, want)
+	}
+	require.NotNil(t, c.cores[5].Register("L", x.id), "the Doorway of epoch 0 reached the new member of epoch 2")
+}
