@@ -33,7 +33,14 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	tp := newTopo(t, append(append([]string{}, serverNames...), clientNames...)...)
+	return newClusterWith(t)
+}
+
+// newClusterWith is newCluster with a namespace more for each of extra, in
+// which nothing runs yet (a server the operator adds later, the operator).
+func newClusterWith(t *testing.T, extra ...string) *cluster {
+	t.Helper()
+	tp := newTopo(t, append(append(append([]string{}, serverNames...), clientNames...), extra...)...)
 	c := &cluster{t: t, topo: tp, res: newResource(t), identity: map[string]string{}}
 	work := t.TempDir()
 	c.dir = filepath.Join(work, "cluster")
