@@ -7,6 +7,7 @@
 //	go run ./test/mutate -list            # the catalogue: name, rule, file
 //	go run ./test/mutate -campaign 40     # add 40 bqsim seeds for mutants the tests miss
 //	go run ./test/mutate -sim=false       # the unit packages alone must kill every mutant
+//	go run ./test/mutate -j 2             # two mutants at once (CI)
 //	go run ./test/mutate -sim=false -run '^absence-q-1$' -tests '^TestPassableRule$'   # does this test kill it?
 //
 // Each mutant (catalogue.go) names the rule of docs/protocol.md it weakens, a file,
@@ -24,7 +25,8 @@
 //
 // The first test that fails kills the mutant. Builds share the user's
 // GOCACHE and use -trimpath, so each copy rebuilds only what the mutant
-// touched. One go command runs at a time.
+// touched. With -j N, N mutants are tested at once (one go command each);
+// the output keeps the catalogue's order.
 //
 // Output: one line per mutant, "killed   NAME  by TestX (pkg)" or "SURVIVED
 // NAME  (rule ...)", then "mutants=M killed=K survived=S wall=D". The exit
@@ -55,6 +57,7 @@ type options struct {
 	sim      bool
 	baseline bool
 	tests    string
+	jobs     int
 	timeout  time.Duration
 	out      io.Writer
 }
@@ -71,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	baseline := fs.Bool("baseline", true, "first run the tests on an unmutated copy (they must pass)")
 	root := fs.String("root", "", "repository root (default: git rev-parse --show-toplevel)")
 	tests := fs.String("tests", "", "run only the unit tests matching this regular expression (go test -run): to check that one test kills a mutant")
+	jobs := fs.Int("j", 1, "mutants tested at once, each in its own copy of the tree (CI: 2, one per core)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "limit for each go test run (a mutant that makes a test hang is killed by the timeout)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -103,7 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mutate: no mutant matches -run", *runRE)
 		return 2
 	}
-	opt := options{campaign: *campaign, keep: *keep, verbose: *verbose, sim: *sim, baseline: *baseline, tests: *tests, timeout: *timeout, out: stdout}
+	opt := options{campaign: *campaign, keep: *keep, verbose: *verbose, sim: *sim, baseline: *baseline, tests: *tests, jobs: *jobs, timeout: *timeout, out: stdout}
 	if opt.root = *root; opt.root == "" {
 		out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 		if err != nil {
@@ -154,13 +158,36 @@ func runAll(opt options, mutants []Mutant, stderr io.Writer) int {
 			fmt.Fprintf(opt.out, "baseline passes (%s)\n", time.Since(t0).Round(100*time.Millisecond))
 		}
 	}
+	// Up to opt.jobs mutants run at once, each in its own copy; the lines
+	// come out in the catalogue's order all the same.
+	type outcome struct {
+		res  *result
+		err  error
+		took time.Duration
+	}
+	outs := make([]chan outcome, len(mutants))
+	for i := range outs {
+		outs[i] = make(chan outcome, 1)
+	}
+	go func() {
+		slots := make(chan struct{}, max(1, opt.jobs))
+		for i := range mutants {
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots }()
+				t0 := time.Now()
+				res, err := r.try(&mutants[i])
+				outs[i] <- outcome{res, err, time.Since(t0)}
+			}()
+		}
+	}()
 	killed, survived, broken := 0, 0, 0
-	for _, m := range mutants {
-		t0 := time.Now()
-		res, err := r.try(&m)
+	for i, m := range mutants {
+		o := <-outs[i]
+		res, err := o.res, o.err
 		took := ""
 		if opt.verbose {
-			took = "  [" + time.Since(t0).Round(100*time.Millisecond).String() + "]"
+			took = "  [" + o.took.Round(100*time.Millisecond).String() + "]"
 		}
 		switch {
 		case err != nil:
