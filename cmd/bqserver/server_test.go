@@ -114,7 +114,7 @@ func TestServerListMarksCertificatesExpiringSoon(t *testing.T) {
 	require.Equal(t, 4, strings.Count(out, "unreachable  "), out)
 	require.Equal(t, 4, strings.Count(out, "expires in 10 days\n"), out)
 	require.Contains(t, out, "server 3's TLS certificate expires in 10 days, on ")
-	require.Contains(t, out, "renew with `bqserver server replace` once reconfiguration lands; until then make a new certificate with the cluster CA")
+	require.Contains(t, out, "renew it, with new keys, by `bqserver server replace ID --dir DIR")
 	require.Regexp(t, `cluster CA expires \S+  \d+ days left\n`, out, "the CA has years left: not marked")
 
 	code, out, errs = runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms", "--json")

@@ -273,13 +273,11 @@ type ExpiryWarning struct {
 	Todo     string // what the operator should do
 }
 
-// What the operator does about a certificate that is about to expire.
-// Reconfiguration (docs/protocol.md change 43) renews a member's
-// certificate with `server replace` and rotates the CA with an epoch; until
-// it is built, a new certificate is made with the cluster CA's key.
+// What the operator does about a certificate that is about to expire: the
+// README's runbook, "certificates expire soon" (docs/protocol.md change 43).
 const (
-	todoServer = "renew with `bqserver server replace` once reconfiguration lands; until then make a new certificate with the cluster CA (DIR/ca/ca.key)"
-	todoCA     = "rotate the CA with a reconfiguration epoch once reconfiguration lands; until then make a new CA certificate with the cluster CA key (DIR/ca/ca.key) and give the new cluster.yaml to every server and client"
+	todoServer = "renew it, with new keys, by `bqserver server replace ID --dir DIR --host H --port P` (the same host, a free port) and start the new member it prints"
+	todoCA     = "rotate it by `bqserver ca rotate --dir DIR`, then `bqserver server replace` each member (README: certificates expire soon)"
 )
 
 // ExpiryWarnings returns a warning for each of certs that expires within

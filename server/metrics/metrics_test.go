@@ -120,13 +120,13 @@ func TestExpiryWarnings(t *testing.T) {
 	require.Equal(t, 29, w.DaysLeft)
 	require.Equal(t, "cert server expires in 29 days, on 2030-06-30T12:00:00Z", w.Msg)
 	require.Contains(t, w.Todo, "bqserver server replace")
-	require.Contains(t, w.Todo, "make a new certificate with the cluster CA")
+	require.Contains(t, w.Todo, "--host H --port P")
 
 	ws = ExpiryWarnings(now, []Certificate{cert(CertServer, 29*day+23*time.Hour), cert(CertClusterCA, time.Hour)})
 	require.Len(t, ws, 2)
 	require.Equal(t, 29, ws[0].DaysLeft, "whole days left")
 	require.Equal(t, "cert cluster_ca expires within a day, on 2030-06-01T13:00:00Z", ws[1].Msg)
-	require.Contains(t, ws[1].Todo, "rotate the CA", "the CA is not renewed like a member's certificate")
+	require.Contains(t, ws[1].Todo, "bqserver ca rotate", "the CA is not renewed like a member's certificate")
 
 	for _, left := range []time.Duration{0, -time.Second, -3 * day} {
 		ws = ExpiryWarnings(now, []Certificate{cert(CertServer, left)})
