@@ -27,6 +27,16 @@ func (k *Core) Register(lock string, c wire.ClientID) *wire.Statement {
 	return en.St
 }
 
+// Proclamation returns the proclamation this server keeps of client c on
+// lock, or nil (for tests and the simulator: a leader's value reaches every
+// member).
+func (k *Core) Proclamation(lock string, c wire.ClientID) *wire.ProclamationBody {
+	if jt, ok := k.justified[regKey{lock, c}]; ok && jt.proc != nil {
+		return jt.proc.body
+	}
+	return nil
+}
+
 // LockCount is the number of locks this server keeps (for tests and the
 // simulator's bounded-memory checker): a lock is kept while a client has
 // a value or a subscription there, or once it has a hw.

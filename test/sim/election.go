@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/bq-lock/bq/bakery"
@@ -18,6 +19,14 @@ import (
 // servers answer the reads as their behaviours make them; malicious clients
 // say what they like about themselves, so a decision naming one is not
 // checked (docs/election.md says what they can do).
+//
+// With membership changes (docs/protocol.md change 43) a client sends to
+// the members of the newest epoch it knows, as its SDK dials them; the
+// observer decides on q of its epoch with that epoch's f; and a holder
+// shows its latest proclamation again to each member it newly reaches (a
+// new member after a move, a server after a reconnect), as the SDK resends
+// it on every new connection: proclamations are kept in memory only and are
+// not in a copy.
 
 // CheckLeader is the election checker's name.
 const CheckLeader = "true-leader"
@@ -31,6 +40,7 @@ const (
 
 // leaderRead is one read of a lock's leader by the observer.
 type leaderRead struct {
+	c       int // the reader
 	lock    string
 	sent    Instant
 	replies map[int]*wire.StatusReply
@@ -46,15 +56,35 @@ type electionState struct {
 	// proclaimed[(c, lock, N)]: the values c proclaimed for its term N.
 	proclaimed map[proclaimKey][]string
 	// pending: proclamations by request id, resent on "resend".
-	pending   map[uint64]*pendingProclaim
+	pending map[uint64]*pendingProclaim
+	// latest[(c, lock)]: c's newest proclamation there, and the servers it
+	// was shown to.
+	latest    map[clientLock]*shownProclamation
 	decisions int
 	named     int // decisions that named a correct client
+	fromNew   int // of those, decisions a member shown the proclamation later showed
 }
 
 type proclaimKey struct {
 	c    int
 	lock string
 	n    uint64
+}
+
+type clientLock struct {
+	c    int
+	lock string
+}
+
+// shownProclamation is a holder's newest proclamation on a lock.
+type shownProclamation struct {
+	att  uint64
+	body wire.ProclamationBody
+	sp   wire.SignedProclamation
+	to   map[int]bool // the servers it was sent to
+	// first: the servers it was sent to when made (the others were shown
+	// it later: a member moved to, LeadersFromNewMembers).
+	first map[int]bool
 }
 
 type pendingProclaim struct {
@@ -66,7 +96,8 @@ type pendingProclaim struct {
 }
 
 func (w *World) startElections() {
-	w.el = &electionState{reads: make(map[uint64]*leaderRead), proclaimed: make(map[proclaimKey][]string), pending: make(map[uint64]*pendingProclaim)}
+	w.el = &electionState{reads: make(map[uint64]*leaderRead), proclaimed: make(map[proclaimKey][]string), pending: make(map[uint64]*pendingProclaim),
+		latest: make(map[clientLock]*shownProclamation)}
 	if w.sc.Elect {
 		w.after(observeEvery, w.observeLeaders)
 	}
@@ -76,20 +107,64 @@ func (w *World) startElections() {
 func (w *World) proclaim(c int, ev bakery.Event) {
 	cl := w.cli[c]
 	value := fmt.Sprintf("c%d@%s", c, ev.Token)
-	sp, err := wire.SignProclamation(cl.key, w.keys.Cluster, &wire.ProclamationBody{Lock: ev.Lock, Client: cl.c.ID(),
-		Session: cl.c.Session(), Attempt: ev.Attempt, N: ev.Token.N, Rev: 1, Value: []byte(value)})
+	body := wire.ProclamationBody{Lock: ev.Lock, Client: cl.c.ID(),
+		Session: cl.c.Session(), Attempt: ev.Attempt, N: ev.Token.N, Rev: 1, Value: []byte(value)}
+	sp, err := wire.SignProclamation(cl.key, w.keys.Cluster, &body)
 	if err != nil {
 		w.h.violate(CheckCrash, w.instant(), "c%d cannot sign a proclamation: %v", c, err)
 		return
 	}
 	k := proclaimKey{c, ev.Lock, ev.Token.N}
 	w.el.proclaimed[k] = append(w.el.proclaimed[k], value)
+	w.el.latest[clientLock{c, ev.Lock}] = &shownProclamation{att: ev.Attempt, body: body, sp: sp, to: make(map[int]bool)}
 	w.sendProclamation(c, ev.Lock, ev.Attempt, sp, nil)
+	p := w.el.latest[clientLock{c, ev.Lock}]
+	p.first = maps.Clone(p.to)
+}
+
+// showProclamations sends each proclamation of client c whose holding lasts
+// to the servers it dials and has not shown it to, and to server again (a
+// reconnect: a restarted server has none); -1 for no server.
+func (w *World) showProclamations(c, again int) {
+	if w.el == nil || !w.sc.Elect {
+		return
+	}
+	for _, lock := range w.sc.Locks {
+		p := w.el.latest[clientLock{c, lock}]
+		if p == nil {
+			continue
+		}
+		if hd := w.h.openHold(c, lock); hd == nil || hd.Attempt != p.att {
+			delete(w.el.latest, clientLock{c, lock})
+			continue
+		}
+		var to []int
+		for s := range w.srv {
+			if w.dials(c, s) && (!p.to[s] || s == again) {
+				to = append(to, s)
+			}
+		}
+		if len(to) > 0 {
+			w.trace("c%d shows its proclamation on %s to %v", c, lock, to)
+			w.sendProclamationTo(c, lock, p.att, p.sp, to)
+		}
+	}
 }
 
 // sendProclamation sends sp of client c (for its attempt att on lock) to
-// every server; onAck, if set, hears each server's ack.
+// every server c dials; onAck, if set, hears each server's ack.
 func (w *World) sendProclamation(c int, lock string, att uint64, sp wire.SignedProclamation, onAck func(server int)) {
+	var to []int
+	for s := range w.srv {
+		if w.dials(c, s) {
+			to = append(to, s)
+		}
+	}
+	w.sendProclamationTo(c, lock, att, sp, to, onAck)
+}
+
+// sendProclamationTo is sendProclamation to the servers to.
+func (w *World) sendProclamationTo(c int, lock string, att uint64, sp wire.SignedProclamation, to []int, onAck ...func(server int)) {
 	w.el.nextReq++
 	req := proclaimReqBase + w.el.nextReq
 	data, err := wire.Encode(&wire.Message{Proclaim: &wire.Proclaim{Req: req, Proclamation: sp}})
@@ -97,9 +172,26 @@ func (w *World) sendProclamation(c int, lock string, att uint64, sp wire.SignedP
 		w.h.violate(CheckCrash, w.instant(), "c%d cannot encode a proclamation: %v", c, err)
 		return
 	}
-	w.el.pending[req] = &pendingProclaim{c: c, lock: lock, att: att, msg: data, onAck: onAck}
-	for s := range w.sc.N {
+	p := &pendingProclaim{c: c, lock: lock, att: att, msg: data}
+	if len(onAck) > 0 {
+		p.onAck = onAck[0]
+	}
+	w.el.pending[req] = p
+	shown := w.el.latest[clientLock{c, lock}]
+	for _, s := range to {
+		if shown != nil && shown.att == att {
+			shown.to[s] = true
+		}
 		w.send(w.clientNode(c), s, data)
+	}
+}
+
+// toMembers sends data from client c to every server it dials.
+func (w *World) toMembers(c int, data []byte) {
+	for s := range w.srv {
+		if w.dials(c, s) {
+			w.send(w.clientNode(c), s, data)
+		}
 	}
 }
 
@@ -108,15 +200,13 @@ func (w *World) sendProclamation(c int, lock string, att uint64, sp wire.SignedP
 func (w *World) readStatus(c int, lock string, done func(map[int]*wire.StatusReply)) {
 	w.el.nextReq++
 	req := leaderReqBase + w.el.nextReq
-	w.el.reads[req] = &leaderRead{lock: lock, sent: w.instant(), replies: make(map[int]*wire.StatusReply), done: done}
+	w.el.reads[req] = &leaderRead{c: c, lock: lock, sent: w.instant(), replies: make(map[int]*wire.StatusReply), done: done}
 	data, err := wire.Encode(&wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
 	if err != nil {
 		w.h.violate(CheckCrash, w.instant(), "cannot encode a Status: %v", err)
 		return
 	}
-	for s := range w.sc.N {
-		w.send(w.clientNode(c), s, data)
-	}
+	w.toMembers(c, data)
 }
 
 // electionAnswer takes a server's answer to a Proclaim or a Status of the
@@ -166,42 +256,50 @@ func (w *World) observeLeaders() {
 	for _, lock := range w.sc.Locks {
 		w.el.nextReq++
 		req := leaderReqBase + w.el.nextReq
-		w.el.reads[req] = &leaderRead{lock: lock, sent: w.instant(), replies: make(map[int]*wire.StatusReply)}
+		w.el.reads[req] = &leaderRead{c: 0, lock: lock, sent: w.instant(), replies: make(map[int]*wire.StatusReply)}
 		data, err := wire.Encode(&wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
 		if err != nil {
 			w.h.violate(CheckCrash, w.instant(), "cannot encode a Status: %v", err)
 			return
 		}
-		for s := range w.sc.N {
-			w.send(w.clientNode(0), s, data)
-		}
+		w.toMembers(0, data)
 	}
 }
 
-// leaderReply adds a server's reply to its read and decides on the first q.
+// leaderReply adds a server's reply to its read and decides on the first q
+// of the members of the reader's epoch, with that epoch's f (the reader may
+// have moved since it sent: replies of servers it no longer counts are left
+// out).
 func (w *World) leaderReply(server int, r *wire.StatusReply) {
 	rd := w.el.reads[r.Req]
 	if rd == nil || rd.decided || rd.replies[server] != nil || r.Lock != rd.lock {
 		return
 	}
 	rd.replies[server] = r
-	if len(rd.replies) < w.q {
+	_, f, q := w.cli[rd.c].c.Members()
+	counted := make(map[int]*wire.StatusReply, len(rd.replies))
+	for s, x := range rd.replies {
+		if w.dials(rd.c, s) {
+			counted[s] = x
+		}
+	}
+	if len(counted) < q {
 		return
 	}
 	rd.decided = true
 	delete(w.el.reads, r.Req)
 	if rd.done != nil {
-		rd.done(rd.replies)
+		rd.done(counted)
 		return
 	}
-	rs := make([]*wire.StatusReply, 0, len(rd.replies))
-	for s := range w.sc.N {
-		if x := rd.replies[s]; x != nil {
+	rs := make([]*wire.StatusReply, 0, len(counted))
+	for s := range w.srv {
+		if x := counted[s]; x != nil {
 			rs = append(rs, x)
 		}
 	}
 	w.el.decisions++
-	l, no := bakery.DecideLeader(w.keys.Cluster, w.sc.F, rd.lock, rs)
+	l, no := bakery.DecideLeader(w.keys.Cluster, f, rd.lock, rs)
 	at := w.instant()
 	if no != nil {
 		w.trace("c0 leader of %s: none (%s)", rd.lock, no.Reason)
@@ -226,11 +324,17 @@ func (w *World) leaderReply(server int, r *wire.StatusReply) {
 	// What counts was in a correct server's reply: that server held the
 	// Held and the proclamation when it answered (f+1 reports, at most f
 	// faulty).
-	shown := false
-	for s, r := range rd.replies {
+	shown, byNew := false, false
+	for s, r := range counted {
 		if w.srv[s].byz == nil && w.replyShows(r, l) {
 			shown = true
+			if p := w.el.latest[clientLock{c, rd.lock}]; p != nil && p.att == l.Attempt && !p.first[s] {
+				byNew = true
+			}
 		}
+	}
+	if byNew {
+		w.el.fromNew++
 	}
 	if !shown {
 		w.h.violate(CheckLeader, at, "the observer named c%d leader of %s (term %s, %q) on replies in which no correct server showed it", c, rd.lock, l.Term, l.Value)
@@ -256,4 +360,40 @@ func (w *World) replyShows(r *wire.StatusReply, l *bakery.Leader) bool {
 		said = said || (err == nil && b.Client == l.Client && b.N == l.Term.N && b.Rev == l.Rev && string(b.Value) == string(l.Value))
 	}
 	return held && said
+}
+
+// proclamationSettle is how long before the end of a run a holding must
+// have begun for checkProclamationsShown to hold its proclamation to it.
+const proclamationSettle = time.Second
+
+// checkProclamationsShown: by the end, the proclamation of every live
+// correct client that still holds the lock it proclaimed on is at every
+// correct server that is up and serves the newest epoch — the members a
+// change brought in and the servers that restarted included, which keep
+// none (proclamations are in memory only, and not in a copy): the client
+// shows it on every new connection and to the members it moves to. A
+// liveness property of the quiet period, which leaves them connected.
+func (w *World) checkProclamationsShown() {
+	if w.el == nil || !w.sc.Elect {
+		return
+	}
+	at := w.instant()
+	for _, lock := range w.sc.Locks {
+		for c, cl := range w.cli {
+			p := w.el.latest[clientLock{c, lock}]
+			hd := w.h.openHold(c, lock)
+			if p == nil || !cl.alive || hd == nil || hd.Attempt != p.att || hd.From.At > w.now-proclamationSettle {
+				continue
+			}
+			for i, s := range w.srv {
+				if s.byz != nil || !s.up || !w.member(i) || !w.servesNewest(i) {
+					continue
+				}
+				if got := s.core.Proclamation(lock, p.body.Client); got == nil || got.N != p.body.N || got.Attempt != p.body.Attempt {
+					w.h.violate(CheckLiveness, at, "s%d, a correct member serving epoch %d, lacks the proclamation c%d made on %s for its term %d (held since %s)",
+						i, w.epochNumber(), c, lock, p.body.N, hd.From)
+				}
+			}
+		}
+	}
 }

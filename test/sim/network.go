@@ -206,7 +206,10 @@ func (w *World) linkUp(a, b int) {
 			w.serverStep(p[0], core.Input{Kind: core.InputConnected, From: w.peerOf(p[1]), Admission: w.grantFor(p[1])})
 		} else if c := p[0] - w.slots; w.malOf(p[0]) == nil && w.dials(c, p[1]) {
 			s := wire.ServerID(p[1])
-			w.inOrder(p[0], func() { w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), s)) })
+			w.inOrder(p[0], func() {
+				w.clientEffects(c, w.cli[c].c.Reconnected(w.Now(), s))
+				w.showProclamations(c, p[1]) // the SDK's resend on a new connection
+			})
 		}
 	}
 }

@@ -67,8 +67,8 @@ func (w *World) checkChanges() error {
 	if len(sc.Replace) == 0 {
 		return nil
 	}
-	if sc.Elect || sc.Omega != nil {
-		return fmt.Errorf("sim: membership changes with elections are not simulated (their reads count a fixed set of servers)")
+	if sc.Omega != nil {
+		return fmt.Errorf("sim: membership changes with the oracle are not simulated (its candidates' reads count a fixed set of servers)")
 	}
 	members := make([]int, sc.N)
 	for i := range members {
@@ -487,6 +487,7 @@ func (w *World) followMove(c int) {
 	cl.moves = moves
 	w.stats.EpochMoves++
 	w.trace("c%d moves to epoch %d", c, cl.c.Epoch())
+	w.showProclamations(c, -1) // to the members it dials now
 	for _, lock := range w.sc.Locks {
 		a := w.h.current(c, lock)
 		att := cl.c.Attempt(lock)

@@ -298,7 +298,7 @@ type Scenario struct {
 	Faults        []Fault
 	ClientCrashes []ClientCrash
 	// Replace: membership changes, in order of At (reconfig.go); the k-th
-	// brings in server id N+k. Not with Elect or Omega.
+	// brings in server id N+k. Not with Omega.
 	Replace []ReplaceChange
 	// FaultWindow: every Fault heals by then; the quiet period starts there.
 	FaultWindow time.Duration

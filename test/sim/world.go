@@ -51,6 +51,11 @@ type RunStats struct {
 	// LeaderReads counts the observer's decisions (Scenario.Elect), and
 	// LeadersNamed those that named a correct client, each checked.
 	LeaderReads, LeadersNamed int
+	// LeadersFromNewMembers counts the decisions naming a correct client
+	// in which a correct server showed its Held and a proclamation the
+	// client did not send it when it made it: a member it moved to later
+	// (no copy carries a proclamation; the client showed it).
+	LeadersFromNewMembers int
 	// Changes counts the membership changes made (Scenario.Replace),
 	// EpochMoves the correct clients' moves to a newer epoch, and
 	// Restarted the attempts that started over in the new epoch;
@@ -658,6 +663,7 @@ func (w *World) finish() {
 		w.checkOmega()
 	}
 	w.checkChangesDone()
+	w.checkProclamationsShown()
 	w.h.viol = w.h.checkAll(Instant{At: w.quiet}, w.instant(), w.sc.LivenessBound, alive)
 	w.checkDrip()
 }
@@ -674,6 +680,7 @@ func (w *World) result(start time.Time) *Result {
 	}
 	if w.el != nil {
 		w.stats.LeaderReads, w.stats.LeadersNamed = w.el.decisions, w.el.named
+		w.stats.LeadersFromNewMembers = w.el.fromNew
 	}
 	var trust map[int]int
 	if w.cands != nil {

@@ -10,9 +10,10 @@
 // With -byzantine all, each run gets up to f faulty servers with one or two
 // behaviours each and, half the time, one or two malicious clients, all
 // drawn from the seed; -n pins the cluster size (default: drawn from the
-// seed, n=4:7:10 weighted 6:3:1). A quarter of the runs replace a member
-// while the clients contend (docs/protocol.md change 43; -changes=false
-// leaves them out, -elect too). It prints one line per failing run, a line
+// seed, n=4:7:10 weighted 6:3:1). A quarter of the runs change the members
+// (replace, add, remove, CA rotation) while the clients contend, with
+// -elect too (docs/protocol.md change 43; -changes=false leaves them out).
+// It prints one line per failing run, a line
 // "changes: ..." counting the runs with a membership change, then a last
 // line "runs=N violations=V first-failing-seed=X" (V counts failing runs; X
 // is - if none), and exits with status 1 if any run failed.
@@ -48,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	stats := fs.Bool("stats", false, "print per-run statistics and wall time")
 	malicious := fs.String("malicious", "", "malicious clients for every run instead of the drawn ones: names from -list joined with +")
 	jobs := fs.Int("j", 1, "runs in parallel (results are printed in seed order either way)")
-	elect := fs.Bool("elect", false, "elections on: clients proclaim a value when they enter and client 0 reads every lock's leader, each decision checked (docs/election.md); no membership changes")
+	elect := fs.Bool("elect", false, "elections on: clients proclaim a value when they enter and client 0 reads every lock's leader, each decision checked (docs/election.md)")
 	changes := fs.Bool("changes", true, "membership changes (a member replaced, docs/protocol.md change 43) in a quarter of the runs")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -69,9 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	generate := func(s uint64) (sim.Scenario, error) {
 		sc, err := sim.GenerateCampaign(s, *n, *byz)
 		sc.Elect = *elect
-		if *elect || !*changes {
-			// The elections' reads count a fixed set of servers: the
-			// simulator makes no membership change with them.
+		if !*changes {
 			sc.Replace = nil
 		}
 		if *malicious != "" {
