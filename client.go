@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -368,6 +369,19 @@ func (c *Client) ID() wire.ClientID { return wire.ClientID(c.key.Public.ID) }
 // Cluster is the cluster the client is connected to.
 func (c *Client) Cluster() *certs.Cluster { return c.cluster }
 
+// connected are the servers the client is connected to, ascending. The
+// caller holds c.mu.
+func (c *Client) connected() []wire.ServerID {
+	var ids []wire.ServerID
+	for id, up := range c.up {
+		if up {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 func (c *Client) reachable() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -672,7 +686,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 		// (this identity's other processes then never meet the session bound).
 		end, cancel := context.WithTimeout(ctx, time.Second)
 		_, _ = c.runOp(end, func() (uint64, bakery.Effects, error) {
-			op, e := c.bk.CloseSession()
+			op, e := c.bk.CloseSession(c.connected()...)
 			return op, e, nil
 		})
 		cancel()

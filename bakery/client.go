@@ -158,11 +158,14 @@ type operation struct {
 	// request, resend, which is sent again on a reconnect.
 	exitAcks *quorum.Access[struct{}]
 	resend   *wire.Message
-	// copying: members of the client's epoch that refused a SessionClose
-	// with epoch-moved (still copying, change 43); the close waits for
-	// their acks too, as long as its caller waits, or the closed session
-	// stays live at them for a TTL, counting against the session limit.
-	copying map[wire.ServerID]bool
+	// waitFor: members whose answer a SessionClose waits for besides its
+	// q acks, as long as its caller waits: those its runtime is connected
+	// to (CloseSession), and those that refused it with epoch-moved (still
+	// copying, change 43). A member the close does not reach keeps the
+	// session live for a TTL, counting against the client's session limit:
+	// a process that closes and exits, in a loop, would meet that limit
+	// where its closes are slow to arrive.
+	waitFor map[wire.ServerID]bool
 	reads   *quorum.Access[quorum.RegisterValue]
 	set     *activeset.SetReader
 	// joined: earlier getSets of the same lock that complete with this one.
@@ -451,11 +454,8 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 		} else if a != nil && a.phase == phaseHeld && m.Ack.Req == a.reqHeld {
 			a.heldAcks.Offer(s, struct{}{})
 		} else if o := c.ops[m.Ack.Req]; o != nil && o.exitAcks != nil {
-			delete(o.copying, s)
-			if o.exitAcks.Offer(s, struct{}{}) && len(o.copying) == 0 {
-				delete(c.ops, o.id)
-				e.Events = append(e.Events, Event{Kind: Released, Lock: o.lock, Op: o.id})
-			}
+			o.exitAcks.Offer(s, struct{}{})
+			c.exitAnswered(o, s, &e)
 		}
 	case m.ReadReply != nil:
 		if o := c.ops[m.ReadReply.Req]; o != nil && o.isRead {
@@ -465,6 +465,16 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 		c.onError(now, s, m.Error, &e)
 	}
 	return e
+}
+
+// exitAnswered notes that s answered o, an ExitEarlier or a CloseSession:
+// o completes once q acked and every member it waits for answered.
+func (c *Client) exitAnswered(o *operation, s wire.ServerID, e *Effects) {
+	delete(o.waitFor, s)
+	if o.exitAcks.Done() && len(o.waitFor) == 0 {
+		delete(c.ops, o.id)
+		e.Events = append(e.Events, Event{Kind: Released, Lock: o.lock, Op: o.id})
+	}
 }
 
 func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effects) {
@@ -489,10 +499,10 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		if c.cfg.Keys.Key(s) != nil {
 			c.retryOpAt(now.Add(epochRetry), s, o)
 			if o.resend != nil && o.resend.SessionClose != nil {
-				if o.copying == nil {
-					o.copying = map[wire.ServerID]bool{}
+				if o.waitFor == nil {
+					o.waitFor = map[wire.ServerID]bool{}
 				}
-				o.copying[s] = true
+				o.waitFor[s] = true
 			}
 		}
 		return
@@ -501,6 +511,7 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		// An earlier session's Exit: a refusal (typically "session reset":
 		// the attempt is void anyway) says nothing about our own session.
 		o.exitAcks.Reject(s, fmt.Errorf("bakery: %s refused: %s: %s", s, er.Code, er.Detail))
+		c.exitAnswered(o, s, e)
 		return
 	}
 	switch er.Code {

@@ -302,9 +302,20 @@ func (c *Client) choosingTooLong(now time.Time, a *attempt) bool {
 
 // CloseSession ends the current session (SessionClose): servers reset it at
 // once instead of after its lease. Call it last, after every attempt ended.
-// It completes with a Released event (no lock) carrying the operation id.
-func (c *Client) CloseSession() (op uint64, e Effects) {
+// It completes with a Released event (no lock) carrying the operation id
+// once q members acked and each member of waitFor (those the runtime is
+// connected to) answered, so that a process that closes and exits leaves
+// the session live nowhere it could reach; the caller bounds the wait.
+func (c *Client) CloseSession(waitFor ...wire.ServerID) (op uint64, e Effects) {
 	o := &operation{id: c.req(), exitAcks: quorum.NewAccess[struct{}](c.q)}
+	for _, s := range waitFor {
+		if c.cfg.Keys.Key(s) != nil {
+			if o.waitFor == nil {
+				o.waitFor = map[wire.ServerID]bool{}
+			}
+			o.waitFor[s] = true
+		}
+	}
 	c.ops[o.id] = o
 	o.resend = &wire.Message{SessionClose: &wire.SessionClose{Req: o.id, Session: c.sess}}
 	c.toAll(&e, o.resend)

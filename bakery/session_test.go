@@ -66,3 +66,43 @@ func TestSessionNumbersIgnoreTheClock(t *testing.T) {
 		require.Nil(t, c.attempts["M"], "no attempt starts without a session")
 	}
 }
+
+// A SessionClose completes on q acks and, besides, on the answer (an ack
+// or a refusal) of every member the runtime says it is connected to: a
+// process that closes and exits, in a loop, otherwise leaves its session
+// live for a TTL at the members whose close had not arrived yet, and meets
+// the session limit there (found between real processes: three
+// `bqclient lock` loops on a loaded machine while the cluster grew).
+func TestSessionCloseWaitsForTheConnectedMembers(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	for _, c := range []struct {
+		name    string
+		waitFor []wire.ServerID
+		answers []wire.ServerID // in order; the last one releases
+		refuse  int             // answers with an error instead of an ack (-1: none)
+	}{
+		{"connected to all", []wire.ServerID{0, 1, 2, 3}, []wire.ServerID{0, 1, 2, 3}, -1},
+		{"one not connected", []wire.ServerID{0, 1, 2}, []wire.ServerID{0, 1, 2}, -1},
+		{"a refusal answers", []wire.ServerID{0, 1, 2, 3}, []wire.ServerID{0, 1, 2, 3}, 1},
+		{"not a member", []wire.ServerID{0, 2, 3, 7}, []wire.ServerID{0, 2, 3}, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := newSessionTestClient(t, &fixedSessions{next: []uint64{10}})
+			_, err := cl.Start(now)
+			require.NoError(t, err)
+			op, e := cl.CloseSession(c.waitFor...)
+			require.Len(t, e.Send, 4, "the close goes to every member")
+			for i, s := range c.answers {
+				m := &wire.Message{Ack: &wire.Ack{Req: op}}
+				if int(s) == c.refuse {
+					m = &wire.Message{Error: &wire.Error{Req: op, Code: wire.ErrCodeRejected, Detail: "session reset"}}
+				}
+				released := false
+				for _, ev := range cl.Step(now, s, m).Events {
+					released = released || (ev.Kind == Released && ev.Op == op)
+				}
+				require.Equal(t, i == len(c.answers)-1, released, "after the answer of %s", s)
+			}
+		})
+	}
+}

@@ -341,6 +341,8 @@ var Catalogue = []Mutant{
 		"if c.chain != nil && c.chain.Number() > 0 {\n\t\tsend(&wire.Message{EpochNews", "if false {\n\t\tsend(&wire.Message{EpochNews"},
 	{"copier-retries-unbounded", "change 43: one retry per request and copying member is pending at a time", "bakery/retry.go",
 		"if r.s == s && r.req == o.id {", "if r.s == s && false {"},
+	{"session-close-waits-for-q", "§5: a SessionClose waits for every member the client is connected to, not only q", "bakery/session.go",
+		"if c.cfg.Keys.Key(s) != nil {\n\t\t\tif o.waitFor == nil {", "if false {\n\t\t\tif o.waitFor == nil {"},
 	{"restored-sessions-counted", "change 43: sessions given back by a copy count against the limit only once spoken in", "detector/muteness.go",
 		"if m.counted(cs, false) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {", "if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {"},
 	{"plan-reuses-id", "change 43: a new member takes the next id never used", "certs/reconfig.go",
