@@ -146,7 +146,7 @@ func (w *World) showProclamations(c, again int) {
 		}
 		if len(to) > 0 {
 			w.trace("c%d shows its proclamation on %s to %v", c, lock, to)
-			w.sendProclamationTo(c, lock, p.att, p.sp, to)
+			w.sendProclamationTo(c, lock, p.att, p.sp, to, nil)
 		}
 	}
 }
@@ -164,7 +164,7 @@ func (w *World) sendProclamation(c int, lock string, att uint64, sp wire.SignedP
 }
 
 // sendProclamationTo is sendProclamation to the servers to.
-func (w *World) sendProclamationTo(c int, lock string, att uint64, sp wire.SignedProclamation, to []int, onAck ...func(server int)) {
+func (w *World) sendProclamationTo(c int, lock string, att uint64, sp wire.SignedProclamation, to []int, onAck func(server int)) {
 	w.el.nextReq++
 	req := proclaimReqBase + w.el.nextReq
 	data, err := wire.Encode(&wire.Message{Proclaim: &wire.Proclaim{Req: req, Proclamation: sp}})
@@ -172,10 +172,7 @@ func (w *World) sendProclamationTo(c int, lock string, att uint64, sp wire.Signe
 		w.h.violate(CheckCrash, w.instant(), "c%d cannot encode a proclamation: %v", c, err)
 		return
 	}
-	p := &pendingProclaim{c: c, lock: lock, att: att, msg: data}
-	if len(onAck) > 0 {
-		p.onAck = onAck[0]
-	}
+	p := &pendingProclaim{c: c, lock: lock, att: att, msg: data, onAck: onAck}
 	w.el.pending[req] = p
 	shown := w.el.latest[clientLock{c, lock}]
 	for _, s := range to {
