@@ -497,7 +497,13 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		// open there would count against the client's session limit.
 		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
 		if c.cfg.Keys.Key(s) != nil {
-			c.retryOpAt(now.Add(epochRetry), s, o)
+			if c.retryOpAt(now.Add(epochRetry), s, o) && c.chain.Number() > 0 {
+				// The member may be behind, not copying: a Read or a
+				// GetSet naming an epoch it does not know is refused
+				// there (server/core epoch.go, behind), and it learns the
+				// epoch from this client as from a reconnecting one.
+				e.Send = append(e.Send, Send{To: s, Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: c.chain.Latest()}}})
+			}
 			if o.resend != nil && o.resend.SessionClose != nil {
 				if o.waitFor == nil {
 					o.waitFor = map[wire.ServerID]bool{}

@@ -3,6 +3,7 @@ package bakery
 import (
 	"time"
 
+	"github.com/bq-lock/bq/activeset"
 	"github.com/bq-lock/bq/quorum"
 	"github.com/bq-lock/bq/wire"
 )
@@ -93,14 +94,30 @@ func (c *Client) moveTo(now time.Time, e *Effects) {
 			c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqExit, Statement: a.exit}})
 		}
 	}
+	// A pending access starts counting afresh: answers gathered in the old
+	// epoch came from its members and were counted against its q, and a
+	// quorum mixing them with the new members' answers may hold more than
+	// the new epoch's f faulty servers (the removed one among them) and
+	// fewer than its q (found by the campaign, seed 8435661).
 	for _, id := range c.sortedOps() {
 		o := c.ops[id]
 		switch {
 		case o.isRead:
+			o.reads = quorum.NewAccess[quorum.RegisterValue](c.q)
 			c.toAll(e, c.readMsg(o))
 		case o.set == nil && o.resend != nil:
+			if o.exitAcks != nil {
+				o.exitAcks = quorum.NewAccess[struct{}](c.q)
+			}
+			for s := range o.waitFor {
+				if c.cfg.Keys.Key(s) == nil {
+					delete(o.waitFor, s) // a removed member's answer counts for nothing
+				}
+			}
 			c.toAll(e, o.resend)
 		case o.set != nil:
+			o.set = activeset.NewSetReader(c.q)
+			clear(o.snapshotDue)
 			for i, k := range c.cfg.Keys.Servers {
 				if k != nil {
 					o.snapshotDue[wire.ServerID(i)] = true

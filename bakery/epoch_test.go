@@ -208,7 +208,9 @@ func TestSessionCloseRetriedAtACopyingMember(t *testing.T) {
 // again shortly — with a faulty member among the others, the read needs
 // that member's answer for its quorum (found by the campaign, seed
 // 8400161). However often a member refuses, one retry of a request to it
-// is pending at a time.
+// is pending at a time, and each refusal that schedules one shows the
+// member the client's epochs: it may be behind, not copying, and a server
+// refuses a Read or a GetSet naming an epoch it does not know.
 func TestReadsRetriedAtACopyingMember(t *testing.T) {
 	for _, session := range []bool{true, false} {
 		t.Run(fmt.Sprintf("session=%v", session), func(t *testing.T) { readsRetriedAtACopyingMember(t, session) })
@@ -227,12 +229,19 @@ func readsRetriedAtACopyingMember(t *testing.T, session bool) {
 	}
 	read, _ := c.Read("L", wire.ClientID{7})
 	set, _ := c.GetSet("M")
+	shown := 0
 	for range 3 {
 		for _, op := range []uint64{read, set} {
-			c.Step(now, 4, &wire.Message{Error: &wire.Error{Req: op, Code: wire.ErrCodeEpochMoved, Detail: "copying"}})
-			c.Step(now, 3, &wire.Message{Error: &wire.Error{Req: op, Code: wire.ErrCodeEpochMoved, Detail: "removed"}})
+			for _, s := range c.Step(now, 4, &wire.Message{Error: &wire.Error{Req: op, Code: wire.ErrCodeEpochMoved, Detail: "copying"}}).Send {
+				require.Equal(t, wire.ServerID(4), s.To)
+				require.NotNil(t, s.Msg.EpochNews, "the refusing member is shown the epochs (it may be behind), nothing else")
+				require.Len(t, s.Msg.EpochNews.Epochs, 1)
+				shown++
+			}
+			require.Empty(t, c.Step(now, 3, &wire.Message{Error: &wire.Error{Req: op, Code: wire.ErrCodeEpochMoved, Detail: "removed"}}).Send)
 		}
 	}
+	require.Equal(t, 2, shown, "once per retry scheduled")
 	require.Equal(t, 2, c.PendingRetries(), "one retry per request and member, none to the removed one")
 	require.Empty(t, c.Tick(now.Add(50*time.Millisecond)).Send, "not before the retry is due")
 	e := c.Tick(now.Add(150 * time.Millisecond))
@@ -279,4 +288,43 @@ func TestReconnectShowsTheEpochs(t *testing.T) {
 		require.Len(t, first.Epochs, tc.want)
 		require.Equal(t, wire.ServerID(1), e.Send[0].To)
 	}
+}
+
+// docs/protocol.md change 43: a move starts every pending access counting
+// afresh, with the new epoch's q, so no quorum mixes the answers of the
+// old epoch (the removed member's among them) with the new one's. Found by
+// the campaign, seed 8435661: a Read answered by the removed faulty member
+// and a stale correct one before the move, and by a faulty new member after
+// it, returned a value older than a completed write.
+func TestMoveRestartsPendingAccesses(t *testing.T) {
+	p := newEpochPair(t)
+	c := p.client(t)
+	now := time.Unix(1_000, 0)
+	_, err := c.Start(now)
+	require.NoError(t, err)
+	read, _ := c.Read("L", wire.ClientID{7})
+	set, _ := c.GetSet("M")
+	earlier := &wire.Statement{Lock: "N", Client: c.ID(), Session: 9, Attempt: 1, Phase: wire.PhaseTicket}
+	exit, _, err := c.ExitEarlier("N", earlier)
+	require.NoError(t, err)
+	answer := func(s wire.ServerID) []bakery.Event {
+		var events []bakery.Event
+		events = append(events, c.Step(now, s, &wire.Message{ReadReply: &wire.ReadReply{Req: read}}).Events...)
+		events = append(events, c.Step(now, s, &wire.Message{Update: &wire.Update{Req: set, Lock: "M", Seq: 1}}).Events...)
+		events = append(events, c.Step(now, s, &wire.Message{Ack: &wire.Ack{Req: exit}}).Events...)
+		return events
+	}
+	for _, s := range []wire.ServerID{3, 1} {
+		require.Empty(t, answer(s), "two answers of epoch 0 are no quorum")
+	}
+	c.Step(now, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
+	require.Equal(t, uint64(1), c.Epoch())
+	for _, s := range []wire.ServerID{4, 0} {
+		require.Empty(t, answer(s), "answers of epoch 0 do not count towards a quorum of epoch 1")
+	}
+	done := map[uint64]bool{}
+	for _, ev := range answer(1) {
+		done[ev.Op] = true
+	}
+	require.Equal(t, map[uint64]bool{read: true, set: true, exit: true}, done, "three members of epoch 1 answered")
 }

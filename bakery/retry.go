@@ -51,13 +51,15 @@ func (c *Client) retryAt(at time.Time, s wire.ServerID, a *attempt, req uint64) 
 
 // retryOpAt schedules operation o's request to s again at at, unless one
 // is pending already: a faulty member's repeated refusals grow nothing.
-func (c *Client) retryOpAt(at time.Time, s wire.ServerID, o *operation) {
+// It reports whether it scheduled one.
+func (c *Client) retryOpAt(at time.Time, s wire.ServerID, o *operation) bool {
 	for _, r := range c.retries {
 		if r.s == s && r.req == o.id {
-			return
+			return false
 		}
 	}
 	c.retries = append(c.retries, retry{at: at, s: s, op: o, req: o.id})
+	return true
 }
 
 // currentReq is the request a's phase waits on.

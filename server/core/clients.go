@@ -95,6 +95,10 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	case m.GetSet != nil:
 		k.Stats.Accesses["getset"]++
 		k.tellClient(c, m.GetSet.Epoch, e)
+		if err := k.behind(m.GetSet.Epoch); err != nil {
+			fail(m.GetSet.Req, wire.ErrCodeEpochMoved, err)
+			return
+		}
 		lock, err := k.lockForClient(now, c, m.GetSet.Lock, false)
 		if err != nil {
 			fail(m.GetSet.Req, wire.ErrCodeLimit, err)
@@ -105,6 +109,10 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	case m.Read != nil:
 		k.Stats.Accesses["read"]++
 		k.tellClient(c, m.Read.Epoch, e)
+		if err := k.behind(m.Read.Epoch); err != nil {
+			fail(m.Read.Req, wire.ErrCodeEpochMoved, err)
+			return
+		}
 		rr := &wire.ReadReply{Req: m.Read.Req}
 		if lock := k.locks[m.Read.Lock]; lock != nil {
 			if en := lock.Highest(m.Read.Client); en != nil {

@@ -118,6 +118,18 @@ func (k *Core) tellClient(c wire.ClientID, named uint64, e *Effects) {
 	e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: k.newsSince(named)})
 }
 
+// behind refuses a Read or a GetSet naming an epoch later than any this
+// server knows (docs/protocol.md change 43): it missed the change, and its
+// answer, from an older epoch's state, must not count in a quorum of the
+// newer one, where a member that serves it has every write completed
+// before. The client asks again shortly and shows it the epochs.
+func (k *Core) behind(named uint64) error {
+	if k.chain == nil || named <= k.chain.Number() {
+		return nil
+	}
+	return fmt.Errorf("core: this server knows epoch %d only and the client names epoch %d; show it the epochs", k.chain.Number(), named)
+}
+
 // showPeer shows a peer that connects the newest MaxEpochNews epochs, if the
 // cluster ever changed: a member that was down through a change learns it
 // from the first peer it reaches (it adopts those that continue its chain;

@@ -202,3 +202,41 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(2)}))
 	require.Len(t, c.inflight, 1)
 }
+
+// docs/protocol.md change 43: a server that does not know the epoch a Read
+// or a GetSet names (it missed the change) refuses it with ErrCodeEpochMoved
+// instead of answering from an older epoch's state, which must not count in
+// a quorum of the newer one; the epoch it knows is answered, and once shown
+// the epoch it no longer refuses for that reason.
+func TestBehindServerAnswersNoReadOfALaterEpoch(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c.clusterCA = ca
+	for i := range c.cores {
+		c.cores[i] = c.newCore(i, 4, 1)
+	}
+	w, x := c.newClient(), c.newClient()
+	c.doorway(w, "L", 1, 1)
+	c.flush()
+	c.drop()
+	c.replies(w.id)
+	for _, named := range []uint64{1, 2} {
+		for _, m := range []*wire.Message{
+			{Read: &wire.Read{Req: 20 + named, Lock: "L", Client: w.id, Epoch: named}},
+			{GetSet: &wire.GetSet{Req: 30 + named, Lock: "L", Epoch: named}},
+		} {
+			c.fromClient(0, x.id, m)
+			got := c.replies(x.id)
+			require.Len(t, got, 1, m.Body().String())
+			require.NotNil(t, got[0].Error, "%s: a server behind the client answers nothing", m.Body())
+			require.Equal(t, wire.ErrCodeEpochMoved, got[0].Error.Code)
+			require.Equal(t, requestID(m), got[0].Error.Req)
+		}
+	}
+	c.fromClient(0, x.id, &wire.Message{Read: &wire.Read{Req: 40, Lock: "L", Client: w.id}})
+	got := c.replies(x.id)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].ReadReply, "a Read naming the server's epoch is answered")
+	require.NotNil(t, got[0].ReadReply.Statement)
+}
