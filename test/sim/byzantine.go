@@ -70,7 +70,7 @@ var behaviors = []BehaviorInfo{
 
 // drawnBehaviors are the behaviours "-byzantine all" draws from a seed's
 // main stream: every one but those added since, which a stream of their own
-// adds (scenario.go), so every earlier seed keeps the scenario it had.
+// adds (generate.go), so every earlier seed keeps the scenario it had.
 func drawnBehaviors() []string {
 	var out []string
 	for _, b := range behaviors {

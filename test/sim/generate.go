@@ -1,0 +1,424 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/bq-lock/bq/quorum"
+)
+
+// The campaign's generator: a scenario drawn from a seed (scenario.go says
+// what a scenario is).
+
+// Generate derives a random scenario from seed for an n-server cluster.
+// byzantine is "none", "all", or one behaviour name (Behaviors): with "all"
+// each faulty server gets one or two behaviours at random.
+func Generate(seed uint64, n int, byzantine string) (Scenario, error) {
+	if err := quorum.Check(n, quorum.MaxFaults(n)); err != nil || n < 4 {
+		return Scenario{}, fmt.Errorf("sim: need n ≥ 4, have %d", n)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5ce7a210))
+	sc := Scenario{Seed: seed, N: n, F: quorum.MaxFaults(n)}
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+
+	// Byzantine servers.
+	var kinds []string
+	switch byzantine {
+	case "none", "":
+	case "all":
+		kinds = drawnBehaviors()
+	default:
+		for _, k := range strings.Split(byzantine, "+") {
+			if _, err := NewBehavior(k); err != nil {
+				return Scenario{}, err
+			}
+		}
+		kinds = []string{byzantine}
+	}
+	if len(kinds) > 0 {
+		count := 1 + r.IntN(sc.F)
+		for _, s := range r.Perm(n)[:count] {
+			var bs []string
+			if byzantine == "all" {
+				bs = append(bs, kinds[r.IntN(len(kinds))])
+				if r.IntN(4) == 0 {
+					if k := kinds[r.IntN(len(kinds))]; k != bs[0] {
+						bs = append(bs, k)
+					}
+				}
+			} else {
+				bs = strings.Split(byzantine, "+")
+			}
+			sc.Byzantine = append(sc.Byzantine, ByzServer{Server: s, Behaviors: bs})
+		}
+		slices.SortFunc(sc.Byzantine, func(a, b ByzServer) int { return a.Server - b.Server })
+	}
+
+	// The drip-feed (change 33) joins one faulty server's behaviours in a
+	// sixth of the runs, from a stream of its own, so every other draw of a
+	// seed stays what it was.
+	if byzantine == "all" && len(sc.Byzantine) > 0 {
+		if dr := rand.New(rand.NewPCG(seed, 0xd819f)); dr.IntN(6) == 0 {
+			i := dr.IntN(len(sc.Byzantine))
+			sc.Byzantine[i].Behaviors = append(sc.Byzantine[i].Behaviors, "drip-feed")
+		}
+	}
+
+	// Locks and client roles.
+	sc.Locks = []string{"L0"}
+	if r.IntN(2) == 0 {
+		sc.Locks = append(sc.Locks, "L1")
+	}
+	k := 3 + r.IntN(3)
+	if r.IntN(3) > 0 { // the bakery workload
+		for range k {
+			switch x := r.IntN(10); {
+			case x < 2:
+				sc.Roles = append(sc.Roles, RoleTryLocker)
+			case x < 4 && len(sc.Locks) > 1:
+				sc.Roles = append(sc.Roles, RoleNester)
+			default:
+				sc.Roles = append(sc.Roles, RoleLocker)
+			}
+		}
+	} else { // registers and the active set
+		for i := range k {
+			switch {
+			case i == 0:
+				sc.Roles = append(sc.Roles, RoleLocker)
+			case i <= 2:
+				sc.Roles = append(sc.Roles, RoleJoiner)
+			default:
+				sc.Roles = append(sc.Roles, RoleReader)
+			}
+		}
+		if r.IntN(2) == 0 {
+			sc.Roles = append(sc.Roles, RoleReader)
+		}
+	}
+
+	// Faults, all healed by the end of the window.
+	sc.FaultWindow = dur(2*time.Second, 8*time.Second)
+	correct := make([]int, 0, n)
+	for s := range n {
+		if !sc.IsByzantine(s) {
+			correct = append(correct, s)
+		}
+	}
+	nf := r.IntN(6)
+	for range nf {
+		at := dur(0, sc.FaultWindow-100*time.Millisecond)
+		f := Fault{At: at, Dur: min(dur(100*time.Millisecond, 3500*time.Millisecond), sc.FaultWindow-at)}
+		switch x := r.IntN(10); {
+		case x < 3:
+			f.Kind = FaultCrashServer
+			f.Server = correct[r.IntN(len(correct))]
+		case x < 5:
+			f.Kind = FaultIsolateServer
+			f.Server = r.IntN(n)
+		case x < 8:
+			f.Kind = FaultIsolateClient
+			f.Client = r.IntN(len(sc.Roles))
+			if r.IntN(2) == 0 {
+				f.Client = -1 // the holder, whoever it is then
+			}
+			f.Servers = sortedInts(r.Perm(n)[:1+r.IntN(n)])
+		default:
+			f.Kind = FaultSplitServers
+			f.Servers = sortedInts(r.Perm(n)[:1+r.IntN(n-1)])
+		}
+		sc.Faults = append(sc.Faults, f)
+	}
+	sc.Faults = append(sc.Faults, pauses(seed, n, len(sc.Roles), sc.TTLOrDefault(), sc.FaultWindow)...)
+	sc.Faults = append(sc.Faults, restarts(seed, &sc)...)
+	sc.Faults = append(sc.Faults, overflows(seed, n, sc.FaultWindow)...)
+	if ls := lags(seed, n, correct, len(sc.Roles), sc.FaultWindow); len(ls) > 0 {
+		sc.Faults = append(sc.Faults, ls...)
+		// With lagging servers, the faulty ones mostly hide or roll back
+		// what the lagging ones lack (lag.go).
+		r := rand.New(rand.NewPCG(seed, 0x1a996))
+		for i := range sc.Byzantine {
+			if x := r.IntN(3); x > 0 && byzantine == "all" {
+				sc.Byzantine[i].Behaviors = append(sc.Byzantine[i].Behaviors, []string{"lying-membership", "stale"}[x-1])
+			}
+		}
+	}
+	// Closed clusters (change 23): an eighth of the runs admit their
+	// clients by certificate, and the operator revokes whoever holds the
+	// lock at a random moment of the fault window. From a stream of its
+	// own, so every other draw of a seed stays what it was.
+	if cr := rand.New(rand.NewPCG(seed, 0xc105ed)); cr.IntN(8) == 0 {
+		sc.Closed = true
+		sc.Faults = append(sc.Faults, Fault{Kind: FaultRevoke, Client: -1, At: time.Duration(cr.Int64N(int64(sc.FaultWindow)))})
+	}
+	slices.SortStableFunc(sc.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+
+	// Clients that go silent.
+	for c, role := range sc.Roles {
+		if role == RoleReader || r.IntN(5) > 0 {
+			continue
+		}
+		if len(sc.ClientCrashes) >= 2 || len(sc.ClientCrashes) >= len(sc.Roles)-2 {
+			break
+		}
+		sc.ClientCrashes = append(sc.ClientCrashes, ClientCrash{
+			Client: c, At: dur(0, sc.FaultWindow+2*time.Second), WhileHolding: r.IntN(2) == 0,
+		})
+	}
+	// Malicious clients (malclient.go): with "all", half the runs have one
+	// or two, of kinds drawn at random.
+	if byzantine == "all" && r.IntN(2) == 0 {
+		names := MalClientNames()
+		for range 1 + r.IntN(2) {
+			sc.Malicious = append(sc.Malicious, names[r.IntN(len(names))])
+		}
+	}
+	// Max-hold (change 24): a quarter of the runs bound every holding below
+	// the long holds (2 TTLs), so holders are cut in the middle of
+	// hand-overs. From a stream of its own, so every other draw of a seed
+	// stays what it was.
+	if mr := rand.New(rand.NewPCG(seed, 0x3a8d)); mr.IntN(4) == 0 {
+		sc.MaxHold = 500*time.Millisecond + time.Duration(mr.Int64N(int64(2500*time.Millisecond)))
+	}
+	sc.Defaults()
+	return sc, nil
+}
+
+// CampaignSizes are the cluster sizes a campaign sweeps, with their weights:
+// n=10 costs about four times n=4 per run, so it gets fewer runs.
+var CampaignSizes = []struct{ N, Weight int }{{4, 6}, {7, 3}, {10, 1}}
+
+// GenerateCampaign is Generate with the cluster size drawn from the seed
+// (CampaignSizes) when n is 0, so one seed names one whole run, and with a
+// membership change in a quarter of the runs (replaces).
+func GenerateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
+	sc, err := generateCampaign(seed, n, byzantine)
+	if err != nil {
+		return sc, err
+	}
+	sc.Replace = replaces(seed, &sc, byzantine)
+	return sc, nil
+}
+
+// replaces draws membership changes (docs/protocol.md change 43) from a
+// stream of their own, so every other draw of a seed stays what it was: in
+// three runs of eight of the bakery workload (a quarter of all runs) the
+// operator replaces one member at a random moment of the fault window,
+// while the clients contend — a faulty member a third of the time when there
+// is one, a correct one otherwise. With "all" (or a named behaviour) the
+// faulty servers may grow within each epoch's f: a replaced correct member
+// turns faulty at the change in a third of the runs where the epoch it
+// leaves has room for one more (it counts among that epoch's f), and the
+// new member is faulty in a quarter of the runs where the new epoch has
+// room. A removed member that turns faulty stays in the old epoch (it
+// never copies, and tells nobody of the new one) in two thirds of those
+// runs, and a replaced faulty one in half.
+func replaces(seed uint64, sc *Scenario, byzantine string) []ReplaceChange {
+	r := rand.New(rand.NewPCG(seed, 0x43c4a9))
+	if r.IntN(8) >= 3 {
+		return nil
+	}
+	var kinds []string
+	switch byzantine {
+	case "none", "":
+	case "all":
+		kinds = drawnBehaviors()
+	default:
+		kinds = []string{byzantine}
+	}
+	draw := func() []string {
+		if len(kinds) == 0 {
+			return nil
+		}
+		return strings.Split(kinds[r.IntN(len(kinds))], "+")
+	}
+	var faulty, correct []int
+	for _, z := range sc.Byzantine {
+		faulty = append(faulty, z.Server)
+	}
+	for s := range sc.N {
+		if !sc.IsByzantine(s) {
+			correct = append(correct, s)
+		}
+	}
+	lo := 200 * time.Millisecond
+	rc := ReplaceChange{At: lo + time.Duration(r.Int64N(int64(max(sc.FaultWindow-lo, time.Millisecond))))}
+	kept := len(faulty) // the faulty members of the new epoch, before the new one
+	if len(faulty) > 0 && r.IntN(3) == 0 {
+		rc.Server = faulty[r.IntN(len(faulty))]
+		kept--
+		rc.RemovedStays = r.IntN(2) == 0
+	} else {
+		rc.Server = correct[r.IntN(len(correct))]
+		if len(kinds) > 0 && len(faulty) < sc.F && r.IntN(3) == 0 {
+			switch r.IntN(3) {
+			case 0:
+				rc.RemovedStays = true
+			case 1:
+				rc.RemovedByzantine = draw()
+			default:
+				rc.RemovedStays, rc.RemovedByzantine = true, draw()
+			}
+		}
+	}
+	if len(kinds) > 0 && kept < sc.F && r.IntN(4) == 0 {
+		rc.NewByzantine = draw()
+	}
+	// Which command the operator runs comes from a stream of its own, so a
+	// seed that replaces draws the replace it always drew: half replace,
+	// and a sixth each add, remove (if n and f allow it: the simulator
+	// keeps n ≥ 4) and CA rotation followed by a replace.
+	switch rand.New(rand.NewPCG(seed, 0x43c4aa)).IntN(6) {
+	case 0:
+		rc.Kind, rc.RemovedByzantine, rc.RemovedStays = ChangeAdd, nil, false
+		if len(rc.NewByzantine) > 0 && len(faulty)+1 > quorum.MaxFaults(sc.N+1) {
+			rc.NewByzantine = nil
+		}
+	case 1:
+		left := len(faulty)
+		if sc.IsByzantine(rc.Server) {
+			left--
+		}
+		if sc.N-1 >= 4 && left <= quorum.MaxFaults(sc.N-1) {
+			rc.Kind, rc.NewByzantine = ChangeRemove, nil
+		}
+	case 2:
+		rotate := ReplaceChange{At: lo + (rc.At-lo)/2, Kind: ChangeRotateCA}
+		return []ReplaceChange{rotate, rc}
+	}
+	return []ReplaceChange{rc}
+}
+
+func generateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
+	if n == 0 {
+		r := rand.New(rand.NewPCG(seed, 0x512e))
+		total := 0
+		for _, s := range CampaignSizes {
+			total += s.Weight
+		}
+		x := r.IntN(total)
+		for _, s := range CampaignSizes {
+			if x < s.Weight {
+				n = s.N
+				break
+			}
+			x -= s.Weight
+		}
+	}
+	return Generate(seed, n, byzantine)
+}
+
+// pauses draws process pauses (pause.go) from a stream of their own, so the
+// rest of a seed's scenario is the same with or without them: in about half
+// the runs one to three pauses of TTL/2 to 3×TTL, of a client (any, the
+// holder, or from its next message on) or of a server (any one, correct or
+// not, or now and then every server at once).
+func pauses(seed uint64, n, clients int, ttl, window time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x9a05e))
+	if r.IntN(2) == 0 || clients == 0 {
+		return nil
+	}
+	var out []Fault
+	for range 1 + r.IntN(3) {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		d := min(ttl/2+time.Duration(r.Int64N(int64(5*ttl/2)+1)), window-at)
+		f := Fault{At: at, Dur: d}
+		switch x := r.IntN(10); {
+		case x < 6:
+			f.Kind = FaultPauseClient
+			f.Client = r.IntN(clients)
+			switch r.IntN(3) {
+			case 0:
+				f.Client = -1
+			case 1:
+				f.OnMessage = true
+			}
+		case x < 9:
+			f.Kind = FaultPauseServer
+			f.Server = r.IntN(n)
+		default:
+			f.Kind = FaultPauseServer
+			f.Server = -1
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// lags draws lagging correct servers (lag.go) from a stream of their own: in
+// about half the runs, one or two stretches of 0.5–4 s during which up to
+// n−q correct servers hear late from about half of the clients and from
+// every server.
+func lags(seed uint64, n int, correct []int, clients int, window time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x1a995))
+	if r.IntN(2) == 0 || clients == 0 {
+		return nil
+	}
+	most := n - quorum.Size(n, quorum.MaxFaults(n))
+	var out []Fault
+	for range 1 + r.IntN(2) {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		f := Fault{Kind: FaultLagServers, At: at, Dur: min(500*time.Millisecond+time.Duration(r.Int64N(int64(3500*time.Millisecond))), window-at)}
+		k := 1 + r.IntN(min(most, len(correct)))
+		for _, i := range r.Perm(len(correct))[:k] {
+			f.Servers = append(f.Servers, correct[i])
+		}
+		slices.Sort(f.Servers)
+		for c := range clients {
+			if r.IntN(2) == 0 {
+				f.Clients = append(f.Clients, c)
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// restarts draws whole-cluster and rolling restarts from a stream of their
+// own: each in about a third of the runs; and in half the runs the servers'
+// default TTL is a quarter of the clients', so a server that lost a client's
+// TTL over a restart would vote on a live session (docs/protocol.md §5, §9).
+func restarts(seed uint64, sc *Scenario) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x7e57a7))
+	var out []Fault
+	window := sc.FaultWindow
+	if r.IntN(3) == 0 {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		out = append(out, Fault{Kind: FaultRestartAll, At: at, Dur: min(50*time.Millisecond+time.Duration(r.Int64N(int64(time.Second))), window-at)})
+	}
+	if r.IntN(3) == 0 {
+		at := time.Duration(r.Int64N(int64(window / 2)))
+		out = append(out, Fault{Kind: FaultRollingRestart, At: at, Dur: min(time.Duration(sc.N)*(50*time.Millisecond+time.Duration(r.Int64N(int64(400*time.Millisecond)))), window-at)})
+	}
+	if r.IntN(2) == 0 {
+		sc.ServerTTL = sc.TTLOrDefault() / 4
+	}
+	return out
+}
+
+// overflows draws full send queues from a stream of their own: in about a
+// third of the runs, one or two stretches of 0.3–3 s toward one or more
+// servers (any, correct or not).
+func overflows(seed uint64, n int, window time.Duration) []Fault {
+	r := rand.New(rand.NewPCG(seed, 0x0f10))
+	if r.IntN(3) > 0 {
+		return nil
+	}
+	var out []Fault
+	for range 1 + r.IntN(2) {
+		at := time.Duration(r.Int64N(int64(window - 100*time.Millisecond)))
+		f := Fault{Kind: FaultOverflow, At: at, Dur: min(300*time.Millisecond+time.Duration(r.Int64N(int64(2700*time.Millisecond))), window-at)}
+		f.Servers = sortedInts(r.Perm(n)[:1+r.IntN(n-1)])
+		out = append(out, f)
+	}
+	return out
+}
+
+func sortedInts(x []int) []int {
+	out := slices.Clone(x)
+	slices.Sort(out)
+	return out
+}
