@@ -148,9 +148,14 @@ type attempt struct {
 	busy     Wait // a TryLock's: who was ahead when it gave up
 }
 
-// operation is a Read or a GetSet.
+// operation is a Read, a GetSet, an ExitEarlier or a CloseSession.
 type operation struct {
-	id     uint64
+	id uint64 // what its events report
+	// req is its request's id on the wire, o.id until an epoch move sends
+	// it again under a new one (epoch.go), so that answers to the old
+	// request, still in flight, match nothing.
+	// INVARIANT: c.ops[o.req] == o while it is pending.
+	req    uint64
 	lock   string
 	isRead bool
 	x      wire.ClientID // whose register a Read reads
@@ -472,7 +477,7 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 func (c *Client) exitAnswered(o *operation, s wire.ServerID, e *Effects) {
 	delete(o.waitFor, s)
 	if o.exitAcks.Done() && len(o.waitFor) == 0 {
-		delete(c.ops, o.id)
+		delete(c.ops, o.req)
 		e.Events = append(e.Events, Event{Kind: Released, Lock: o.lock, Op: o.id})
 	}
 }

@@ -94,26 +94,31 @@ func (c *Client) moveTo(now time.Time, e *Effects) {
 			c.toAll(e, &wire.Message{Submit: &wire.Submit{Req: a.reqExit, Statement: a.exit}})
 		}
 	}
-	// A pending access starts counting afresh: answers gathered in the old
-	// epoch came from its members and were counted against its q, and a
-	// quorum mixing them with the new members' answers may hold more than
-	// the new epoch's f faulty servers (the removed one among them) and
-	// fewer than its q (found by the campaign, seed 8435661).
-	for _, id := range c.sortedOps() {
-		o := c.ops[id]
+	// A pending access starts afresh, under a new request id: answers
+	// gathered in the old epoch came from its members and were counted
+	// against its q, and a quorum mixing them with the new members'
+	// answers may hold more than the new epoch's f faulty servers (the
+	// removed one among them) and fewer than its q (found by the campaign,
+	// seed 8435661); an answer to the old request still in flight — a
+	// push of the old subscription, which the client would take for the
+	// new one's snapshot (seed 8441704) — now matches nothing.
+	for _, key := range c.sortedOps() {
+		o := c.ops[key]
+		delete(c.ops, o.req)
+		o.req = c.req()
+		c.ops[o.req] = o
 		switch {
 		case o.isRead:
 			o.reads = quorum.NewAccess[quorum.RegisterValue](c.q)
 			c.toAll(e, c.readMsg(o))
 		case o.set == nil && o.resend != nil:
-			if o.exitAcks != nil {
-				o.exitAcks = quorum.NewAccess[struct{}](c.q)
-			}
+			o.exitAcks = quorum.NewAccess[struct{}](c.q)
 			for s := range o.waitFor {
 				if c.cfg.Keys.Key(s) == nil {
 					delete(o.waitFor, s) // a removed member's answer counts for nothing
 				}
 			}
+			o.resend = renumbered(o.resend, o.req)
 			c.toAll(e, o.resend)
 		case o.set != nil:
 			o.set = activeset.NewSetReader(c.q)
@@ -126,4 +131,18 @@ func (c *Client) moveTo(now time.Time, e *Effects) {
 			c.toAll(e, c.getSetMsg(o))
 		}
 	}
+}
+
+// renumbered is m, an ExitEarlier's Submit or a SessionClose, as request req.
+func renumbered(m *wire.Message, req uint64) *wire.Message {
+	out := *m
+	switch {
+	case m.Submit != nil:
+		sub := *m.Submit
+		sub.Req, out.Submit = req, &sub
+	case m.SessionClose != nil:
+		sc := *m.SessionClose
+		sc.Req, out.SessionClose = req, &sc
+	}
+	return &out
 }

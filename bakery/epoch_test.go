@@ -290,12 +290,15 @@ func TestReconnectShowsTheEpochs(t *testing.T) {
 	}
 }
 
-// docs/protocol.md change 43: a move starts every pending access counting
-// afresh, with the new epoch's q, so no quorum mixes the answers of the
-// old epoch (the removed member's among them) with the new one's. Found by
-// the campaign, seed 8435661: a Read answered by the removed faulty member
-// and a stale correct one before the move, and by a faulty new member after
-// it, returned a value older than a completed write.
+// docs/protocol.md change 43: a move sends every pending access again
+// under a new request id and counts it afresh, with the new epoch's q, so
+// no quorum mixes the answers of the old epoch (the removed member's among
+// them) with the new one's, and an answer to the old request still in
+// flight counts for nothing. Found by the campaign: seed 8435661 (a Read
+// answered by the removed faulty member and a stale correct one before the
+// move, and by a faulty new member after it, returned a value older than a
+// completed write) and seed 8441704 (a push of the old subscription, which
+// arrived after the move, was taken for the new one's snapshot).
 func TestMoveRestartsPendingAccesses(t *testing.T) {
 	p := newEpochPair(t)
 	c := p.client(t)
@@ -307,24 +310,43 @@ func TestMoveRestartsPendingAccesses(t *testing.T) {
 	earlier := &wire.Statement{Lock: "N", Client: c.ID(), Session: 9, Attempt: 1, Phase: wire.PhaseTicket}
 	exit, _, err := c.ExitEarlier("N", earlier)
 	require.NoError(t, err)
-	answer := func(s wire.ServerID) []bakery.Event {
+	answer := func(s wire.ServerID, reqs [3]uint64) []bakery.Event {
 		var events []bakery.Event
-		events = append(events, c.Step(now, s, &wire.Message{ReadReply: &wire.ReadReply{Req: read}}).Events...)
-		events = append(events, c.Step(now, s, &wire.Message{Update: &wire.Update{Req: set, Lock: "M", Seq: 1}}).Events...)
-		events = append(events, c.Step(now, s, &wire.Message{Ack: &wire.Ack{Req: exit}}).Events...)
+		events = append(events, c.Step(now, s, &wire.Message{ReadReply: &wire.ReadReply{Req: reqs[0]}}).Events...)
+		events = append(events, c.Step(now, s, &wire.Message{Update: &wire.Update{Req: reqs[1], Lock: "M", Seq: 1}}).Events...)
+		events = append(events, c.Step(now, s, &wire.Message{Ack: &wire.Ack{Req: reqs[2]}}).Events...)
 		return events
 	}
+	old := [3]uint64{read, set, exit}
 	for _, s := range []wire.ServerID{3, 1} {
-		require.Empty(t, answer(s), "two answers of epoch 0 are no quorum")
+		require.Empty(t, answer(s, old), "two answers of epoch 0 are no quorum")
 	}
-	c.Step(now, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
+	e := c.Step(now, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
 	require.Equal(t, uint64(1), c.Epoch())
+	var again [3]uint64
+	for _, s := range e.Send {
+		switch {
+		case s.Msg.Read != nil:
+			again[0] = s.Msg.Read.Req
+		case s.Msg.GetSet != nil:
+			again[1] = s.Msg.GetSet.Req
+		case s.Msg.Submit != nil:
+			again[2] = s.Msg.Submit.Req
+		}
+	}
+	for i := range again {
+		require.NotZero(t, again[i], "each pending access goes to the new members again")
+		require.NotContains(t, old, again[i], "under a new request id")
+	}
+	for _, s := range []wire.ServerID{4, 0, 2} {
+		require.Empty(t, answer(s, old), "answers to the requests of epoch 0, still in flight, count for nothing")
+	}
 	for _, s := range []wire.ServerID{4, 0} {
-		require.Empty(t, answer(s), "answers of epoch 0 do not count towards a quorum of epoch 1")
+		require.Empty(t, answer(s, again), "answers of epoch 0 do not count towards a quorum of epoch 1")
 	}
 	done := map[uint64]bool{}
-	for _, ev := range answer(1) {
+	for _, ev := range answer(1, again) {
 		done[ev.Op] = true
 	}
-	require.Equal(t, map[uint64]bool{read: true, set: true, exit: true}, done, "three members of epoch 1 answered")
+	require.Equal(t, map[uint64]bool{read: true, set: true, exit: true}, done, "three members of epoch 1 answered; the events name the operations as they began")
 }

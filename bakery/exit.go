@@ -109,10 +109,11 @@ func (c *Client) ExitEarlier(lock string, earlier *wire.Statement) (op uint64, e
 		return 0, e, errors.New("bakery: that attempt is this client's own current one; use Unlock or Abandon")
 	}
 	o := &operation{id: c.req(), lock: lock, exitAcks: quorum.NewAccess[struct{}](c.q)}
-	c.ops[o.id] = o
+	o.req = o.id
+	c.ops[o.req] = o
 	c.access(nil, "exit")
 	exit := c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: earlier.Session, Attempt: earlier.Attempt, Phase: wire.PhaseExit})
-	o.resend = &wire.Message{Submit: &wire.Submit{Req: o.id, Statement: exit}}
+	o.resend = &wire.Message{Submit: &wire.Submit{Req: o.req, Statement: exit}}
 	c.toAll(&e, o.resend)
 	return o.id, e, nil
 }

@@ -11,7 +11,8 @@ import (
 // Read reads client x's register for lock from a quorum (§2).
 func (c *Client) Read(lock string, x wire.ClientID) (op uint64, e Effects) {
 	o := &operation{id: c.req(), lock: lock, isRead: true, x: x, reads: quorum.NewAccess[quorum.RegisterValue](c.q)}
-	c.ops[o.id] = o
+	o.req = o.id
+	c.ops[o.req] = o
 	c.access(nil, "read")
 	c.toAll(&e, c.readMsg(o))
 	return o.id, e
@@ -24,13 +25,14 @@ func (c *Client) Read(lock string, x wire.ClientID) (op uint64, e Effects) {
 // one and complete with its set (decided after they began, so still valid).
 func (c *Client) GetSet(lock string) (op uint64, e Effects) {
 	o := &operation{id: c.req(), lock: lock, set: activeset.NewSetReader(c.q), snapshotDue: make(map[wire.ServerID]bool)}
+	o.req = o.id
 	for _, id := range c.sortedOps() {
 		if old := c.ops[id]; old.set != nil && old.lock == lock {
 			o.joined = append(o.joined, append(old.joined, old.id)...)
 			delete(c.ops, id)
 		}
 	}
-	c.ops[o.id] = o
+	c.ops[o.req] = o
 	c.access(nil, "getset")
 	c.toAll(&e, c.getSetMsg(o))
 	return o.id, e
@@ -56,7 +58,7 @@ func (c *Client) onRead(o *operation, s wire.ServerID, rr *wire.ReadReply, e *Ef
 	for _, r := range o.reads.Replies() {
 		values = append(values, r.Value)
 	}
-	delete(c.ops, o.id)
+	delete(c.ops, o.req)
 	e.Events = append(e.Events, Event{Kind: ReadDone, Lock: o.lock, Op: o.id, Statement: quorum.ReadRegister(values)})
 }
 
@@ -82,7 +84,7 @@ func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *E
 		}
 		return
 	}
-	delete(c.ops, o.id)
+	delete(c.ops, o.req)
 	for _, id := range o.joined {
 		e.Events = append(e.Events, Event{Kind: SetDone, Lock: o.lock, Op: id, Set: set})
 	}
@@ -93,9 +95,9 @@ func (c *Client) onSetUpdate(o *operation, s wire.ServerID, u *wire.Update, e *E
 // reader may have no session, so no Heartbeat to name it in, and a server
 // that knows a later epoch shows it (docs/protocol.md change 43).
 func (c *Client) readMsg(o *operation) *wire.Message {
-	return &wire.Message{Read: &wire.Read{Req: o.id, Lock: o.lock, Client: o.x, Epoch: c.cfg.Keys.Epoch}}
+	return &wire.Message{Read: &wire.Read{Req: o.req, Lock: o.lock, Client: o.x, Epoch: c.cfg.Keys.Epoch}}
 }
 
 func (c *Client) getSetMsg(o *operation) *wire.Message {
-	return &wire.Message{GetSet: &wire.GetSet{Req: o.id, Lock: o.lock, Epoch: c.cfg.Keys.Epoch}}
+	return &wire.Message{GetSet: &wire.GetSet{Req: o.req, Lock: o.lock, Epoch: c.cfg.Keys.Epoch}}
 }

@@ -54,11 +54,11 @@ func (c *Client) retryAt(at time.Time, s wire.ServerID, a *attempt, req uint64) 
 // It reports whether it scheduled one.
 func (c *Client) retryOpAt(at time.Time, s wire.ServerID, o *operation) bool {
 	for _, r := range c.retries {
-		if r.s == s && r.req == o.id {
+		if r.s == s && r.req == o.req {
 			return false
 		}
 	}
-	c.retries = append(c.retries, retry{at: at, s: s, op: o, req: o.id})
+	c.retries = append(c.retries, retry{at: at, s: s, op: o, req: o.req})
 	return true
 }
 
@@ -88,7 +88,7 @@ func (c *Client) sendRetries(now time.Time, e *Effects) {
 		case now.Before(r.at):
 			kept = append(kept, r)
 		case r.op != nil:
-			if c.ops[r.op.id] == r.op {
+			if c.ops[r.op.req] == r.op {
 				e.Send = append(e.Send, Send{To: r.s, Msg: c.opRequest(r.op, r.s)})
 			}
 		case r.a == nil: // the session's own SessionOpen, to a member still copying (change 43)

@@ -308,6 +308,7 @@ func (c *Client) choosingTooLong(now time.Time, a *attempt) bool {
 // the session live nowhere it could reach; the caller bounds the wait.
 func (c *Client) CloseSession(waitFor ...wire.ServerID) (op uint64, e Effects) {
 	o := &operation{id: c.req(), exitAcks: quorum.NewAccess[struct{}](c.q)}
+	o.req = o.id
 	for _, s := range waitFor {
 		if c.cfg.Keys.Key(s) != nil {
 			if o.waitFor == nil {
@@ -316,8 +317,8 @@ func (c *Client) CloseSession(waitFor ...wire.ServerID) (op uint64, e Effects) {
 			o.waitFor[s] = true
 		}
 	}
-	c.ops[o.id] = o
-	o.resend = &wire.Message{SessionClose: &wire.SessionClose{Req: o.id, Session: c.sess}}
+	c.ops[o.req] = o
+	o.resend = &wire.Message{SessionClose: &wire.SessionClose{Req: o.req, Session: c.sess}}
 	c.toAll(&e, o.resend)
 	return o.id, e
 }
