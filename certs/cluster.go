@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -189,13 +190,19 @@ func certPEM(der []byte) string {
 func LoadCluster(path string) (*Cluster, error) { return loadCluster(path, time.Now()) }
 
 // InspectCluster reads and validates a cluster file as LoadCluster does,
-// except that certificates outside their validity window are kept: for
+// except that the cluster CA may be outside its validity window: for
 // showing an operator what expired (bqserver server list, status), never
 // for connecting, where TLS checks the dates again.
 func InspectCluster(path string) (*Cluster, error) { return loadCluster(path, time.Time{}) }
 
-// loadCluster checks every certificate's dates at now; the zero time checks
-// none of them (InspectCluster).
+// loadCluster checks the dates of the cluster CA in force at now — the
+// cluster file's, or the last one a rotation in the epochs beside the file
+// named — and the zero time checks none (InspectCluster). The dates of the
+// file's server certificates are not the file's: those servers may all
+// have been replaced, with new certificates, by epochs since (a cluster
+// outlives its first certificates, issue 28). An expired member is a fault
+// of that member: TLS refuses it, the others serve, server list and status
+// show it, and the member itself does not start (LoadServer).
 func loadCluster(path string, now time.Time) (*Cluster, error) {
 	data, err := readLimited(path, maxClusterFileSize)
 	if err != nil {
@@ -204,7 +211,26 @@ func loadCluster(path string, now time.Time) (*Cluster, error) {
 		}
 		return nil, fmt.Errorf("certs: reading cluster file: %w", err)
 	}
-	return parseCluster(data, path, now)
+	c, err := parseCluster(data, path, time.Time{})
+	if err != nil || now.IsZero() {
+		return c, err
+	}
+	chain, _, err := c.ChainIn(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	ca, since := c.CAInForce(chain)
+	which := "the cluster CA certificate"
+	if since > 0 {
+		which = fmt.Sprintf("the cluster CA certificate in force (named by epoch %d)", since)
+	}
+	switch {
+	case now.After(ca.NotAfter):
+		return nil, fmt.Errorf("certs: %s: ca: %s expired on %s; make a new cluster with \"bqserver init\"", path, which, ca.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(ca.NotBefore):
+		return nil, fmt.Errorf("certs: %s: ca: %s is not valid before %s; check this machine's clock", path, which, ca.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return c, nil
 }
 
 func readLimited(path string, limit int64) ([]byte, error) {

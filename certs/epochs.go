@@ -372,6 +372,32 @@ func (c *Cluster) CAInForce(chain *wire.Chain) (*x509.Certificate, uint64) {
 	return c.CA, 0
 }
 
+// IssuerOf is the cluster CA of chain (the cluster file's or one a
+// rotation named) that issued leaf, and whether it is the one in force: a
+// member's certificate depends on its issuer to its end, so after a
+// rotation a member not yet replaced still expires with the old CA (nil if
+// no CA of chain issued leaf).
+func (c *Cluster) IssuerOf(chain *wire.Chain, leaf *x509.Certificate) (issuer *x509.Certificate, inForce bool) {
+	inForceCA := c.CA
+	if chain != nil {
+		inForceCA, _ = c.CAInForce(chain)
+	}
+	cas := []*x509.Certificate{c.CA}
+	for e := uint64(1); chain != nil && e <= chain.Number(); e++ {
+		if der := chain.Body(e).NextCA; len(der) > 0 {
+			if cert, err := x509.ParseCertificate(der); err == nil {
+				cas = append(cas, cert)
+			}
+		}
+	}
+	for _, ca := range cas {
+		if leaf.CheckSignatureFrom(ca) == nil {
+			return ca, ca.Equal(inForceCA)
+		}
+	}
+	return nil, false
+}
+
 // CAPoolOf is every cluster CA of chain: the cluster file's and each one a
 // rotation named. A member's TLS certificate is issued by the CA in force
 // when it was added, and stays valid to its end.

@@ -12,10 +12,12 @@ import (
 const ExpiryNotice = 30 * 24 * time.Hour
 
 // Expiring words every certificate a client of c depends on that ends
-// within ExpiryNotice of now or has ended: the cluster CA, each server's
-// certificate, and adm, the client's own admission certificate (nil: none).
-// Pure: the caller gives the time.
-func Expiring(c *Cluster, adm *wire.AdmissionBody, now time.Time) []string {
+// within ExpiryNotice of now or has ended: the cluster CA in force, each
+// certificate of a member of chain's newest epoch (chain nil: the cluster
+// file's) — which ends with its issuer when a rotation retired that CA and
+// it ends first — and adm, the client's own admission certificate (nil:
+// none). Pure: the caller gives the time.
+func Expiring(c *Cluster, chain *wire.Chain, adm *wire.AdmissionBody, now time.Time) []string {
 	var out []string
 	note := func(what string, end time.Time, todo string) {
 		left := end.Sub(now)
@@ -27,13 +29,28 @@ func Expiring(c *Cluster, adm *wire.AdmissionBody, now time.Time) []string {
 		}
 	}
 	const operator = "tell the cluster's operator"
-	if c.CA != nil {
-		note("the cluster CA certificate", c.CA.NotAfter, operator)
+	ca := c.CA
+	if chain != nil {
+		ca, _ = c.CAInForce(chain)
 	}
-	for _, s := range c.Servers {
-		if s.Cert != nil {
-			note(fmt.Sprintf("server %d's certificate", s.ID), s.Cert.NotAfter, operator)
+	if ca != nil {
+		note("the cluster CA certificate", ca.NotAfter, operator)
+	}
+	var members Members
+	if chain != nil {
+		members, _ = c.MembersOf(chain, chain.Number())
+	} else {
+		members, _ = c.MembersOf(nil, 0)
+	}
+	for _, s := range members.Servers {
+		if s.Cert == nil {
+			continue
 		}
+		end, what := s.Cert.NotAfter, fmt.Sprintf("server %d's certificate", s.ID)
+		if issuer, inForce := c.IssuerOf(chain, s.Cert); issuer != nil && !inForce && issuer.NotAfter.Before(end) {
+			end, what = issuer.NotAfter, fmt.Sprintf("the retired cluster CA that issued server %d's certificate", s.ID)
+		}
+		note(what, end, operator)
 	}
 	if adm != nil {
 		note(fmt.Sprintf("this identity's admission certificate (%q)", adm.Name), time.UnixMilli(adm.NotAfter),

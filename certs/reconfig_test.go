@@ -3,8 +3,10 @@ package certs
 import (
 	"crypto/rand"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,6 +190,15 @@ func TestRotateTheClusterCA(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Servers[0].Cert.Verify(x509.VerifyOptions{Roots: c.CAPoolOf(chain), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	require.NoError(t, err, "and the old members' stay valid")
+	issuer, inForce := c.IssuerOf(chain, m.TLS.Leaf)
+	require.True(t, issuer.Equal(ca.Cert) && inForce, "the new member depends on the CA in force")
+	issuer, inForce = c.IssuerOf(chain, c.Servers[0].Cert)
+	require.True(t, issuer.Equal(c.CA), "a member added before the rotation depends on the old CA to its end")
+	require.False(t, inForce)
+	issuer, inForce = c.IssuerOf(nil, c.Servers[0].Cert)
+	require.True(t, issuer.Equal(c.CA) && inForce, "without epochs, the cluster file's CA")
+	issuer, _ = c.IssuerOf(nil, m.TLS.Leaf)
+	require.Nil(t, issuer, "a certificate no CA of the chain issued")
 
 	// An epoch signed with the retired key does not continue the chain.
 	signer, err := old.EpochSigner()
@@ -271,4 +282,53 @@ func TestRotateTheClientCA(t *testing.T) {
 	}
 	_, err = PlanChange(dir, Change{RotateClientCA: true}, now, rand.Reader)
 	require.ErrorContains(t, err, "retire the old ones first")
+}
+
+// Issue 28: a cluster outlives its first certificates. Five years after
+// init every first member's certificate has ended; replacing them gives
+// new members with certificates of their own, and the cluster file — whose
+// server certificates are the first members' — still loads for every
+// client, server and command, while an expired member itself does not
+// start. Ten years after, the first CA ends too; a rotation before then
+// names the CA in force, whose dates are the ones that count.
+func TestClusterOutlivesItsFirstCertificates(t *testing.T) {
+	day := 24 * time.Hour
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	_, err := Init(InitOptions{Dir: dir, Servers: 4, F: 1}, now.Add(-ServerValidity-10*day), rand.Reader)
+	require.NoError(t, err)
+	_, err = LoadServer(dir, 1)
+	require.ErrorContains(t, err, "server 1's TLS certificate expired on", "a first member does not start")
+	one := wire.ServerID(1)
+	p, err := PlanChange(dir, Change{Remove: &one, Add: true}, now, rand.Reader)
+	require.NoError(t, err, "the operator can replace it")
+	require.NoError(t, p.Write(dir))
+	_, err = LoadCluster(filepath.Join(dir, ClusterFileName))
+	require.NoError(t, err)
+	m, err := LoadServer(dir, 4)
+	require.NoError(t, err, "its replacement starts")
+	require.True(t, m.TLS.Leaf.NotAfter.After(now.Add(ServerValidity-day)))
+	c, err := LoadCluster(filepath.Join(dir, ClusterFileName))
+	require.NoError(t, err)
+	chain, _, err := c.ChainIn(dir)
+	require.NoError(t, err)
+	got := strings.Join(Expiring(c, chain, nil, now), "\n")
+	for _, id := range []int{0, 2, 3} {
+		require.Contains(t, got, fmt.Sprintf("server %d's certificate expired on", id))
+	}
+	require.NotContains(t, got, "server 1's", "a client is told about the members in force")
+	require.NotContains(t, got, "server 4's")
+
+	dir = filepath.Join(t.TempDir(), "d")
+	_, err = Init(InitOptions{Dir: dir, Servers: 4, F: 1}, now.Add(-CAValidity+10*day), rand.Reader)
+	require.NoError(t, err)
+	p, err = PlanChange(dir, Change{RotateCA: true}, now, rand.Reader)
+	require.NoError(t, err)
+	_, err = loadCluster(filepath.Join(dir, ClusterFileName), now.Add(20*day))
+	require.ErrorContains(t, err, "ca: the cluster CA certificate expired on", "before the rotation is written")
+	require.NoError(t, p.Write(dir))
+	_, err = loadCluster(filepath.Join(dir, ClusterFileName), now.Add(20*day))
+	require.NoError(t, err, "the first CA ended; the one in force did not")
+	_, err = loadCluster(filepath.Join(dir, ClusterFileName), now.Add(CAValidity+day))
+	require.ErrorContains(t, err, "the cluster CA certificate in force (named by epoch 1) expired on")
 }

@@ -95,6 +95,9 @@ func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkOwnDates(chain, srv, now); err != nil {
+		return nil, err
+	}
 	sdir := ServerDir(dir, id)
 	var errs []error
 	fail := func(file, format string, args ...any) {
@@ -212,4 +215,25 @@ func parseSigningKey(data []byte) (*crypto.PrivateKey, error) {
 		return nil, fmt.Errorf("bad signing key: %v", err)
 	}
 	return k, nil
+}
+
+// checkOwnDates refuses to start server srv with a certificate outside its
+// validity window at now, or issued by a CA a rotation retired that has
+// expired since (a certificate is valid only while its issuer is): the
+// other servers and the clients would refuse it. What to do is a replace,
+// which gives the member new keys and a certificate of the CA in force.
+func (c *Cluster) checkOwnDates(chain *wire.Chain, srv *Server, now time.Time) error {
+	renew := fmt.Sprintf("renew it on the operator's machine with \"bqserver server replace %d --dir DIR\" and start the new member it prints", srv.ID)
+	cert := srv.Cert
+	switch {
+	case now.After(cert.NotAfter):
+		return fmt.Errorf("certs: server %d's TLS certificate expired on %s: %s", srv.ID, cert.NotAfter.UTC().Format(time.RFC3339), renew)
+	case now.Before(cert.NotBefore):
+		return fmt.Errorf("certs: server %d's TLS certificate is not valid before %s: check this machine's clock", srv.ID, cert.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if issuer, inForce := c.IssuerOf(chain, cert); issuer != nil && !inForce && now.After(issuer.NotAfter) {
+		return fmt.Errorf("certs: the cluster CA that issued server %d's TLS certificate, retired by a rotation, expired on %s: %s",
+			srv.ID, issuer.NotAfter.UTC().Format(time.RFC3339), renew)
+	}
+	return nil
 }

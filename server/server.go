@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bq-lock/bq/certs"
@@ -73,8 +74,11 @@ type Server struct {
 	// serves and knows: the core's epochs when followEpochs last looked.
 	serves, knows uint64
 	metrics       *metrics.Registry
-	http          *http.Server
-	published     time.Time
+	// certificates: what the server depends on, as noteCertificates last
+	// worked it out (expiry.go); set before the first warning reads it.
+	certificates atomic.Pointer[[]metrics.Certificate]
+	http         *http.Server
+	published    time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -117,7 +121,6 @@ func Start(cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger.With("server", m.ID.String())
 	reg := metrics.NewRegistry(m.ID.String())
-	reg.SetCertificateExpiry(m.Cluster.CA, m.TLS.Leaf)
 	storeOpts := store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
 		reg.Fsync.Observe(d.Seconds())
 		reg.Batches.Observe(float64(ops))
@@ -173,6 +176,7 @@ func Start(cfg Config) (*Server, error) {
 	if err := s.followEpochs(); err != nil {
 		return fail(err)
 	}
+	s.noteCertificates()
 	limits := cfg.Limits
 	cfg.Settings.ApplyLimits(&limits)
 	var admit func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
@@ -215,7 +219,7 @@ func Start(cfg Config) (*Server, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	go metrics.WarnExpiry(ctx, log, m.Cluster.CA, m.TLS.Leaf)
+	go metrics.WarnExpiry(ctx, log, s.dependsOn)
 	go s.loop(ctx)
 	go s.commitLoop(ctx)
 	return s, nil
@@ -556,6 +560,9 @@ func (s *Server) followEpochs() error {
 		return err
 	}
 	s.admitCAs()
+	if s.certificates.Load() != nil {
+		s.noteCertificates() // a rotation changes the CA in force
+	}
 	if r, ok := s.transport.(transport.Retrustable); ok {
 		r.SetCAPool(s.roster.CAPool()) // a rotation's next CA issued the newer members' certificates
 	}

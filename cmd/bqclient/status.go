@@ -105,8 +105,9 @@ func dialObserver(ctx context.Context, g *globals) (*bq.Client, error) {
 }
 
 // expiring lists the certificates this client depends on that end within
-// 30 days (certs.Expiring): the cluster's and, on a closed cluster, its
-// identity's admission certificate.
+// 30 days (certs.Expiring): the cluster's, as of the epochs beside the
+// cluster file, and, on a closed cluster, its identity's admission
+// certificate.
 func expiring(g *globals, now time.Time) []string {
 	cl, err := certs.LoadCluster(g.cluster)
 	if err != nil {
@@ -116,5 +117,9 @@ func expiring(g *globals, now time.Time) []string {
 	if id, err := certs.LoadIdentity(g.identity); err == nil && id.Admission != nil && cl.Closed() {
 		adm, _ = wire.VerifyAdmission(cl.ClientCA, cl.ID(), *id.Admission)
 	}
-	return certs.Expiring(cl, adm, now)
+	chain, _, err := cl.ChainIn(filepath.Dir(g.cluster))
+	if err != nil {
+		chain = nil // the epochs beside the file do not load: the cluster file's view
+	}
+	return certs.Expiring(cl, chain, adm, now)
 }

@@ -151,7 +151,7 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 	if err != nil {
 		return nil, err
 	}
-	l := expiries(cl, members, now)
+	l := expiries(cl, chain, members, now)
 	if b := chain.Current(); b != nil {
 		l.Epoch, l.N, l.F, l.Q = b.Number, b.N(), int(b.F), b.Quorum()
 	}
@@ -172,11 +172,15 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 	return l, nil
 }
 
-// expiries is the part of server list that is the cluster file alone, as of
-// now: every member unreachable until probed, every expiry counted and
-// marked by metrics.ExpiryWarnings, the rule the running servers log by.
-func expiries(cl *certs.Cluster, members certs.Members, now time.Time) *serverList {
-	l := &serverList{Name: cl.Name, N: cl.N, F: cl.F, Q: cl.Quorum, Members: []memberLine{}, CANotAfter: cl.CA.NotAfter.UTC()}
+// expiries is the part of server list that is the cluster directory alone,
+// as of now: every member unreachable until probed, every expiry counted
+// and marked by metrics.ExpiryWarnings, the rule the running servers log
+// by. The CA is the one in force (after a rotation, the one it named); a
+// member's certificate expires with its issuer when a rotation retired that
+// CA (metrics.MemberCertificate).
+func expiries(cl *certs.Cluster, chain *wire.Chain, members certs.Members, now time.Time) *serverList {
+	ca, _ := cl.CAInForce(chain)
+	l := &serverList{Name: cl.Name, N: cl.N, F: cl.F, Q: cl.Quorum, Members: []memberLine{}, CANotAfter: ca.NotAfter.UTC()}
 	// mark returns c's whole days left, whether it is marked, and the note
 	// the text listing gives it; a marked one adds its line of what to do.
 	mark := func(c metrics.Certificate) (days int, soon bool, note string) {
@@ -196,10 +200,15 @@ func expiries(cl *certs.Cluster, members certs.Members, now time.Time) *serverLi
 		}
 		return days, soon, note
 	}
-	l.CADaysLeft, l.CAExpiresSoon, l.caNote = mark(metrics.Certificate{Label: metrics.CertClusterCA, What: "the cluster CA", NotAfter: cl.CA.NotAfter})
+	l.CADaysLeft, l.CAExpiresSoon, l.caNote = mark(metrics.Certificate{Label: metrics.CertClusterCA, What: "the cluster CA", NotAfter: ca.NotAfter})
 	for _, s := range members.Servers {
-		m := memberLine{ID: int(s.ID), Address: s.Address, State: stateUnreachable, CertNotAfter: s.Cert.NotAfter.UTC()}
-		m.DaysLeft, m.ExpiresSoon, m.note = mark(metrics.Certificate{Label: metrics.CertServer, What: fmt.Sprintf("server %d's TLS certificate", s.ID), NotAfter: s.Cert.NotAfter})
+		var retired *x509.Certificate
+		if issuer, inForce := cl.IssuerOf(chain, s.Cert); issuer != nil && !inForce {
+			retired = issuer
+		}
+		c := metrics.MemberCertificate(fmt.Sprintf("server %d's", s.ID), s.Cert, retired)
+		m := memberLine{ID: int(s.ID), Address: s.Address, State: stateUnreachable, CertNotAfter: c.NotAfter.UTC()}
+		m.DaysLeft, m.ExpiresSoon, m.note = mark(c)
 		l.Members = append(l.Members, m)
 	}
 	return l

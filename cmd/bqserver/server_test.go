@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/wire"
 )
 
 func runServerCmdForTest(args ...string) (code int, stdout, stderr string) {
@@ -138,13 +139,13 @@ func TestServerListExpiries(t *testing.T) {
 	m0, err := cl.MembersOf(nil, 0)
 	require.NoError(t, err)
 
-	l := expiries(cl, m0, server.Add(-31*day))
+	l := expiries(cl, cl.Chain(), m0, server.Add(-31*day))
 	require.False(t, l.Members[0].ExpiresSoon, "31 days ahead")
 	require.Equal(t, 31, l.Members[0].DaysLeft)
 	require.Equal(t, "31 days left", l.Members[0].note)
 	require.Empty(t, l.todo)
 
-	l = expiries(cl, m0, server.Add(-29*day))
+	l = expiries(cl, cl.Chain(), m0, server.Add(-29*day))
 	for _, m := range l.Members {
 		require.True(t, m.ExpiresSoon, "29 days ahead")
 		require.Equal(t, "expires in 29 days", m.note)
@@ -152,17 +153,17 @@ func TestServerListExpiries(t *testing.T) {
 	require.False(t, l.CAExpiresSoon)
 	require.Len(t, l.todo, 4)
 
-	l = expiries(cl, m0, server.Add(-time.Hour))
+	l = expiries(cl, cl.Chain(), m0, server.Add(-time.Hour))
 	require.Equal(t, "expires within a day", l.Members[0].note)
 	require.Equal(t, 0, l.Members[0].DaysLeft)
 
-	l = expiries(cl, m0, ca.Add(-29*day))
+	l = expiries(cl, cl.Chain(), m0, ca.Add(-29*day))
 	require.True(t, l.CAExpiresSoon)
 	require.Equal(t, 29, l.CADaysLeft)
 	require.Equal(t, "EXPIRED", l.Members[0].note, "the server certificates ended years before")
 	require.Contains(t, strings.Join(l.todo, "\n"), "the cluster CA expires in 29 days")
 
-	l = expiries(cl, m0, ca.Add(-31*day))
+	l = expiries(cl, cl.Chain(), m0, ca.Add(-31*day))
 	require.False(t, l.CAExpiresSoon)
 	require.Equal(t, "31 days left", l.caNote)
 }
@@ -187,15 +188,49 @@ func TestServerListUsage(t *testing.T) {
 
 // An expired server certificate is listed as EXPIRED, not refused: the
 // operator needs the list most when something has expired. Connecting still
-// checks the dates (LoadCluster refuses the file).
+// checks the dates (the member does not start; TLS refuses it).
 func TestServerListShowsExpiredCertificates(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "c")
 	initAged(t, dir, certs.ServerValidity+48*time.Hour) // expired two days ago
 
-	_, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
-	require.ErrorContains(t, err, "expired on", "a client or server still refuses the file")
+	_, err := certs.LoadServer(dir, 0)
+	require.ErrorContains(t, err, "expired on", "the member does not start")
 
 	code, out, errs := runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms")
 	require.Equal(t, 0, code, errs)
 	require.Equal(t, 4, strings.Count(out, "EXPIRED"), out)
+}
+
+// After a CA rotation, server list shows the CA in force, and a member
+// whose certificate the retired CA issued expires with that CA when it ends
+// first — marked with a replace to do, not another rotation.
+func TestServerListAfterACARotation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	day := 24 * time.Hour
+	cl := initAged(t, dir, certs.CAValidity-20*day) // the CA has 20 days left
+	now := time.Now()
+	three := wire.ServerID(3)
+	for _, ch := range []certs.Change{{Remove: &three, Add: true}, {RotateCA: true}} {
+		p, err := certs.PlanChange(dir, ch, now, rand.Reader)
+		require.NoError(t, err)
+		require.NoError(t, p.Write(dir))
+	}
+	chain, members, _, err := cl.Newest(dir)
+	require.NoError(t, err)
+	l := expiries(cl, chain, members, now)
+	require.False(t, l.CAExpiresSoon, "the CA in force is the new one")
+	require.Greater(t, l.CADaysLeft, 3000)
+	var four *memberLine
+	for i := range l.Members {
+		if l.Members[i].ID == 4 {
+			four = &l.Members[i]
+		}
+	}
+	require.NotNil(t, four, "server 4 replaced server 3")
+	require.True(t, four.ExpiresSoon)
+	require.Equal(t, 19, four.DaysLeft, "its certificate has five years; its issuer, retired, 20 days")
+	todo := strings.Join(l.todo, "\n")
+	require.Contains(t, todo, "the retired cluster CA that issued server 4's TLS certificate expires in 19 days")
+	require.Contains(t, todo, "bqserver server replace")
+	require.NotContains(t, todo, "the cluster CA expires")
 }

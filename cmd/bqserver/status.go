@@ -107,16 +107,23 @@ func operatorStatus(ctx context.Context, dir, lock string) (*operatorReport, err
 		return nil, err
 	}
 	rep := &operatorReport{}
-	rep.expiry = append(rep.expiry, expiry{"cluster CA", cl.CA.NotAfter})
 	chain, members, _, err := cl.Newest(dir)
 	if err != nil {
 		return nil, err
 	}
+	// The CA in force, and each member's certificate, which ends with its
+	// issuer when a rotation retired that CA and it ends first.
 	if ca, since := cl.CAInForce(chain); since > 0 {
 		rep.expiry = append(rep.expiry, expiry{fmt.Sprintf("cluster CA of epoch %d", since), ca.NotAfter})
+	} else {
+		rep.expiry = append(rep.expiry, expiry{"cluster CA", ca.NotAfter})
 	}
 	for _, s := range members.Servers {
-		rep.expiry = append(rep.expiry, expiry{fmt.Sprintf("server %d certificate", s.ID), s.Cert.NotAfter})
+		e := expiry{fmt.Sprintf("server %d certificate", s.ID), s.Cert.NotAfter}
+		if issuer, inForce := cl.IssuerOf(chain, s.Cert); issuer != nil && !inForce && issuer.NotAfter.Before(e.NotAfter) {
+			e = expiry{fmt.Sprintf("server %d certificate (its issuer, a retired cluster CA)", s.ID), issuer.NotAfter}
+		}
+		rep.expiry = append(rep.expiry, e)
 	}
 	epochs := chain.Since(0)
 	cfg := bq.Config{Cluster: cl, Epochs: epochs, Observe: true}

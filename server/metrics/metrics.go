@@ -126,11 +126,10 @@ func NewRegistry(server string) *Registry {
 }
 
 // SetCertificateExpiry sets bq_certificate_expiry_timestamp_seconds of each
-// certificate the server depends on: the cluster CA and its own TLS
-// certificate. The runtime calls it once at start; the certificates do not
-// change while it runs.
-func (r *Registry) SetCertificateExpiry(clusterCA, own *x509.Certificate) {
-	for _, c := range ServerCertificates(clusterCA, own) {
+// certificate the server depends on (ServerCertificates). The runtime calls
+// it at start and again when a CA rotation changes the CA in force.
+func (r *Registry) SetCertificateExpiry(certs []Certificate) {
+	for _, c := range certs {
 		r.expiry.WithLabelValues(c.Label).Set(float64(c.NotAfter.Unix()))
 	}
 }
@@ -255,12 +254,28 @@ type Certificate struct {
 }
 
 // ServerCertificates are the certificates a server depends on: the cluster
-// CA and its own TLS certificate.
-func ServerCertificates(clusterCA, own *x509.Certificate) []Certificate {
+// CA in force (the one that signs the next epoch and issues new members'
+// certificates) and its own TLS certificate (MemberCertificate).
+func ServerCertificates(clusterCA, own, retiredIssuer *x509.Certificate) []Certificate {
 	return []Certificate{
 		{Label: CertClusterCA, What: "the cluster CA", NotAfter: clusterCA.NotAfter},
-		{Label: CertServer, What: "this server's TLS certificate", NotAfter: own.NotAfter},
+		MemberCertificate("this server's", own, retiredIssuer),
 	}
+}
+
+// MemberCertificate is a member's TLS certificate as it expires: a
+// certificate is valid only while its issuer is, so when a rotation retired
+// the CA that issued it (retiredIssuer; nil if its issuer is the CA in
+// force) and that CA ends first, the member expires with it — and a
+// replace, which gives it a certificate of the CA in force, is what to do,
+// not another rotation. whose names the member: "this server's", "server
+// 3's".
+func MemberCertificate(whose string, leaf, retiredIssuer *x509.Certificate) Certificate {
+	c := Certificate{Label: CertServer, What: whose + " TLS certificate", NotAfter: leaf.NotAfter}
+	if retiredIssuer != nil && retiredIssuer.NotAfter.Before(leaf.NotAfter) {
+		c.What, c.NotAfter = "the retired cluster CA that issued "+whose+" TLS certificate", retiredIssuer.NotAfter
+	}
+	return c
 }
 
 // ExpiryWarning is one certificate that expires within ExpiryWarnBefore of
@@ -310,17 +325,20 @@ func ExpiryWarnings(now time.Time, certs []Certificate) []ExpiryWarning {
 
 // WarnExpiry logs at Warn each certificate the server depends on that
 // expires within ExpiryWarnBefore: now, then once a day, until ctx ends.
-func WarnExpiry(ctx context.Context, log *slog.Logger, clusterCA, own *x509.Certificate) {
+// certs gives them as they are at each look (a CA rotation changes the CA
+// in force while the server runs); it must be safe to call from another
+// goroutine.
+func WarnExpiry(ctx context.Context, log *slog.Logger, certs func() []Certificate) {
 	t := time.NewTicker(24 * time.Hour)
 	defer t.Stop()
-	warnExpiry(ctx, log, ServerCertificates(clusterCA, own), time.Now(), t.C)
+	warnExpiry(ctx, log, certs, time.Now(), t.C)
 }
 
 // warnExpiry is WarnExpiry with its clock given: it logs as of start, then
 // as of the time of each tick.
-func warnExpiry(ctx context.Context, log *slog.Logger, certs []Certificate, start time.Time, tick <-chan time.Time) {
+func warnExpiry(ctx context.Context, log *slog.Logger, certs func() []Certificate, start time.Time, tick <-chan time.Time) {
 	for now := start; ; {
-		for _, w := range ExpiryWarnings(now, certs) {
+		for _, w := range ExpiryWarnings(now, certs()) {
 			log.Warn(w.Msg, "certificate", w.Label, "not_after", w.NotAfter.UTC().Format(time.RFC3339), "days_left", w.DaysLeft, "todo", w.Todo)
 		}
 		select {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,7 +83,7 @@ func TestCertificateExpiryGauge(t *testing.T) {
 	r := NewRegistry("s2")
 	ca := &x509.Certificate{NotAfter: time.Unix(2_000_000_000, 0)}
 	own := &x509.Certificate{NotAfter: time.Unix(1_900_000_000, 0)}
-	r.SetCertificateExpiry(ca, own)
+	r.SetCertificateExpiry(ServerCertificates(ca, own, nil))
 
 	rec := httptest.NewRecorder()
 	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -152,7 +153,7 @@ func TestWarnExpiryLogsAtStartAndEachTick(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		warnExpiry(ctx, log, certs, start, tick)
+		warnExpiry(ctx, log, func() []Certificate { return certs }, start, tick)
 	}()
 	day := 24 * time.Hour
 	tick <- start.Add(day)                  // 31 days left: still quiet
@@ -182,3 +183,55 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A member's certificate expires with its issuer: after a CA rotation
+// retired the CA that issued it, the member's line says so when that CA
+// ends first, and the remedy is a replace (a certificate of the CA in
+// force), not another rotation; the CA in force is the cluster CA line.
+// The daily warning reads the certificates afresh at each look, so a
+// rotation while the server runs changes what it warns about.
+func TestRetiredIssuerExpiresTheMember(t *testing.T) {
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	oldCA := &x509.Certificate{NotAfter: now.Add(10 * day)}
+	newCA := &x509.Certificate{NotAfter: now.Add(3650 * day)}
+	leaf := &x509.Certificate{NotAfter: now.Add(300 * day)}
+
+	before := ServerCertificates(oldCA, leaf, nil)
+	ws := ExpiryWarnings(now, before)
+	require.Len(t, ws, 1)
+	require.Equal(t, CertClusterCA, ws[0].Label)
+	require.Contains(t, ws[0].Todo, "bqserver ca rotate")
+
+	after := ServerCertificates(newCA, leaf, oldCA)
+	ws = ExpiryWarnings(now, after)
+	require.Len(t, ws, 1, "the CA in force is far off; the member is not")
+	require.Equal(t, CertServer, ws[0].Label)
+	require.Equal(t, "the retired cluster CA that issued this server's TLS certificate expires in 10 days, on 2030-06-11T00:00:00Z", ws[0].Msg)
+	require.Contains(t, ws[0].Todo, "bqserver server replace")
+
+	require.Equal(t, leaf.NotAfter, MemberCertificate("server 3's", leaf, &x509.Certificate{NotAfter: now.Add(400 * day)}).NotAfter,
+		"a retired issuer that outlives the certificate changes nothing")
+	require.Equal(t, "server 3's TLS certificate", MemberCertificate("server 3's", leaf, nil).What)
+
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	var current atomic.Pointer[[]Certificate]
+	current.Store(&before)
+	tick := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		warnExpiry(ctx, log, func() []Certificate { return *current.Load() }, now, tick)
+	}()
+	tick <- now.Add(day)
+	current.Store(&after) // the CA rotated
+	tick <- now.Add(2 * day)
+	cancel()
+	<-done
+	out := buf.String()
+	require.Equal(t, 2, strings.Count(out, "certificate=cluster_ca"), "before the rotation:\n%s", out)
+	require.Equal(t, 1, strings.Count(out, "certificate=server"), "after it:\n%s", out)
+	require.Contains(t, out, "the retired cluster CA that issued this server's TLS certificate expires in 8 days")
+}
