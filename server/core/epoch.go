@@ -156,9 +156,14 @@ func (k *Core) tellEpochs(s wire.ServerID, e *Effects) {
 }
 
 // sealedClient answers a client's request of the sealed epoch: everything
-// but a status is refused with the epochs after it.
+// but a status and a SessionClose is refused with the epochs after it. A
+// SessionClose is taken: it only ends its client's own lease here early,
+// and a lease left open would get a whole fresh TTL at the copy's end
+// (RestartClocks), counting against the client's session limit — a loop of
+// short processes that close and exit while a change is under way met that
+// limit at the kept members (test/e2e TestGrowFourToSevenThenKillTwo).
 func (k *Core) sealedClient(c wire.ClientID, m *wire.Message, e *Effects) bool {
-	if !k.sealed() || m.Status != nil || m.EpochNews != nil {
+	if !k.sealed() || m.Status != nil || m.EpochNews != nil || m.SessionClose != nil {
 		return false
 	}
 	k.Stats.Rejected++

@@ -160,14 +160,23 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 		{Listen: &wire.Listen{Req: 11, Lock: "L", Session: 1, Attempt: 1, Members: []wire.ClientID{w.id}}},
 		{GetSet: &wire.GetSet{Req: 12, Lock: "L"}},
 		{Read: &wire.Read{Req: 13, Lock: "L", Client: w.id}},
-		{SessionClose: &wire.SessionClose{Req: 14, Session: 1}},
 	} {
 		c.fromClient(0, x.id, m)
 		sealedAnswer(t, c.replies(x.id), requestID(m), m.Body().String())
 	}
+	// A SessionClose is taken: it ends the client's own lease here, which
+	// the copy's end would otherwise start afresh for a whole TTL.
+	require.True(t, c.cores[0].mute.LeaseOK(w.id, 1, c.now))
+	c.fromClient(0, w.id, &wire.Message{SessionClose: &wire.SessionClose{Req: 14, Session: 1}})
+	got := c.replies(w.id)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].Ack, "a sealed server acks a SessionClose")
+	require.EqualValues(t, 14, got[0].Ack.Req)
+	c.cores[0].mute.RestartClocks(c.now)
+	require.False(t, c.cores[0].mute.LeaseOK(w.id, 1, c.now), "and the session stays closed through the copy's end")
 	require.Equal(t, wire.PhaseDoorway, c.cores[0].Register("L", x.id).Phase, "the Exit was not taken")
 	c.fromClient(0, x.id, &wire.Message{Status: &wire.Status{Req: 15, Lock: "L"}})
-	got := c.replies(x.id)
+	got = c.replies(x.id)
 	require.Len(t, got, 1)
 	require.NotNil(t, got[0].StatusReply, "a status is still answered")
 	require.Equal(t, [2]uint64{0, 1}, [2]uint64{got[0].StatusReply.Serves, got[0].StatusReply.Knows}, "and says the server sealed epoch 0")

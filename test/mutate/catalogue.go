@@ -237,7 +237,7 @@ var Catalogue = []Mutant{
 
 	// The seal (change 43).
 	{"seal-client-served", "change 43: a server that sealed its epoch serves no client request of it", "server/core/epoch.go",
-		"if !k.sealed() || m.Status != nil || m.EpochNews != nil {", "if true {"},
+		"if !k.sealed() || m.Status != nil || m.EpochNews != nil || m.SessionClose != nil {", "if true {"},
 	{"seal-peer-served", "change 43: a server that sealed its epoch takes no peer's statement or vote of it", "server/core/epoch.go",
 		"if !k.sealed() || m.Reset != nil || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {", "if true {"},
 	{"seal-still-votes", "change 43: a server that sealed its epoch casts no vote in it", "server/core/core.go",
@@ -298,6 +298,8 @@ var Catalogue = []Mutant{
 		"o.set = activeset.NewSetReader(c.q)", "_ = activeset.NewSetReader"},
 	{"move-keeps-exit-acks", "change 43: a move starts a pending ExitEarlier or SessionClose counting afresh", "bakery/epoch.go",
 		"o.exitAcks = quorum.NewAccess[struct{}](c.q)", "_ = o.exitAcks"},
+	{"sealed-refuses-close", "change 43: a sealed server takes a SessionClose (the copy's end would start the lease afresh)", "server/core/epoch.go",
+		"m.EpochNews != nil || m.SessionClose != nil {", "m.EpochNews != nil {"},
 	{"behind-server-answers", "change 43: a server refuses a Read or a GetSet naming an epoch it does not know", "server/core/epoch.go",
 		"if k.chain == nil || named <= k.chain.Number() {", "if k.chain == nil || named <= k.chain.Number()+1 {"},
 	{"behind-member-not-shown", "change 43: a member refusing a Read or a GetSet with epoch-moved is shown the client's epochs", "bakery/client.go",
