@@ -237,6 +237,18 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 		return
 	}
 	if res.err != nil {
+		if je := wire.JustificationEpoch(m.J); st.Phase == wire.PhaseTicket && errors.Is(res.err, wire.ErrOtherEpoch) &&
+			k.chain != nil && je < k.chain.Number() {
+			// The client is behind (docs/protocol.md change 43): its
+			// GET-TICKET completed in an epoch that ended before its Ticket
+			// got here. It is shown the epochs first, so it starts over in
+			// the newest, and the refusal counts for nothing against its
+			// access (found between real processes: growing 4 → 7 under
+			// lock loops, a bqclient failed its lock on such refusals).
+			k.tellClient(c, je, e)
+			fail(m.Req, wire.ErrCodeEpochMoved, res.err)
+			return
+		}
 		fail(m.Req, res.code, res.err)
 		return
 	}

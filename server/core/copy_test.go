@@ -324,7 +324,8 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	require.Empty(t, c.copyTo(0), "a copy of epoch 0 comes only from its members")
 
 	// In epoch 1 a Ticket must come with a J of epoch 1: x's J of epoch 0
-	// (Views by servers 1–3, genuine) is refused, and convicts nobody.
+	// (Views by servers 1–3, genuine) is refused — with epoch-moved, after
+	// the epochs: x is behind — and convicts nobody.
 	var j0 []wire.SignedView
 	for _, s := range []int{1, 2, 3} {
 		v, err := wire.SignView(c.signers[s], c.keys.Cluster, &wire.ViewBody{Lock: "L", For: x.id, ForSession: 1, ForAttempt: 1, Server: wire.ServerID(s)})
@@ -332,7 +333,7 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 		j0 = append(j0, v)
 	}
 	c.fromClient(4, x.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: x.stmt("L", 1, 1, wire.PhaseTicket, 1, j0), J: j0}})
-	require.Equal(t, []wire.ErrorCode{wire.ErrCodeRejected}, errorCodes(c.replies(x.id)))
+	require.Equal(t, []wire.ErrorCode{wire.ErrCodeEpochMoved}, errorCodes(c.replies(x.id)))
 	require.False(t, s4.Banned(x.id))
 }
 

@@ -249,3 +249,29 @@ func TestBehindServerAnswersNoReadOfALaterEpoch(t *testing.T) {
 	require.NotNil(t, got[0].ReadReply, "a Read naming the server's epoch is answered")
 	require.NotNil(t, got[0].ReadReply.Statement)
 }
+
+// docs/protocol.md change 43: a Ticket whose J is of an epoch that ended
+// before it arrived (its client's GET-TICKET completed just before the
+// change) is refused with the epochs after the J's first and
+// ErrCodeEpochMoved, so the client moves and starts over instead of taking
+// the refusals for a failed access (found between real processes, growing
+// 4 → 7 under lock loops).
+func TestTicketOfAnEndedEpochShowsTheEpochs(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	x := c.newClient()
+	j := c.doorway(x, "L", 1, 1) // Views of epoch 0
+	c.flush()
+	c.replaceThree(ca)
+	c.toClients = nil
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(x.id)}))
+	c.fromClient(0, x.id, &wire.Message{Submit: &wire.Submit{Req: 2, Statement: x.stmt("L", 1, 1, wire.PhaseTicket, 1, j), J: j}})
+	got := c.replies(x.id)
+	require.Len(t, got, 2)
+	require.NotNil(t, got[0].EpochNews, "the epochs first")
+	require.Len(t, got[0].EpochNews.Epochs, 1)
+	require.NotNil(t, got[1].Error)
+	require.Equal(t, wire.ErrCodeEpochMoved, got[1].Error.Code, "no rejection: the client starts over in the newest epoch")
+	require.EqualValues(t, 2, got[1].Error.Req)
+	require.False(t, c.cores[0].Banned(x.id))
+}

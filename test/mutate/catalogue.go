@@ -300,6 +300,8 @@ var Catalogue = []Mutant{
 		"o.exitAcks = quorum.NewAccess[struct{}](c.q)", "_ = o.exitAcks"},
 	{"sealed-refuses-close", "change 43: a sealed server takes a SessionClose (the copy's end would start the lease afresh)", "server/core/epoch.go",
 		"m.EpochNews != nil || m.SessionClose != nil {", "m.EpochNews != nil {"},
+	{"ended-epoch-ticket-rejected", "change 43: a Ticket whose J is of an ended epoch is answered with the epochs and epoch-moved", "server/core/clients.go",
+		"k.chain != nil && je < k.chain.Number() {", "k.chain != nil && je < k.chain.Number() && false {"},
 	{"behind-server-answers", "change 43: a server refuses a Read or a GetSet naming an epoch it does not know", "server/core/epoch.go",
 		"if k.chain == nil || named <= k.chain.Number() {", "if k.chain == nil || named <= k.chain.Number()+1 {"},
 	{"behind-member-not-shown", "change 43: a member refusing a Read or a GetSet with epoch-moved is shown the client's epochs", "bakery/client.go",
