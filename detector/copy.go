@@ -12,8 +12,9 @@ import (
 
 // CopyClients is what a copy of this server's state hands on of every
 // client's sessions (docs/protocol.md change 43): the sessions whose TTL it
-// keeps, the highest session the client spoke in on its own, and the
-// highest a certificate ended (compacted ones included), by client.
+// keeps, each marked if its client closed it here, the highest session the
+// client spoke in on its own, and the highest a certificate ended
+// (compacted ones included), by client.
 func (m *Muteness) CopyClients() []wire.CopyClient {
 	byClient := make(map[wire.ClientID]*wire.CopyClient, len(m.clients)+len(m.settledUpTo))
 	get := func(c wire.ClientID) *wire.CopyClient {
@@ -33,8 +34,12 @@ func (m *Muteness) CopyClients() []wire.CopyClient {
 		}
 		cc := get(c)
 		cc.SpokeUpTo, cc.ResetUpTo = cs.spokeUpTo, max(cc.ResetUpTo, cs.resetUpTo)
+		closed := map[uint64]bool{}
+		for _, l := range cs.leases {
+			closed[l.session] = l.closed
+		}
 		for sess, ttl := range cs.ttls {
-			cc.Sessions = append(cc.Sessions, wire.CopySession{Session: sess, TTLMillis: uint32(ttl / time.Millisecond)})
+			cc.Sessions = append(cc.Sessions, wire.CopySession{Session: sess, TTLMillis: uint32(ttl / time.Millisecond), Closed: closed[sess]})
 		}
 		sort.Slice(cc.Sessions, func(i, j int) bool { return cc.Sessions[i].Session < cc.Sessions[j].Session })
 	}

@@ -253,6 +253,18 @@ func (m *Muteness) pruneTTLs(cs *clientState) {
 // never makes this server vote on a session earlier than the client's own
 // TTL after it last could have heard from the client (docs/protocol.md §5, §9).
 func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
+	m.restore(c, sess, ttl, false)
+}
+
+// RestoreClosed is RestoreTTL for a session a copy says its client closed
+// (docs/protocol.md change 43): its lease starts ended, as a SessionClose
+// leaves it, so it is voted on in order and keeps no newer session of the
+// client waiting for it to end.
+func (m *Muteness) RestoreClosed(c wire.ClientID, sess uint64, ttl time.Duration) {
+	m.restore(c, sess, ttl, true)
+}
+
+func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, closed bool) {
 	cs := m.client(c)
 	if sess <= cs.resetUpTo {
 		return
@@ -267,7 +279,7 @@ func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
 	if m.counted(cs, true) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
 		return // full of restored sessions: this one is heard of again when its client speaks
 	}
-	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, restored: true}) // until: set at the first Tick
+	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, restored: true, closed: closed}) // until: set at the first Tick
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
 }
 
@@ -512,7 +524,9 @@ func (m *Muteness) Tick(now time.Time) []wire.SignedSuspect {
 		liveBelow := false
 		kept := cs.leases[:0]
 		for _, l := range cs.leases {
-			if l.until.IsZero() {
+			if l.until.IsZero() && l.closed {
+				l.until = now // restored closed: ended, as its client left it
+			} else if l.until.IsZero() {
 				l.until = now.Add(l.ttl) // restored: a whole TTL from the first tick
 			}
 			switch {

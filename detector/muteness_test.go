@@ -371,3 +371,53 @@ func TestCopyEndKeepsClosedSessionsClosed(t *testing.T) {
 	require.Empty(t, d.Tick(now.Add(900*time.Millisecond)), "the live one got a whole TTL from the copy's end")
 	require.NoError(t, d.Heartbeat(c, 2, now.Add(900*time.Millisecond)))
 }
+
+// docs/protocol.md change 43: a copy says which sessions their clients
+// closed, and a session the copier restores as closed starts ended: it is
+// voted on in order and keeps no newer session of its client waiting,
+// where a restored live one keeps every newer session that ends deferred
+// for a whole TTL — a loop of short processes of one identity, each
+// closing its session, met max_deferred_sessions at the new members.
+func TestRestoredClosedSessionsWaitForNothing(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	c := clientID(t)
+	now := time.Unix(1_000, 0)
+
+	src := f.dets[1]
+	for sess := uint64(1); sess <= 2; sess++ {
+		_, err := src.Open(c, sess, time.Second, now)
+		require.NoError(t, err)
+	}
+	src.Close(c, 1, now)
+	closed := map[uint64]bool{}
+	for _, cc := range src.CopyClients() {
+		require.Equal(t, c, cc.Client)
+		for _, s := range cc.Sessions {
+			closed[s.Session] = s.Closed
+		}
+	}
+	require.Equal(t, map[uint64]bool{1: true, 2: false}, closed, "the copy marks the closed session only")
+
+	for _, restoreClosed := range []bool{false, true} {
+		d := newFixture(t, 4, 3, time.Second).dets[0]
+		if restoreClosed {
+			d.RestoreClosed(c, 1, time.Second)
+		} else {
+			d.RestoreTTL(c, 1, time.Second)
+		}
+		d.Tick(now)
+		// Newer sessions open and close here, one after another.
+		for sess := uint64(2); sess <= 4; sess++ {
+			_, err := d.Open(c, sess, time.Second, now)
+			require.NoError(t, err)
+			d.Close(c, sess, now)
+			d.Tick(now.Add(time.Millisecond))
+		}
+		if restoreClosed {
+			require.Empty(t, d.clients[c].deferred, "nothing waits for a session its client closed")
+			require.False(t, d.LeaseOK(c, 1, now))
+		} else {
+			require.Len(t, d.clients[c].deferred, 3, "a restored live session keeps the newer ones waiting")
+		}
+	}
+}

@@ -450,6 +450,10 @@ type CopyClient struct {
 type CopySession struct {
 	Session   uint64 `cbor:"1,keyasint"`
 	TTLMillis uint32 `cbor:"2,keyasint"`
+	// Closed: the client closed the session at the reporting server
+	// (SessionClose) and has not renewed it since (protocol 1.6; a 1.5
+	// server reports none).
+	Closed bool `cbor:"3,keyasint,omitempty"`
 }
 
 // check bounds every list of the part.

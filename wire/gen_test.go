@@ -283,7 +283,7 @@ func examples(tb testing.TB) []example {
 			Certs:       []wire.ResetCertificate{cert},
 			Bans:        []wire.Evidence{{Kind: wire.EvidenceInvalidTicket, A: ticket, J: j}, {Kind: wire.EvidenceEquivocation, A: ticket, B: &equivocal}},
 			Revocations: []crypto.Signed{revocation},
-			Clients:     []wire.CopyClient{{Client: id(f.alice), Sessions: []wire.CopySession{{Session: 3, TTLMillis: 5000}}, SpokeUpTo: 3, ResetUpTo: 2}},
+			Clients:     []wire.CopyClient{{Client: id(f.alice), Sessions: []wire.CopySession{{Session: 3, TTLMillis: 5000}, {Session: 4, TTLMillis: 5000, Closed: true}}, SpokeUpTo: 3, ResetUpTo: 2}},
 		}}},
 	}
 }

@@ -20,8 +20,9 @@ const (
 	// once a cluster has changed, and refuses it), EpochNews and
 	// ErrCodeEpochMoved, CopyRequest and Copy, and the client's epoch in
 	// SessionOpen, Heartbeat, Read and GetSet (unsigned; a 1.4 server
-	// ignores it).
-	ProtocolMinor = 5
+	// ignores it); 1.6: CopySession.Closed (a copy says which sessions
+	// their clients closed; a 1.5 server's reports say none were).
+	ProtocolMinor = 6
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

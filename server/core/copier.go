@@ -254,23 +254,28 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 // settleCopiedClients takes, for every client reported, the (f+1)-th
 // highest report of each counter (a faulty member raises none alone), and
 // every session reported with the longest TTL reported for it (a lease
-// from the copy's end: RestartClocks).
+// from the copy's end: RestartClocks) — ended from the start if f+1
+// reporters say its client closed it.
 func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 	type reports struct {
 		spoke, reset []uint64
 		ttls         map[uint64]uint32
+		closed       map[uint64]int // reporters that say the client closed the session
 	}
 	all := map[wire.ClientID]*reports{}
 	for s := range run.done {
 		for c, cc := range run.clients[s] {
 			r := all[c]
 			if r == nil {
-				r = &reports{ttls: map[uint64]uint32{}}
+				r = &reports{ttls: map[uint64]uint32{}, closed: map[uint64]int{}}
 				all[c] = r
 			}
 			r.spoke, r.reset = append(r.spoke, cc.SpokeUpTo), append(r.reset, cc.ResetUpTo)
 			for _, cs := range cc.Sessions {
 				r.ttls[cs.Session] = max(r.ttls[cs.Session], cs.TTLMillis)
+				if cs.Closed {
+					r.closed[cs.Session]++
+				}
 			}
 		}
 	}
@@ -295,7 +300,15 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 		for sess, ttl := range r.ttls {
 			if sess > k.mute.ResetUpTo(c) && k.banned[c] == nil {
 				d := time.Duration(ttl) * time.Millisecond
-				k.mute.RestoreTTL(c, sess, d)
+				if r.closed[sess] > run.f {
+					// f+1 reporters, one of them correct, saw the client
+					// close it: it starts ended, so it keeps no newer
+					// session waiting (a loop of short processes met
+					// max_deferred_sessions at new members for a TTL).
+					k.mute.RestoreClosed(c, sess, d)
+				} else {
+					k.mute.RestoreTTL(c, sess, d)
+				}
 				e.Persist = append(e.Persist, ttlRecord(c, sess, d))
 			}
 		}

@@ -666,3 +666,31 @@ func TestCopyCatchesUpWithAnEpochNobodyServed(t *testing.T) {
 	}
 	require.NotNil(t, c.cores[5].Register("L", x.id), "the Doorway of epoch 0 reached the new member of epoch 2")
 }
+
+// docs/protocol.md change 43: a session that f+1 reporters of the copy say
+// its client closed starts ended at the copier — voted on at its first
+// tick, keeping no newer session waiting — while one that f or fewer say
+// so (a faulty reporter alone) gets a whole TTL, as any session given back.
+func TestCopiedClosedSessionsStartEnded(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	x, y := c.newClient(), c.newClient()
+	for _, cl := range []*client{x, y} {
+		for s := range 4 {
+			c.fromClient(s, cl.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+		}
+	}
+	for _, s := range []int{0, 1} {
+		c.fromClient(s, x.id, &wire.Message{SessionClose: &wire.SessionClose{Req: 2, Session: 1}})
+	}
+	c.fromClient(0, y.id, &wire.Message{SessionClose: &wire.SessionClose{Req: 2, Session: 1}})
+	c.replies(x.id)
+	c.replies(y.id)
+	c.replaceThree(ca)
+	s4 := c.cores[4]
+	before := s4.Stats.VotesCast
+	c.effects(4, s4.Tick(c.now.Add(time.Millisecond)))
+	require.Equal(t, uint64(1), s4.Stats.VotesCast-before, "x's session, closed at two reporters, is voted on at once")
+	require.False(t, s4.mute.LeaseOK(x.id, 1, c.now.Add(time.Millisecond)))
+	require.True(t, s4.mute.LeaseOK(y.id, 1, c.now.Add(time.Millisecond)), "y's, closed at one reporter, has a whole TTL")
+}
