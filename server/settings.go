@@ -86,7 +86,7 @@ var SettingKeys = []*SettingKey{
 	{Name: "max_listen_members", Kind: KindCount, Default: "4096",
 		Doc:  "members one LISTEN may wait for; lowered like max_lock_members",
 		core: func(v any, c *core.Config) { c.MaxListenMembers = v.(int) }},
-	{Name: "max_deferred_sessions", Kind: KindCount, Default: "16",
+	{Name: "max_deferred_sessions", Kind: KindCount, Default: "64",
 		Doc:  "sessions of one identity that ran out while an older one (a detached holding) lives, their votes waiting",
 		core: func(v any, c *core.Config) { c.MaxDeferredSessions = v.(int) }},
 	{Name: "client_rate", Kind: KindRate, Default: "1000",

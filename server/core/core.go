@@ -94,7 +94,7 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		DefaultTTL: 10 * time.Second, MinTTL: 100 * time.Millisecond, MaxTTL: 5 * time.Minute,
 		DoorwayDeadline:      10 * time.Second,
 		MaxSessionsPerClient: 4,
-		MaxDeferredSessions:  16,
+		MaxDeferredSessions:  64, // a TTL's worth of short processes of one identity behind a copied session (change 43)
 		MaxLocksPerClient:    1024,
 		MaxListenMembers:     4096,
 		MaxLockMembers:       1024,
