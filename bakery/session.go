@@ -32,6 +32,12 @@ func (c *Client) LeaseAcks() (acked, suspected int) {
 	return c.lease.Acked(), c.lease.Suspicions()
 }
 
+// Heartbeating reports whether the client keeps a session open: it
+// heartbeats every member of its epoch, naming the epoch, so a server that
+// knows a later one shows it (docs/protocol.md change 43). A session that
+// failed is not reopened before the next Lock.
+func (c *Client) Heartbeating() bool { return c.lease != nil && !c.reopen }
+
 // LeaseHolds reports the lease guarantee at now.
 func (c *Client) LeaseHolds(now time.Time) bool { return c.lease != nil && c.lease.Holds(now) }
 

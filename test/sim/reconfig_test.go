@@ -153,6 +153,7 @@ func TestChangeRegressions(t *testing.T) {
 		{8413651, 7, "the same, with the drip-feed server itself removed (it failed as a replace; the campaign now removes it)", false},
 		{8420559, 0, "a client the operator revoked before the change never learned the epoch, and the end-of-run check asked it to (the servers refuse it everything: the check leaves it out)", false},
 		{8435661, 0, "a read answered by the removed faulty member and a stale correct one before the move, and by a faulty new member after it, returned a value older than a completed write (a move starts a pending access afresh, with the new epoch's q)", false},
+		{8517460, 0, "a client whose session failed after its workload's end sent nothing naming its epoch, and the end-of-run check asked it to know the newest (the check asks it of clients that keep a session open)", false},
 		{8441704, 0, "a getSet re-sent after a CA rotation took a push of the old subscription, still in flight, for the new one's snapshot and missed a completed Doorway (a move sends a pending access again under a new request id)", false},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
