@@ -5,8 +5,8 @@
 //
 //	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
 //	      [--schemes Ed25519,ML-DSA-44,...]
-//	      [--workloads uncontended,contended,scaling,failover,spread]
-//	      [--servers N] [--spread 16,64,256] [--profile DIR]
+//	      [--workloads uncontended,contended,scaling,spread,failover]
+//	      [--servers N] [--spread 16,64,256] [--larger 7] [--profile DIR]
 //	bench --attack [--json] [--quick] [attack sizes]
 //
 // --attack runs only the attack benchmark on bq (attack.go).
@@ -48,16 +48,21 @@ func main() {
 }
 
 type options struct {
-	json, quick  bool
-	bqserver     string
-	workdir      string
-	profile      string
-	keep         bool
-	systems      map[string]bool
-	schemes      []string // bq's signature schemes: the first is "bq", each other one "bq/SCHEME"
-	workloads    map[string]bool
-	scaling      []int
-	spread       []int // clients in the spread workload's rows (each also mixed: over K/4 locks)
+	json, quick bool
+	bqserver    string
+	workdir     string
+	profile     string
+	keep        bool
+	systems     map[string]bool
+	schemes     []string // bq's signature schemes: the first is "bq", each other one "bq/SCHEME"
+	workloads   map[string]bool
+	scaling     []int
+	spread      []int // clients in the spread workload's rows (each also mixed: over K/4 locks)
+	// larger is a second cluster size (0: none) at which the contended and
+	// spread workloads run again, as "bq/n=N" and "etcd/n=N" (issue 29.4);
+	// largerSpread is its spread rows' K.
+	larger       int
+	largerSpread []int
 	attack       bool
 	reconfig     bool // the reconfiguration workload only (reconfig.go)
 	reconfigHeld int  // locks held by other clients during it
@@ -84,17 +89,19 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (logs, data) at the end; with ./run, give a --workdir outside its temporary directory")
 	systems := fs.String("systems", "bq,etcd", "systems to measure")
 	schemes := fs.String("schemes", "Ed25519", "bq's signature schemes, comma-separated (Ed25519, ML-DSA-44, Ed25519-Dilithium2): the first is measured as \"bq\", each other one as \"bq/SCHEME\", with the same workloads")
-	workloads := fs.String("workloads", "uncontended,contended,scaling,failover", "workloads to run, for every system (also: spread)")
+	workloads := fs.String("workloads", "uncontended,contended,scaling,spread,failover", "workloads to run, for every system (--quick: without spread)")
 	fs.IntVar(&o.failoverRounds, "failover-rounds", 20, "kill -9 of the leader in the failover workload (--quick: 5)")
 	fs.DurationVar(&o.observePoll, "observe-poll", 0, "bq's observer in the failover workload reads the leader this often instead of Observe (200ms: Observe before it was pushed)")
 	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
 	spread := fs.String("spread", "", "client counts K for the spread workload: K clients on K locks, then on K/4 (default 16,64,256; --quick 16,64)")
 	fs.IntVar(&o.uncontendedOps, "ops", 1000, "measured uncontended Lock+Unlock cycles (--quick: 500)")
 	fs.IntVar(&o.contenders, "contenders", 8, "clients in the contended run")
+	fs.IntVar(&o.larger, "larger", 7, "run the contended and spread workloads again with this many bq servers and etcd members, reported as bq/n=N and etcd/n=N (0: not; --quick: 0)")
+	largerSpread := fs.String("larger-spread", "64", "client counts K of the spread workload at --larger")
 	fs.IntVar(&o.servers, "servers", bqServers, "cluster size for every workload: bq's n (f = ⌊(n-1)/3⌋: 7 is f=2) and, unless --etcd-members, etcd's members")
 	fs.IntVar(&o.etcdMembers, "etcd-members", 0, "etcd's members (default: --servers; 3 is the setup of the runs before --servers)")
 	fs.DurationVar(&o.contended, "duration", 10*time.Second, "contended run length (--quick: 3s)")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up (and clean up) after this long")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up (and clean up) after this long")
 	fs.DurationVar(&o.step, "step", 3*time.Second, "length of each scaling run (--quick: 2s)")
 	fs.BoolVar(&o.attack, "attack", false, "run only the attack benchmark on bq (attack.go; --timeout default 60m)")
 	fs.BoolVar(&o.reconfig, "reconfig", false, "run only the reconfiguration workload on bq (reconfig.go): server replace under --contenders, --duration before and after")
@@ -113,8 +120,8 @@ func parseFlags(args []string) (*options, error) {
 		return found
 	}
 	o.uncontendedWarm = 50
-	if o.servers < 1 || o.etcdMembers < 0 {
-		return nil, fmt.Errorf("bad --servers %d or --etcd-members %d", o.servers, o.etcdMembers)
+	if o.servers < 1 || o.etcdMembers < 0 || o.larger < 0 {
+		return nil, fmt.Errorf("bad --servers %d, --etcd-members %d or --larger %d", o.servers, o.etcdMembers, o.larger)
 	}
 	if o.etcdMembers == 0 {
 		o.etcdMembers = o.servers
@@ -140,8 +147,14 @@ func parseFlags(args []string) (*options, error) {
 		if !set("failover-rounds") {
 			o.failoverRounds = 5
 		}
+		if !set("larger") {
+			o.larger = 0
+		}
 	}
 	o.systems, o.workloads = csvSet(*systems), csvSet(*workloads)
+	if o.quick && !set("workloads") {
+		delete(o.workloads, "spread")
+	}
 	for _, s := range strings.Split(*schemes, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			o.schemes = append(o.schemes, s)
@@ -171,6 +184,9 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	if o.spread, err = ints("spread", *spread, "16,64,256", "16,64"); err != nil {
+		return nil, err
+	}
+	if o.largerSpread, err = ints("larger-spread", *largerSpread, "64", "64"); err != nil {
 		return nil, err
 	}
 	if o.bqserver == "" {
@@ -267,11 +283,29 @@ func bench(args []string) int {
 		}
 	}
 	if o.systems["etcd"] {
-		r, err := runEtcd(ctx, o, work)
+		r, err := runEtcd(ctx, o, work, "etcd")
 		if err != nil {
 			return fail(ctx, "etcd", err)
 		}
 		res.systems = append(res.systems, r)
+	}
+	if lo := o.largerRun(); lo != nil {
+		if o.systems["bq"] {
+			name := fmt.Sprintf("bq/n=%d", lo.servers)
+			r, err := runBQ(ctx, lo, work, name, o.schemes[0])
+			if err != nil {
+				return fail(ctx, name, err)
+			}
+			res.systems = append(res.systems, r)
+		}
+		if o.systems["etcd"] {
+			name := fmt.Sprintf("etcd/n=%d", lo.etcdMembers)
+			r, err := runEtcd(ctx, lo, work, name)
+			if err != nil {
+				return fail(ctx, name, err)
+			}
+			res.systems = append(res.systems, r)
+		}
 	}
 	res.env.loadAfter = loadavg()
 	res.print(os.Stdout)
@@ -295,9 +329,31 @@ func fail(ctx context.Context, sys string, err error) int {
 	return 1
 }
 
+// largerRun is the options of the run at the second cluster size: the
+// contended and spread workloads (those of o's), with --larger servers and
+// members and the --larger-spread rows; nil if there is none.
+func (o *options) largerRun() *options {
+	if o.larger == 0 {
+		return nil
+	}
+	lo := *o
+	lo.servers, lo.etcdMembers = o.larger, o.larger
+	lo.spread, lo.profile = o.largerSpread, ""
+	lo.workloads = map[string]bool{}
+	for _, w := range []string{"contended", "spread"} {
+		if o.workloads[w] {
+			lo.workloads[w] = true
+		}
+	}
+	if len(lo.workloads) == 0 {
+		return nil
+	}
+	return &lo
+}
+
 // sysResult is everything measured on one system.
 type sysResult struct {
-	name        string // "bq", "bq/SCHEME" or "etcd"
+	name        string // "bq", "bq/SCHEME", "etcd", or "bq/n=N", "etcd/n=N" (--larger)
 	bq          bool   // a bq cluster (its counters are bq's)
 	n, f        int    // bq: servers and faults tolerated; etcd: members (f unused)
 	uncontended *uncontendedResult
@@ -555,24 +611,32 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
+// runEtcd measures an etcd cluster of o.etcdMembers members, reported as
+// name ("etcd", or "etcd/n=N" at --larger, in a directory of its own).
+func runEtcd(ctx context.Context, o *options, work, name string) (*sysResult, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	logf("etcd: starting %d members", o.etcdMembers)
+	if name != "etcd" {
+		work = filepath.Join(work, strings.ReplaceAll(name, "/", "-"))
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	logf("%s: starting %d members", name, o.etcdMembers)
 	e, err := startEtcd(self, work, o.etcdMembers)
 	if err != nil {
 		return nil, err
 	}
 	defer e.stop()
-	r := &sysResult{name: "etcd", n: len(e.members)}
+	r := &sysResult{name: name, n: len(e.members)}
 	if o.workloads["uncontended"] {
 		ls, err := e.dial(ctx, 1, etcdLockKey+"-uncontended")
 		if err != nil {
 			return nil, err
 		}
-		logf("etcd: uncontended, %d+%d Lock+Unlock cycles", o.uncontendedWarm, o.uncontendedOps)
+		logf("%s: uncontended, %d+%d Lock+Unlock cycles", name, o.uncontendedWarm, o.uncontendedOps)
 		u, w, err := measuredUncontended(ctx, ls[0], o.uncontendedWarm, o.uncontendedOps, e.pids(), e.metrics())
 		closeAll(ls)
 		if err != nil {
@@ -585,7 +649,7 @@ func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		logf("etcd: contended, %d clients for %v", o.contenders, o.contended)
+		logf("%s: contended, %d clients for %v", name, o.contenders, o.contended)
 		c, w, err := measured(ctx, ls, o.warm, o.contended, e.pids(), e.metrics())
 		closeAll(ls)
 		if err != nil {
@@ -596,7 +660,7 @@ func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
 	if o.workloads["scaling"] {
 		for _, k := range o.scaling {
 			dial := func() ([]locker, error) { return e.dial(ctx, k, fmt.Sprintf("%s-scaling-%d", etcdLockKey, k)) }
-			row, err := scalingStep(ctx, o, "etcd", k, dial, e.pids(), e.metrics())
+			row, err := scalingStep(ctx, o, name, k, dial, e.pids(), e.metrics())
 			if err != nil {
 				return nil, fmt.Errorf("scaling, %d contenders: %w", k, err)
 			}
@@ -609,7 +673,7 @@ func runEtcd(ctx context.Context, o *options, work string) (*sysResult, error) {
 				return fmt.Sprintf("%s-spread-%d-%d-%d", etcdLockKey, clients, names, lockOf[i])
 			})
 		}
-		if r.spread, err = runSpread(ctx, o, "etcd", dial, e.pids(), e.metrics()); err != nil {
+		if r.spread, err = runSpread(ctx, o, name, dial, e.pids(), e.metrics()); err != nil {
 			return nil, err
 		}
 	}

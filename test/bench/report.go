@@ -12,7 +12,12 @@ import (
 type results struct {
 	env     env
 	opts    *options
-	systems []*sysResult // bq (each scheme), then etcd; in the order measured
+	systems []*sysResult // bq (each scheme), then etcd, then bq/n=N and etcd/n=N (--larger); in the order measured
+}
+
+// largerName is the name of system base ("bq", "etcd") in the --larger run.
+func (r *results) largerName(base string) string {
+	return fmt.Sprintf("%s/n=%d", base, r.opts.larger)
 }
 
 // get returns the system called name, or nil.
@@ -148,6 +153,10 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(w, "bq: n=%d f=%d, %d bqserver processes, WAL + fdatasync (bbolt behind it), QUIC on loopback, %s (bq/SCHEME: that scheme).\n",
 		o.servers, (o.servers-1)/3, o.servers, o.schemes[0])
 	fmt.Fprintf(w, "etcd: %d members (embed, one process each), default fsync; concurrency.Mutex, one session per client.\n", o.etcdMembers)
+	if lo := o.largerRun(); lo != nil {
+		fmt.Fprintf(w, "%s, %s: the contended and spread (K = %v) workloads again with n=%d f=%d and %d etcd members.\n",
+			r.largerName("bq"), r.largerName("etcd"), lo.spread, lo.servers, (lo.servers-1)/3, lo.etcdMembers)
+	}
 	fmt.Fprintf(w, "Per-acquisition counters are sums over all servers, in the measured window. Messages: c→s/s→s/s→c (bq),\n"+
 		"client RPCs (etcd). Commits: WAL group commits, one fdatasync each (bq, applied to bbolt in the background); WAL fsyncs (etcd).\n")
 	header := fmt.Sprintf("%-44s", "")
@@ -237,6 +246,7 @@ func (r *results) print(w io.Writer) {
 	}
 	r.printSideBySide(w)
 	r.printSpread(w)
+	r.printGrowth(w)
 	if o.workloads["failover"] {
 		fmt.Fprintf(w, "\nfailover: kill -9 of the leader until the next candidate's Campaign returns, session TTL %v, %d rounds, %d candidates waiting:\n", failoverTTL, o.failoverRounds, failoverWaiting)
 		row("  failover p50 / p99 (ms)", func(s *sysResult) string {
@@ -326,48 +336,74 @@ func (r *results) printSideBySide(w io.Writer) {
 	}
 }
 
-// printSpread prints the spread rows of every system side by side.
+// printSpread prints the spread rows side by side: one table for the
+// systems at --servers, one for those at --larger.
 func (r *results) printSpread(w io.Writer) {
-	var ss []*sysResult
+	var main, larger []*sysResult
 	for _, s := range r.systems {
-		if len(s.spread) > 0 {
-			ss = append(ss, s)
+		switch {
+		case len(s.spread) == 0:
+		case r.opts.larger > 0 && (s.name == r.largerName("bq") || s.name == r.largerName("etcd")):
+			larger = append(larger, s)
+		default:
+			main = append(main, s)
 		}
 	}
-	if len(ss) == 0 {
-		return
+	first := true
+	for _, ss := range [][]*sysResult{main, larger} {
+		if len(ss) == 0 {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\nspread: K clients each looping Lock → Unlock, on K locks (each its own) or on K/4 (client i on lock i mod K/4);\n"+
+				"acquisitions/s over the window, Lock+Unlock p50/p99 (ms), CPU per acquisition of servers + client (ms):\n")
+			first = false
+		} else {
+			fmt.Fprintln(w)
+		}
+		r.printSpreadOf(w, ss)
 	}
-	fmt.Fprintf(w, "\nspread: K clients each looping Lock → Unlock, on K locks (each its own) or on K/4 (client i on lock i mod K/4);\n"+
-		"acquisitions/s over the window, Lock+Unlock p50/p99 (ms), CPU per acquisition of servers + client (ms):\n")
+}
+
+// spreadRowOf is s's spread row of clients on names locks, or nil.
+func (s *sysResult) spreadRowOf(clients, names int) *spreadRow {
+	for i := range s.spread {
+		if s.spread[i].Clients == clients && s.spread[i].Names == names {
+			return &s.spread[i]
+		}
+	}
+	return nil
+}
+
+func (r *results) printSpreadOf(w io.Writer, ss []*sysResult) {
 	fmt.Fprintf(w, "%5s %5s %9s", "K", "locks", "window")
 	for _, s := range ss {
 		fmt.Fprintf(w, " | %10s %19s %8s", s.name+" acq/s", "p50 / p99", "CPU")
 	}
 	if len(ss) == 2 {
-		fmt.Fprintf(w, " | %s", ss[0].name+"/"+ss[1].name)
+		fmt.Fprint(w, " | bq/etcd")
 	}
 	fmt.Fprintln(w)
 	var errs []string
-	for i, row := range ss[0].spread {
+	for _, row := range ss[0].spread {
 		_, win := spreadTimes(r.opts.warm, r.opts.step, row.Clients)
 		fmt.Fprintf(w, "%5d %5d %9s", row.Clients, row.Names, win)
 		var ops []float64
 		for _, s := range ss {
-			if i >= len(s.spread) {
+			x := s.spreadRowOf(row.Clients, row.Names)
+			switch {
+			case x == nil:
 				fmt.Fprintf(w, " | %10s %19s %8s", "-", "-", "-")
 				ops = append(ops, math.NaN())
-				continue
-			}
-			x := s.spread[i]
-			if x.Err != nil {
+			case x.Err != nil:
 				fmt.Fprintf(w, " | %10s %19s %8s", "error", "-", "-")
 				errs = append(errs, fmt.Sprintf("  %s, %d clients on %d locks: %s", s.name, x.Clients, x.Names, brief(x.Err)))
 				ops = append(ops, math.NaN())
-				continue
+			default:
+				st := s.stats(x.W, x.R.Acq)
+				fmt.Fprintf(w, " | %10s %19s %8s", f1(x.R.opsPerSec()), pair(x.R.Cycle.ms(.5), x.R.Cycle.ms(.99)), f3(st.CPUms()))
+				ops = append(ops, x.R.opsPerSec())
 			}
-			st := s.stats(x.W, x.R.Acq)
-			fmt.Fprintf(w, " | %10s %19s %8s", f1(x.R.opsPerSec()), pair(x.R.Cycle.ms(.5), x.R.Cycle.ms(.99)), f3(st.CPUms()))
-			ops = append(ops, x.R.opsPerSec())
 		}
 		if len(ss) == 2 {
 			fmt.Fprintf(w, " | %s", f3(ops[0]/ops[1]))
@@ -376,6 +412,45 @@ func (r *results) printSpread(w io.Writer) {
 	}
 	for _, e := range errs {
 		fmt.Fprintln(w, e)
+	}
+}
+
+// printGrowth says how each system's rate and CPU per acquisition change
+// from --servers to --larger, in the workloads both sizes ran.
+func (r *results) printGrowth(w io.Writer) {
+	lo := r.opts.largerRun()
+	if lo == nil {
+		return
+	}
+	var lines []string
+	for _, base := range []string{"bq", "etcd"} {
+		a, b := r.get(base), r.get(r.largerName(base))
+		if a == nil || b == nil {
+			continue
+		}
+		line := func(what string, ra, rb float64, sa, sb acqStats) {
+			lines = append(lines, fmt.Sprintf("  %-5s %-26s %9s → %9s acq/s (× %s), CPU %7s → %7s ms per acquisition (× %s)",
+				base, what, f1(ra), f1(rb), f3(rb/ra), f3(sa.CPUms()), f3(sb.CPUms()), f3(sb.CPUms()/sa.CPUms())))
+		}
+		if a.contended != nil && b.contended != nil {
+			line(fmt.Sprintf("%d contenders", r.opts.contenders), a.contended.opsPerSec(), b.contended.opsPerSec(),
+				a.stats(a.window, a.contended.Acq), b.stats(b.window, b.contended.Acq))
+		}
+		for _, y := range b.spread {
+			x := a.spreadRowOf(y.Clients, y.Names)
+			if x == nil || x.Err != nil || y.Err != nil {
+				continue
+			}
+			line(fmt.Sprintf("spread, %d on %d locks", y.Clients, y.Names), x.R.opsPerSec(), y.R.opsPerSec(),
+				a.stats(x.W, x.R.Acq), b.stats(y.W, y.R.Acq))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nfrom n = %d to n = %d (bq servers; etcd members %d to %d):\n", r.opts.servers, lo.servers, r.opts.etcdMembers, lo.etcdMembers)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
 	}
 }
 
@@ -467,6 +542,14 @@ func (r *results) targets() []target {
 		if okb && oke {
 			add("spread: acquisitions/s of 64 clients on 64 locks, bq/etcd", b/e, "≥ 1.5", b/e >= 1.5, fmt.Sprintf("%.1f vs %.1f", b, e))
 		}
+	}
+	// A larger cluster (issue 29.4): the contended rate at --larger over
+	// the rate at --servers, with the same contenders.
+	if big := r.get(r.largerName("bq")); r.opts.larger > 0 && big != nil && bq.contended != nil && big.contended != nil {
+		v := big.contended.opsPerSec() / bq.contended.opsPerSec()
+		bs, gs := bq.stats(bq.window, bq.contended.Acq), big.stats(big.window, big.contended.Acq)
+		add(fmt.Sprintf("bq acquisitions/s with %d contenders at n = %d over n = %d", r.opts.contenders, big.n, bq.n), v, "≥ 0.6", v >= 0.6,
+			fmt.Sprintf("%.1f vs %.1f; CPU per acquisition %.2f vs %.2f ms", big.contended.opsPerSec(), bq.contended.opsPerSec(), gs.CPUms(), bs.CPUms()))
 	}
 	return out
 }
