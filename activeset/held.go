@@ -1,7 +1,8 @@
 package activeset
 
 import (
-	"sort"
+	"bytes"
+	"slices"
 
 	"github.com/bq-lock/bq/wire"
 )
@@ -58,12 +59,22 @@ func (l *Lock) releaseHeld(s *Subscription, certFor CertFor) *wire.Update {
 // value here, an Exit or a voided value does not block: only q servers'
 // reports of absence pass it.
 func (l *Lock) blocks(s *Subscription) bool {
+	if s.Watch[s.blocker] && l.blocksAs(s, s.blocker) {
+		return true
+	}
 	for x := range s.Watch {
-		if e := l.highest[x]; e.Active() && (s.Frozen == nil || !s.Frozen(x, e)) {
+		if l.blocksAs(s, x) {
+			s.blocker = x
 			return true
 		}
 	}
 	return false
+}
+
+// blocksAs says whether member x, which s watches, is ahead of s's client here.
+func (l *Lock) blocksAs(s *Subscription, x wire.ClientID) bool {
+	e := l.highest[x]
+	return e.Active() && (s.Frozen == nil || !s.Frozen(x, e))
 }
 
 // Refrozen returns the held reports released now that member c's value
@@ -71,8 +82,8 @@ func (l *Lock) blocks(s *Subscription) bool {
 // change 42): each held Listen watching c that nothing else blocks.
 func (l *Lock) Refrozen(c wire.ClientID, certFor CertFor) []Push {
 	var out []Push
-	for _, s := range l.sortedSubs() {
-		if s.held == nil || s.Client == c || !s.watches(c) || l.blocks(s) {
+	for _, s := range l.subsWatching(c, true) {
+		if s.held == nil || l.blocks(s) {
 			continue
 		}
 		out = append(out, Push{To: s.Client, Update: l.releaseHeld(s, certFor)})
@@ -95,6 +106,6 @@ func sortedIDs(set map[wire.ClientID]bool) []wire.ClientID {
 	for c := range set {
 		ids = append(ids, c)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].Less(ids[j]) })
+	slices.SortFunc(ids, func(a, b wire.ClientID) int { return bytes.Compare(a[:], b[:]) })
 	return ids
 }

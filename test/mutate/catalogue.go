@@ -645,6 +645,8 @@ var Catalogue = []Mutant{
 		"c.toAll(e, a.listen(waiting))", "c.toAll(e, a.listen(a.others))"},
 	{"held-released-while-blocked", "change 27: a held LISTEN is answered only once no member is ahead of its client at the server", "activeset/held.go",
 		"if l.blocks(s) {\n\t\treturn nil\n\t}", "if false && l.blocks(s) {\n\t\treturn nil\n\t}"},
+	{"held-blocker-hint-unchecked", "change 27: the member a held LISTEN last found ahead is a hint, held to the same test as any member", "activeset/held.go",
+		"if s.Watch[s.blocker] && l.blocksAs(s, s.blocker) {", "if l.blocksAs(s, s.blocker) {"},
 	{"held-settled-not-reported", "change 27: a held report carries the value that settled each member, as it settled", "activeset/held.go",
 		"\t\tl.describe(s.held, c, certFor)\n", ""},
 	{"hold-ignored", "change 27: a server holds a LISTEN that asks for it (herd-free)", "server/core/clients.go",
