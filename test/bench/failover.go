@@ -257,6 +257,7 @@ func failoverRounds(ctx context.Context, name string, rounds int, start func(i i
 			return res, err
 		}
 		*out = append(*out, time.Unix(0, at).Sub(killed))
+		logf("%s: failover %d: %v, to %s", name, len(*out), time.Unix(0, at).Sub(killed).Round(time.Millisecond), values[led])
 		seen := observerSaw + values[led] + " at "
 		if err := observer.waitLog(seen, 1, 10*failoverTTL); err != nil {
 			return res, err
