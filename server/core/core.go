@@ -84,6 +84,12 @@ type Config struct {
 	// statements accepted meanwhile go in one Announce per server. Zero
 	// announces at the next Tick.
 	AnnounceDelay time.Duration
+	// FrozenGrace is how old this server's own vote on a session must be
+	// before the session's member stops holding Listens here (change 42):
+	// the certificate that the other servers' votes make within it resets
+	// the member instead, which tells its waiters it is gone (change 45).
+	// Zero: at once, as before change 45.
+	FrozenGrace time.Duration
 }
 
 // DefaultConfig returns production defaults for server self of an (n, f) cluster.
@@ -106,6 +112,7 @@ func DefaultConfig(self wire.ServerID, n, f int, keys wire.Keyring, signer *cryp
 		MaxStateBytes:        1 << 30,
 		VerifyCacheSize:      1 << 16,
 		AnnounceDelay:        20 * time.Millisecond,
+		FrozenGrace:          250 * time.Millisecond,
 	}
 }
 
@@ -132,8 +139,8 @@ func (c *Config) Validate() error {
 	if c.ClusterCA != nil && c.Keys.Epoch != 0 {
 		errs = append(errs, fmt.Errorf("core: keys of epoch %d: a server starts in epoch 0 and adopts later epochs from its disk or its peers", c.Keys.Epoch))
 	}
-	if c.AnnounceDelay < 0 {
-		errs = append(errs, errors.New("core: AnnounceDelay must be ≥ 0"))
+	if c.AnnounceDelay < 0 || c.FrozenGrace < 0 {
+		errs = append(errs, errors.New("core: AnnounceDelay and FrozenGrace must be ≥ 0"))
 	}
 	if c.MaxPushes < 1 || c.MaxLocksPerClient < 1 || c.MaxListenMembers < 1 || c.MaxLockMembers < 1 || c.VerifyCacheSize < 1 {
 		errs = append(errs, errors.New("core: MaxPushes, MaxLocksPerClient, MaxListenMembers, MaxLockMembers and VerifyCacheSize must be ≥ 1"))
@@ -236,6 +243,12 @@ type Core struct {
 	// out at once); Tick sends it once announceSince is AnnounceDelay old.
 	announce      []wire.StatementRef
 	announceSince time.Time
+	// voteGrace is when this server last voted on a session of each
+	// client, for the votes younger than FrozenGrace: such a client is not
+	// frozen here yet (change 45). Tick releases what it holds once the
+	// grace is over and forgets it.
+	// INVARIANT: only votes cast within the last FrozenGrace, one per client.
+	voteGrace map[wire.ClientID]time.Time
 	// wanted holds, per peer, the references this server last asked it
 	// for, oldest first: a Want lost on the way out (a full send queue,
 	// Repair) is asked again at the next resync with that peer (change 35).
@@ -342,6 +355,7 @@ func New(cfg Config) (*Core, error) {
 		cfg: cfg, q: q,
 		memberCap: min(cfg.MaxLockMembers, fit), listenCap: min(cfg.MaxListenMembers, fit),
 		locks:        make(map[string]*activeset.Lock),
+		voteGrace:    make(map[wire.ClientID]time.Time),
 		clientLocks:  make(map[wire.ClientID]map[string]struct{}),
 		lockRefs:     make(map[string]int),
 		mute:         mute,
@@ -430,6 +444,12 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 	k.compactSettled(now, &e)
 	k.cache.age(now)
 	k.views.age(now)
+	for _, c := range sortedClients(k.voteGrace) {
+		if now.Sub(k.voteGrace[c]) >= k.cfg.FrozenGrace {
+			delete(k.voteGrace, c)
+			k.releaseFrozen(c, &e)
+		}
+	}
 	for _, v := range k.mute.Tick(now) {
 		k.Stats.VotesCast++
 		body, err := v.Verify(k.cfg.Keys)
@@ -437,10 +457,17 @@ func (k *Core) Tick(now time.Time) (e Effects) {
 			panic(fmt.Sprintf("core: our own vote does not verify: %v", err))
 		}
 		e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(body.Client, body.Session), Value: mustMarshal(v)})
+		// Frozen only after the grace (change 45): the certificate usually
+		// comes first and resets the member for its waiters.
+		if k.cfg.FrozenGrace > 0 {
+			k.voteGrace[body.Client] = now
+		}
 		k.addVote(now, v, &e)
 		// Tell the client too: it stops counting this server toward its lease.
 		e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(body.Client), Msg: &wire.Message{Suspect: &v}})
-		k.releaseFrozen(body.Client, &e)
+		if k.cfg.FrozenGrace == 0 {
+			k.releaseFrozen(body.Client, &e)
+		}
 	}
 	if len(k.announce) > 0 && now.Sub(k.announceSince) >= k.cfg.AnnounceDelay {
 		k.flushAnnounce(&e)

@@ -198,8 +198,10 @@ var Catalogue = []Mutant{
 	// A voted-on session does not hold a Listen (change 42).
 	{"frozen-blocks", "change 42: a member whose session this server voted on does not hold a Listen", "activeset/held.go",
 		"e.Active() && (s.Frozen == nil || !s.Frozen(x, e))", "e.Active()"},
-	{"vote-keeps-listens-held", "change 42: a vote releases the held Listens only its member blocked", "server/core/core.go",
-		"\t\tk.releaseFrozen(body.Client, &e)\n", "\n"},
+	{"vote-keeps-listens-held", "change 42: a vote releases the held Listens only its member blocked (change 45: once FrozenGrace old)", "server/core/core.go",
+		"\t\t\tdelete(k.voteGrace, c)\n\t\t\tk.releaseFrozen(c, &e)\n", "\t\t\tdelete(k.voteGrace, c)\n"},
+	{"frozen-without-grace", "change 45: a member is frozen only once this server's vote on it is FrozenGrace old", "server/core/clients.go",
+		"return !young && k.mute.Voted(x, en.St.Session)", "return (!young || true) && k.mute.Voted(x, en.St.Session)"},
 
 	// Epochs (change 43): what a chain adopts.
 	{"epoch-any-signer", "change 43: an epoch is signed by the cluster CA in force", "wire/epoch.go",
