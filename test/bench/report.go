@@ -356,7 +356,7 @@ func (r *results) printSpread(w io.Writer) {
 		}
 		if first {
 			fmt.Fprintf(w, "\nspread: K clients each looping Lock → Unlock, on K locks (each its own) or on K/4 (client i on lock i mod K/4);\n"+
-				"acquisitions/s over the window, Lock+Unlock p50/p99 (ms), CPU per acquisition of servers + client (ms):\n")
+				"acquisitions/s over the window, Lock+Unlock p50/p99 (ms), CPU per acquisition of servers + client (ms), durable commits per acquisition (all servers):\n")
 			first = false
 		} else {
 			fmt.Fprintln(w)
@@ -378,7 +378,7 @@ func (s *sysResult) spreadRowOf(clients, names int) *spreadRow {
 func (r *results) printSpreadOf(w io.Writer, ss []*sysResult) {
 	fmt.Fprintf(w, "%5s %5s %9s", "K", "locks", "window")
 	for _, s := range ss {
-		fmt.Fprintf(w, " | %10s %19s %8s", s.name+" acq/s", "p50 / p99", "CPU")
+		fmt.Fprintf(w, " | %10s %19s %8s %7s", s.name+" acq/s", "p50 / p99", "CPU", "commits")
 	}
 	if len(ss) == 2 {
 		fmt.Fprint(w, " | bq/etcd")
@@ -393,15 +393,15 @@ func (r *results) printSpreadOf(w io.Writer, ss []*sysResult) {
 			x := s.spreadRowOf(row.Clients, row.Names)
 			switch {
 			case x == nil:
-				fmt.Fprintf(w, " | %10s %19s %8s", "-", "-", "-")
+				fmt.Fprintf(w, " | %10s %19s %8s %7s", "-", "-", "-", "-")
 				ops = append(ops, math.NaN())
 			case x.Err != nil:
-				fmt.Fprintf(w, " | %10s %19s %8s", "error", "-", "-")
+				fmt.Fprintf(w, " | %10s %19s %8s %7s", "error", "-", "-", "-")
 				errs = append(errs, fmt.Sprintf("  %s, %d clients on %d locks: %s", s.name, x.Clients, x.Names, brief(x.Err)))
 				ops = append(ops, math.NaN())
 			default:
 				st := s.stats(x.W, x.R.Acq)
-				fmt.Fprintf(w, " | %10s %19s %8s", f1(x.R.opsPerSec()), pair(x.R.Cycle.ms(.5), x.R.Cycle.ms(.99)), f3(st.CPUms()))
+				fmt.Fprintf(w, " | %10s %19s %8s %7s", f1(x.R.opsPerSec()), pair(x.R.Cycle.ms(.5), x.R.Cycle.ms(.99)), f3(st.CPUms()), f1(st.Fsyncs))
 				ops = append(ops, x.R.opsPerSec())
 			}
 		}
@@ -716,6 +716,7 @@ func (s *sysResult) json() map[string]any {
 			x["p50_ms"], x["p99_ms"] = jnum(row.R.Cycle.ms(.5)), jnum(row.R.Cycle.ms(.99))
 			x["lock_p50_ms"], x["lock_p99_ms"] = jnum(row.R.Lock.ms(.5)), jnum(row.R.Lock.ms(.99))
 			x["cpu_ms_per_acq"] = jnum(st.CPUms())
+			x["commits_per_acq"] = jnum(st.Fsyncs)
 			x["server_cpu_ms_per_acq"], x["client_cpu_ms_per_acq"] = jnum(st.ServerCPUms), jnum(st.ClientCPUms)
 			x["acquisitions_per_client_max"], x["acquisitions_per_client_min"] = mx, mn
 			x["overlaps"] = row.R.Overlaps
