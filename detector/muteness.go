@@ -79,7 +79,8 @@ type lease struct {
 	refused    bool
 	refusedWhy wire.SuspectReason
 	// restored: the lease was given back from a disk or a copy
-	// (RestoreTTL), and the client has not spoken in it here since. It
+	// (RestoreTTL), or started on other servers' votes (HeardOf, change
+	// 46), and the client has not spoken in it here since. It
 	// does not count against MaxSessions (docs/protocol.md change 43): a
 	// copy hands on sessions their clients closed while the epoch was
 	// sealed, which would otherwise refuse a client's new ones for a TTL.
@@ -349,6 +350,35 @@ func (m *Muteness) Close(c wire.ClientID, sess uint64, now time.Time) {
 			l.until, l.closed = now, true
 		}
 	}
+}
+
+// HeardOf starts a lease on c's session sess, which f+1 servers voted on
+// and this server holds no lease on (it was down or cut off when the client
+// was last heard): it runs the session's TTL if this server has it, else
+// DefaultTTL, from now, and this server votes when it runs out unless the
+// client speaks in it meanwhile. Like a restored lease it does not count
+// against MaxSessions (docs/protocol.md change 46): the sessions a process
+// closed while this server was away would otherwise refuse the client's
+// new ones here for a TTL.
+func (m *Muteness) HeardOf(c wire.ClientID, sess uint64, now time.Time) {
+	cs := m.client(c)
+	if sess <= cs.resetUpTo || slices.Contains(cs.deferred, sess) {
+		return
+	}
+	for _, l := range cs.leases {
+		if l.session == sess {
+			return
+		}
+	}
+	if m.counted(cs, true) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+		return // heard of again when its client speaks, or by its certificate
+	}
+	ttl, ok := cs.ttls[sess]
+	if !ok {
+		ttl = m.cfg.DefaultTTL
+	}
+	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, until: now.Add(ttl), restored: true, refused: cs.revoked})
+	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
 }
 
 // Heartbeat renews c's lease on sess. It fails if the session was suspected or reset.

@@ -421,3 +421,35 @@ func TestRestoredClosedSessionsWaitForNothing(t *testing.T) {
 		}
 	}
 }
+
+// docs/protocol.md change 46: a lease a server starts on f+1 servers' votes,
+// for a session it held no lease on, does not count against MaxSessions
+// until the client speaks in it here, is bounded like restored ones, and is
+// voted on when it runs out.
+func TestSessionsHeardOfDoNotCountAgainstTheLimit(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second)
+	d := f.dets[0]
+	c := clientID(t)
+	now := time.Unix(1_000, 0)
+	for sess := uint64(1); sess <= 6; sess++ {
+		d.HeardOf(c, sess, now)
+	}
+	require.Len(t, d.clients[c].leases, 4, "at most MaxSessions heard of")
+	for sess := uint64(10); sess < 14; sess++ {
+		mustOpen(t, d, c, sess, time.Second, now)
+	}
+	_, err := d.Open(c, 14, time.Second, now)
+	require.ErrorIs(t, err, ErrTooManySessions, "the limit holds for the sessions the client opened")
+	d.HeardOf(c, 1, now.Add(time.Hour)) // known: nothing changes
+	require.Equal(t, now.Add(time.Second), d.clients[c].leases[0].until)
+
+	// Run out: the server votes on sessions 1 to 4 as it would have.
+	votes := d.Tick(now.Add(1100 * time.Millisecond))
+	var voted []uint64
+	for _, v := range votes {
+		var body wire.SuspectBody
+		require.NoError(t, crypto.Unmarshal(v.Signed.Body, &body))
+		voted = append(voted, body.Session)
+	}
+	require.Subset(t, voted, []uint64{1, 2, 3, 4})
+}

@@ -200,6 +200,8 @@ var Catalogue = []Mutant{
 		"e.Active() && (s.Frozen == nil || !s.Frozen(x, e))", "e.Active()"},
 	{"vote-keeps-listens-held", "change 42: a vote releases the held Listens only its member blocked (change 45: once FrozenGrace old)", "server/core/core.go",
 		"\t\t\tdelete(k.voteGrace, c)\n\t\t\tk.releaseFrozen(c, &e)\n", "\t\t\tdelete(k.voteGrace, c)\n"},
+	{"heard-of-counted", "change 46: a lease started on f+1 votes does not count against max_sessions_per_client", "detector/muteness.go",
+		"until: now.Add(ttl), restored: true, refused: cs.revoked})", "until: now.Add(ttl), restored: false, refused: cs.revoked})"},
 	{"frozen-without-grace", "change 45: a member is frozen only once this server's vote on it is FrozenGrace old", "server/core/clients.go",
 		"return !young && k.mute.Voted(x, en.St.Session)", "return (!young || true) && k.mute.Voted(x, en.St.Session)"},
 
