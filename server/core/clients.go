@@ -298,8 +298,8 @@ func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply fu
 }
 
 // frozen says whether x's value here can change only by an Exit or a reset:
-// this server voted on its session (docs/protocol.md change 42), at least
-// FrozenGrace ago (change 45).
+// this server voted on its session (docs/protocol.md change 42), and its
+// latest vote on a session of x is at least FrozenGrace old (change 45).
 func (k *Core) frozen(x wire.ClientID, en *activeset.Entry) bool {
 	_, young := k.voteGrace[x]
 	return !young && k.mute.Voted(x, en.St.Session)
