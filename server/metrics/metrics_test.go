@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,18 +215,26 @@ func TestRetiredIssuerExpiresTheMember(t *testing.T) {
 
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	var current atomic.Pointer[[]Certificate]
-	current.Store(&before)
+	// Each look gets the certificates of its turn: at start and at the first
+	// tick the old CA is in force, at the second the CA has rotated. The
+	// looks are counted rather than switched from the test's goroutine, which
+	// would race with the look the first tick starts.
+	looks := [][]Certificate{before, before, after}
+	var look int
+	certs := func() []Certificate {
+		i := min(look, len(looks)-1)
+		look++
+		return looks[i]
+	}
 	tick := make(chan time.Time)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		warnExpiry(ctx, log, func() []Certificate { return *current.Load() }, now, tick)
+		warnExpiry(ctx, log, certs, now, tick)
 	}()
 	tick <- now.Add(day)
-	current.Store(&after) // the CA rotated
-	tick <- now.Add(2 * day)
+	tick <- now.Add(2 * day) // the CA rotated in between
 	cancel()
 	<-done
 	out := buf.String()
