@@ -13,23 +13,57 @@ import (
 )
 
 // fenceScript is the CMD of every candidate: it records its pid, then, every
-// 50 ms, writes to a fenced resource — a file that takes a write only if the
-// writer's term is not below the highest it has seen (N as a number, then T
-// as 16 hex digits), as docs/election.md asks of what a leader writes. The
-// resource logs each write as "ok VALUE TERM" or "refused VALUE TERM".
+// 50 ms, writes "VALUE TERM" to a fenced resource — a file each write is
+// appended to (one write(2) of a short line with O_APPEND: whole, and in the
+// order the writes reach it). The resource takes a write only if the
+// writer's term is not below the highest it took, as docs/election.md asks
+// of what a leader writes; fence replays the file to say which it took.
+// There is no lock around a write, so a writer frozen at any point holds
+// nothing up: with a flock around each write (the test's first resource), a
+// leader frozen inside it kept its successor from ever writing, though the
+// successor led.
 const fenceScript = `echo $$ > "$PIDS/$BQ_LEADER_VALUE"
 while :; do
-  flock "$RES/lock" sh -c '
-    hi=$(cat "$RES/hi" 2>/dev/null || echo 0.0000000000000000)
-    hn=${hi%.*}; ht=${hi#*.}; n=${BQ_ELECTION_TERM%.*}; t=${BQ_ELECTION_TERM#*.}
-    if [ "$n" -gt "$hn" ] || { [ "$n" -eq "$hn" ] && [ "$(printf "%s\n%s\n" "$t" "$ht" | sort | head -1)" = "$ht" ]; }; then
-      echo "$BQ_ELECTION_TERM" > "$RES/hi"; echo "ok $BQ_LEADER_VALUE $BQ_ELECTION_TERM" >> "$RES/log"
-    else
-      echo "refused $BQ_LEADER_VALUE $BQ_ELECTION_TERM" >> "$RES/log"
-    fi'
+  echo "$BQ_LEADER_VALUE $BQ_ELECTION_TERM" >> "$RES/log"
   sleep 0.05
 done
 `
+
+// fenceWrite is one write to the fenced resource and whether it took it.
+type fenceWrite struct {
+	value, term string
+	taken       bool
+}
+
+// fence replays the writes of log, in order: a write is taken if its term
+// (N, a decimal number, then T, 16 hex digits) is not below the highest
+// taken so far.
+func fence(t *testing.T, log []string) []fenceWrite {
+	t.Helper()
+	parse := func(term string) (n, tie uint64) {
+		ns, ts, ok := strings.Cut(term, ".")
+		require.True(t, ok, "term %q", term)
+		n, err := strconv.ParseUint(ns, 10, 64)
+		require.NoError(t, err, "term %q", term)
+		require.Len(t, ts, 16, "term %q", term)
+		tie, err = strconv.ParseUint(ts, 16, 64)
+		require.NoError(t, err, "term %q", term)
+		return n, tie
+	}
+	var out []fenceWrite
+	var hiN, hiT uint64
+	for _, l := range log {
+		f := strings.Fields(l)
+		require.Len(t, f, 2, "a write of %q", l)
+		n, tie := parse(f[1])
+		w := fenceWrite{value: f[0], term: f[1], taken: n > hiN || n == hiN && tie >= hiT}
+		if w.taken {
+			hiN, hiT = n, tie
+		}
+		out = append(out, w)
+	}
+	return out
+}
 
 // Failover with real processes (docs/election.md, "What it guarantees"):
 // the leader is frozen (SIGSTOP of bqclient and its CMD), the next candidate
@@ -53,13 +87,18 @@ func TestElectFailoverFreezeAndKill(t *testing.T) {
 		return start(t, "candidate "+value, env, bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, value+".key"),
 			"elect", "svc", value, "--ttl", ttl, "--", "sh", script)
 	}
-	log := func() []string {
+	writes := func() []fenceWrite {
 		b, _ := os.ReadFile(filepath.Join(res, "log"))
-		return strings.Split(strings.TrimSpace(string(b)), "\n")
+		// Whole lines only: a write may be on its way as the file is read.
+		var log []string
+		if i := strings.LastIndexByte(string(b), '\n'); i >= 0 {
+			log = strings.Split(string(b[:i]), "\n")
+		}
+		return fence(t, log)
 	}
 	wrote := func(value string) bool {
-		for _, l := range log() {
-			if strings.HasPrefix(l, "ok "+value+" ") {
+		for _, w := range writes() {
+			if w.value == value && w.taken {
 				return true
 			}
 		}
@@ -108,15 +147,13 @@ func TestElectFailoverFreezeAndKill(t *testing.T) {
 	// The fence's log: leaders in the order a, b, c, and once a later one
 	// wrote, an earlier one never wrote again (the fence refused it).
 	var order []string
-	for _, l := range log() {
-		f := strings.Fields(l)
-		require.Len(t, f, 3, l)
-		if f[0] != "ok" {
-			t.Logf("fenced off: %s", l)
+	for _, w := range writes() {
+		if !w.taken {
+			t.Logf("fenced off: %s %s", w.value, w.term)
 			continue
 		}
-		if len(order) == 0 || order[len(order)-1] != f[1] {
-			order = append(order, f[1])
+		if len(order) == 0 || order[len(order)-1] != w.value {
+			order = append(order, w.value)
 		}
 	}
 	require.Equal(t, []string{"a", "b", "c"}, order, "each leader wrote only until its successor began")
