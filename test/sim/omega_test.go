@@ -16,14 +16,18 @@ func omegaScenario(seed uint64, t, punisher int, pauses ...time.Duration) Scenar
 }
 
 // omegaBehaviors are the faulty-server behaviours each oracle test runs
-// against (all of them, a third under -short or -race).
+// against (all of them, a third under -short, an eighth under -race).
 func omegaBehaviors() []BehaviorInfo {
 	all := append([]BehaviorInfo{{Name: "none"}}, Behaviors()...)
-	if !testing.Short() && !raceEnabled {
-		return all
+	step := 1
+	switch {
+	case raceEnabled && *flagSeeds == 0:
+		step = 8
+	case testing.Short():
+		step = 3
 	}
 	var some []BehaviorInfo
-	for i := 0; i < len(all); i += 3 {
+	for i := 0; i < len(all); i += step {
 		some = append(some, all[i])
 	}
 	return some

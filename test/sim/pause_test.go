@@ -28,7 +28,7 @@ func TestProcessPauses(t *testing.T) {
 		{"every-server", Fault{Kind: FaultPauseServer, Server: -1, At: 500 * time.Millisecond, Dur: 2 * ttl}},
 	} {
 		for _, n := range []int{4, 7} {
-			for seed := uint64(1); seed <= 4; seed++ {
+			for seed := uint64(1); seed <= uint64(raceCut(4)); seed++ {
 				t.Run(fmt.Sprintf("%s/n=%d/seed=%d", tc.name, n, seed), func(t *testing.T) {
 					sc := quietScenario(90+seed, n, RoleLocker, RoleLocker, RoleLocker, RoleTryLocker)
 					sc.TTL = ttl
