@@ -150,55 +150,100 @@ func (m *Muteness) certQuorum() int {
 // ApplyCertificate verifies cert and, if it resets sessions beyond those
 // already reset, records it and reports true: the caller must then void c's
 // statements with session ≤ cert.Session, notify listeners, persist and
-// forward the certificate.
+// forward the certificate. Only a certificate of the epoch this detector is
+// in counts (docs/protocol.md change 47): one of an earlier epoch is
+// wire.ErrOtherEpoch, whether it comes live or in a copy, since the keys of
+// an ended epoch may have leaked since.
 func (m *Muteness) ApplyCertificate(cert *wire.ResetCertificate) (bool, error) {
 	if cert.Session <= m.ResetUpTo(cert.Client) {
 		return false, nil // nothing new: skip the q signature checks
 	}
+	if err := cert.Verify(m.cfg.Keys, m.certQuorum()); err != nil {
+		return false, err
+	}
+	return m.endUpTo(cert.Client, cert.Session, cert), nil
+}
+
+// RestoreCertificate puts back a certificate this server persisted, of the
+// epoch it serves or another the chain holds (verified against that
+// epoch's members, KeysOf): what a server wrote itself it verified when it
+// took it.
+func (m *Muteness) RestoreCertificate(cert *wire.ResetCertificate) error {
+	if cert.Session <= m.ResetUpTo(cert.Client) {
+		return nil
+	}
 	keys, q := m.cfg.Keys, m.certQuorum()
-	if e := cert.Epoch(); e < keys.Epoch && m.cfg.KeysOf != nil {
-		// A certificate of an earlier epoch, copied (change 43): its votes
-		// are counted against that epoch's members and quorum.
+	if e := cert.Epoch(); e != keys.Epoch && m.cfg.KeysOf != nil {
 		if k, kq, ok := m.cfg.KeysOf(e); ok {
 			keys, q = k, kq
 		}
 	}
 	if err := cert.Verify(keys, q); err != nil {
-		return false, err
+		return err
 	}
-	cs := m.client(cert.Client)
-	if cert.Session <= cs.resetUpTo {
-		return false, nil
+	m.endUpTo(cert.Client, cert.Session, cert)
+	return nil
+}
+
+// Settle ends c's sessions up to upTo as a certificate would, without one:
+// the copy's settled counter, the (f+1)-th highest ResetUpTo that the
+// members of the epoch copied from report, so a correct one holds a
+// certificate that ended them (docs/protocol.md change 47). It reports
+// whether that ended anything new; the caller collects and persists as
+// for a certificate.
+func (m *Muteness) Settle(c wire.ClientID, upTo uint64) bool {
+	if upTo <= m.ResetUpTo(c) {
+		return false
 	}
-	cs.resetUpTo = cert.Session
-	cs.cert = cert
+	if m.clients[c] == nil {
+		m.settledUpTo[c] = upTo
+		return true
+	}
+	m.endUpTo(c, upTo, nil)
+	m.clients[c].votedUpTo = max(m.clients[c].votedUpTo, upTo)
+	return true
+}
+
+// endUpTo ends c's sessions up to sess (a certificate's, or the copy's
+// settled count with cert nil): every lease, vote, deferred session,
+// Doorway deadline and hold clock of them goes. It reports whether it
+// ended anything new.
+func (m *Muteness) endUpTo(c wire.ClientID, sess uint64, cert *wire.ResetCertificate) bool {
+	cs := m.client(c)
+	if sess <= cs.resetUpTo {
+		return false
+	}
+	cs.resetUpTo = sess
+	if cert != nil {
+		cs.cert = cert
+	}
 	for s := range cs.votes {
-		if s <= cert.Session {
+		if s <= sess {
 			delete(cs.votes, s)
 		}
 	}
 	kept := cs.leases[:0]
 	for _, l := range cs.leases {
-		if l.session > cert.Session {
+		if l.session > sess {
 			kept = append(kept, l)
 		}
 	}
 	cs.leases = kept
-	for len(cs.deferred) > 0 && cs.deferred[0] <= cert.Session {
+	for len(cs.deferred) > 0 && cs.deferred[0] <= sess {
 		cs.deferred = cs.deferred[1:]
 	}
 	m.pruneTTLs(cs)
 	for lock, d := range cs.doorways {
-		if d.session <= cert.Session {
+		if d.session <= sess {
 			delete(cs.doorways, lock)
 		}
 	}
 	for lock, h := range cs.holds {
-		if h.session <= cert.Session {
+		if h.session <= sess {
 			delete(cs.holds, lock)
 		}
 	}
-	return true, nil
+	return true
 }
 
 // ResetUpTo is the highest session of c known to be reset (0 if none).

@@ -429,11 +429,17 @@ type Copy struct {
 	Bans        []Evidence         `cbor:"7,keyasint,omitempty"`
 	Revocations []crypto.Signed    `cbor:"8,keyasint,omitempty"`
 	Clients     []CopyClient       `cbor:"9,keyasint,omitempty"`
+	// HWJ: each lock's hw Ticket with its J, where the member still has
+	// the J (its J is of the epoch it served): such an hw verifies on its
+	// own, while one in HW alone counts only as the (f+1)-th highest
+	// reported (docs/protocol.md change 47; protocol 1.7, a 1.6 member
+	// sends none).
+	HWJ []Forward `cbor:"10,keyasint,omitempty"`
 }
 
 func (c *Copy) String() string {
-	return fmt.Sprintf("Copy(epoch=%d part=%d last=%t registers=%d hw=%d certs=%d bans=%d revocations=%d clients=%d)",
-		c.Epoch, c.Part, c.Last, len(c.Registers), len(c.HW), len(c.Certs), len(c.Bans), len(c.Revocations), len(c.Clients))
+	return fmt.Sprintf("Copy(epoch=%d part=%d last=%t registers=%d hw=%d hwj=%d certs=%d bans=%d revocations=%d clients=%d)",
+		c.Epoch, c.Part, c.Last, len(c.Registers), len(c.HW), len(c.HWJ), len(c.Certs), len(c.Bans), len(c.Revocations), len(c.Clients))
 }
 
 // CopyClient is what a copy hands on of one client's sessions: its live
@@ -458,7 +464,7 @@ type CopySession struct {
 
 // check bounds every list of the part.
 func (c *Copy) check() error {
-	for _, n := range []int{len(c.Registers), len(c.HW), len(c.Certs), len(c.Bans), len(c.Revocations), len(c.Clients)} {
+	for _, n := range []int{len(c.Registers), len(c.HW), len(c.HWJ), len(c.Certs), len(c.Bans), len(c.Revocations), len(c.Clients)} {
 		if n > MaxCopyItems {
 			return fmt.Errorf("wire: copy part with a list of %d items (the limit is %d)", n, MaxCopyItems)
 		}
@@ -468,6 +474,11 @@ func (c *Copy) check() error {
 	}
 	for i := range c.Registers {
 		if err := checkSignedStatement(c.Registers[i].Statement); err != nil {
+			return err
+		}
+	}
+	for i := range c.HWJ {
+		if err := checkSignedStatement(c.HWJ[i].Statement); err != nil {
 			return err
 		}
 	}

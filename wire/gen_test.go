@@ -280,6 +280,7 @@ func examples(tb testing.TB) []example {
 		{"Copy", &wire.Message{Copy: &wire.Copy{Epoch: 2, Part: 3, Last: true,
 			Registers:   []wire.Forward{{Statement: ticket, J: j}, {Statement: carolHeld}},
 			HW:          []wire.SignedStatement{bobTicket},
+			HWJ:         []wire.Forward{{Statement: ticket, J: j}},
 			Certs:       []wire.ResetCertificate{cert},
 			Bans:        []wire.Evidence{{Kind: wire.EvidenceInvalidTicket, A: ticket, J: j}, {Kind: wire.EvidenceEquivocation, A: ticket, B: &equivocal}},
 			Revocations: []crypto.Signed{revocation},

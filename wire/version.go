@@ -21,8 +21,9 @@ const (
 	// ErrCodeEpochMoved, CopyRequest and Copy, and the client's epoch in
 	// SessionOpen, Heartbeat, Read and GetSet (unsigned; a 1.4 server
 	// ignores it); 1.6: CopySession.Closed (a copy says which sessions
-	// their clients closed; a 1.5 server's reports say none were).
-	ProtocolMinor = 6
+	// their clients closed; a 1.5 server's reports say none were); 1.7:
+	// Copy.HWJ (each hw with its J where the member has it, change 47).
+	ProtocolMinor = 7
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

@@ -1,7 +1,10 @@
 package core
 
 import (
+	"cmp"
 	"encoding/binary"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -12,16 +15,20 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// The copy, the copier's side (docs/protocol.md change 43): a member of the
-// newest epoch it knows, `to`, that does not serve it yet asks every member
-// of the epoch before, `from`, for its sealed state, takes each part as it
-// comes — everything in it verifies on its own, Tickets and certificates
-// against the keyring of the epoch they were made in — and serves `to` once
-// q_from members handed it their whole state. Any two q_from sets of
-// members meet in a correct one, so every write completed in `from` is
-// here then; the counters, which do not verify, take the (f_from+1)-th
-// highest report, so no faulty member raises one alone. Every lease,
-// Doorway deadline and hold clock starts afresh at the copy's end.
+// The copy, the copier's side (docs/protocol.md changes 43 and 47): a member
+// of the newest epoch it knows, `to`, that does not serve it yet asks every
+// member of the epoch before, `from`, for its sealed state, takes each part
+// as it comes, and serves `to` once q_from members handed it their whole
+// state. Any two q_from sets of members meet in a correct one, so every
+// write completed in `from` is here then (F1), and every write completed
+// before `from` is held by every correct member of it, so by f_from+1 of the
+// reporters (F2). What it takes, and on whose word, is change 47's table:
+// what verifies on its own against `from`'s keys or later (statements, a
+// Ticket or hw with its J of `from` or later, evidence, revocations) as it
+// comes; a Ticket whose J is of an earlier epoch once f_from+1 members
+// reported it; each lock's hw otherwise, the sessions, their TTLs and the
+// counters at the copy's end, from f_from+1 reports; certificates never.
+// Every lease, Doorway deadline and hold clock starts afresh at the end.
 
 // copyRetry is how long a copier waits on a member of `from` that sent no
 // part of its state since it last asked (or last got a part) before it asks
@@ -52,6 +59,42 @@ type copyRun struct {
 	heard   map[wire.ServerID]time.Time
 	done    map[wire.ServerID]bool
 	clients map[wire.ServerID]map[wire.ClientID]wire.CopyClient
+	// older: the register Tickets whose J is of an epoch before from, by
+	// their exact bytes, with the members that reported each: one is
+	// taken once f+1 did (F2). olderOf counts each member's entries.
+	// INVARIANT: olderOf[s] ≤ maxCopyClients for every member s.
+	older   map[wire.Digest]*olderTicket
+	olderOf map[wire.ServerID]int
+	// hws: each member's highest reported hw of each lock (its client's
+	// signature verified); at the copy's end each lock takes the (f+1)-th
+	// highest, at most a correct member's own hw.
+	// INVARIANT: len(hws[s]) ≤ cfg.MaxLocks for every member s.
+	hws map[wire.ServerID]map[string]*activeset.Entry
+}
+
+// olderTicket is a reported Ticket of an epoch before the one copied, and
+// who reported it.
+type olderTicket struct {
+	forward   wire.Forward
+	reporters map[wire.ServerID]bool
+	taken     bool
+}
+
+// jEpochs is the range of epochs a Ticket's J may be of where it is checked
+// (docs/protocol.md change 47): the epoch served, live; from the epoch
+// copied to the one copied into, in a copy; any the chain holds for what
+// this server wrote itself or what convicts only by a client's signatures.
+type jEpochs struct{ lo, hi uint64 }
+
+// servedJ is the epoch served only: a J that a client or peer shows live.
+func (k *Core) servedJ() jEpochs { return jEpochs{k.cfg.Keys.Epoch, k.cfg.Keys.Epoch} }
+
+// anyJ is every epoch the chain holds.
+func (k *Core) anyJ() jEpochs {
+	if k.chain == nil {
+		return jEpochs{0, 0}
+	}
+	return jEpochs{0, k.chain.Number()}
 }
 
 // Copying reports whether this server is copying the state of the epoch
@@ -96,7 +139,9 @@ func (k *Core) startCopy(now time.Time, e *Effects) {
 		keys, q, _ := k.chain.Keyring(to - 1)
 		run = &copyRun{from: to - 1, to: to, keys: keys, q: q, f: k.chain.Faults(to - 1),
 			parts: map[wire.ServerID]uint64{}, heard: map[wire.ServerID]time.Time{}, done: map[wire.ServerID]bool{},
-			clients: map[wire.ServerID]map[wire.ClientID]wire.CopyClient{}}
+			clients: map[wire.ServerID]map[wire.ClientID]wire.CopyClient{},
+			older:   map[wire.Digest]*olderTicket{}, olderOf: map[wire.ServerID]int{},
+			hws: map[wire.ServerID]map[string]*activeset.Entry{}}
 		k.copying = run
 		if k.cfg.Keys.Epoch == run.from && keys.Key(k.cfg.Self) != nil {
 			// It served from and sealed it: its own state is one report.
@@ -105,6 +150,13 @@ func (k *Core) startCopy(now time.Time, e *Effects) {
 				own[cc.Client] = cc
 			}
 			run.clients[k.cfg.Self], run.done[k.cfg.Self] = own, true
+			ownHW := map[string]*activeset.Entry{}
+			for name, lock := range k.locks {
+				if hw := lock.HW(); hw != nil {
+					ownHW[name] = hw
+				}
+			}
+			run.hws[k.cfg.Self] = ownHW
 		}
 	}
 	shown := k.chain.Since(0)
@@ -139,28 +191,40 @@ func (k *Core) onCopy(now time.Time, s wire.ServerID, p *wire.Copy, e *Effects) 
 		return
 	}
 	run.parts[s], run.heard[s] = p.Part, now
+	copied := jEpochs{run.from, run.to}
 	for i := range p.Registers {
 		f := &p.Registers[i]
 		st, err := k.verify(&f.Statement)
 		if err != nil {
 			continue // a faulty member's garbage
 		}
-		lock, err := k.lockFor(st.Client, st.Lock)
-		if err != nil {
+		if st.Phase == wire.PhaseTicket && wire.JustificationEpoch(f.J) < run.from {
+			k.vouchOlder(now, run, s, st, f, e)
 			continue
 		}
-		k.accept(now, lock, st, f.Statement, f.J, true, e)
-		k.releaseIfUnused(st.Client, lock)
+		k.takeCopied(now, st, f, copied, e)
+	}
+	for i := range p.HWJ {
+		// An hw with its J of from or later verifies on its own (F1).
+		f := &p.HWJ[i]
+		st, err := k.verify(&f.Statement)
+		if err != nil || st.Phase != wire.PhaseTicket || wire.JustificationEpoch(f.J) < run.from {
+			continue
+		}
+		keys, q, views := k.keysForJ(f.J, copied)
+		if bakery.CheckTicket(st, f.J, keys, q, k.verify, views) != nil {
+			continue
+		}
+		k.offerHW(&activeset.Entry{Signed: f.Statement, St: st}, f.J, e)
 	}
 	for i := range p.HW {
-		k.offerHW(&p.HW[i], e)
+		k.reportHW(run, s, &p.HW[i])
 	}
-	for i := range p.Certs {
-		k.applyCert(&p.Certs[i], e)
-	}
+	// p.Certs count for nothing (change 47): the settled counter carries
+	// what they ended, and the new epoch's votes make them again.
 	for i := range p.Bans {
 		ev := &p.Bans[i]
-		keys, q, _ := k.keysForJ(ev.J, true)
+		keys, q, _ := k.keysForJ(ev.J, k.anyJ())
 		if c, err := detector.CheckEvidence(ev, keys, q, k.verify); err == nil && (len(k.banned) < k.cfg.MaxBans || k.knows(c)) {
 			k.ban(c, ev, e)
 		}
@@ -189,30 +253,111 @@ func (k *Core) onCopy(now time.Time, s wire.ServerID, p *wire.Copy, e *Effects) 
 // or bans for.
 func (k *Core) maxCopyClients() int { return k.cfg.MaxLocks + k.cfg.MaxBans }
 
-// offerHW raises a lock's hw to a copied Ticket, if it is higher.
-func (k *Core) offerHW(ss *wire.SignedStatement, e *Effects) {
+// takeCopied takes one register value of a copy, its J (a Ticket's) of an
+// epoch within js.
+func (k *Core) takeCopied(now time.Time, st *wire.Statement, f *wire.Forward, js jEpochs, e *Effects) {
+	lock, err := k.lockFor(st.Client, st.Lock)
+	if err != nil {
+		return
+	}
+	k.accept(now, lock, st, f.Statement, f.J, true, js, e)
+	k.releaseIfUnused(st.Client, lock)
+}
+
+// vouchOlder counts member s's report of a register Ticket whose J is of an
+// epoch before the one copied, and takes the Ticket once f+1 members
+// reported it byte for byte (change 47, F2): an earlier epoch's keys may
+// have leaked, so its J alone vouches for nothing.
+func (k *Core) vouchOlder(now time.Time, run *copyRun, s wire.ServerID, st *wire.Statement, f *wire.Forward, e *Effects) {
+	h := f.Statement.Hash()
+	o := run.older[h]
+	if o == nil {
+		if run.olderOf[s] >= k.maxCopyClients() {
+			return // a faulty member's flood: it vouches for nothing more
+		}
+		o = &olderTicket{forward: *f, reporters: map[wire.ServerID]bool{}}
+		run.older[h] = o
+	}
+	if !o.reporters[s] {
+		if run.olderOf[s] >= k.maxCopyClients() {
+			return
+		}
+		o.reporters[s] = true
+		run.olderOf[s]++
+	}
+	if o.taken || len(o.reporters) <= run.f {
+		return
+	}
+	o.taken = true
+	k.takeCopied(now, st, &o.forward, k.anyJ(), e)
+}
+
+// reportHW notes member s's report of a lock's hw, without its J: each
+// lock takes the (f+1)-th highest N reported at the copy's end (settleHW).
+func (k *Core) reportHW(run *copyRun, s wire.ServerID, ss *wire.SignedStatement) {
 	st, err := k.verify(ss)
 	if err != nil || st.Phase != wire.PhaseTicket {
 		return
 	}
-	if lock := k.locks[st.Lock]; lock != nil {
-		if hw := lock.HW(); hw != nil && hw.St.N >= st.N {
+	hws := run.hws[s]
+	if hws == nil {
+		hws = map[string]*activeset.Entry{}
+		run.hws[s] = hws
+	}
+	if cur, ok := hws[st.Lock]; ok {
+		if cur.St.N >= st.N {
+			return
+		}
+	} else if len(hws) >= k.cfg.MaxLocks {
+		return // a faulty member's flood: a lock left out only lowers its hw here
+	}
+	hws[st.Lock] = &activeset.Entry{Signed: *ss, St: st}
+}
+
+// settleHW raises each reported lock's hw to the (f+1)-th highest N that
+// members reported for it: at least one correct member's hw is as high, so
+// no faulty member raises it alone, and every hw of an epoch before the one
+// copied, which every correct reporter holds (F2), is at or below it.
+func (k *Core) settleHW(run *copyRun, e *Effects) {
+	byLock := map[string][]*activeset.Entry{}
+	for _, hws := range run.hws {
+		for name, en := range hws {
+			byLock[name] = append(byLock[name], en)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(byLock)) {
+		ens := byLock[name]
+		if len(ens) <= run.f {
+			continue
+		}
+		slices.SortFunc(ens, func(a, b *activeset.Entry) int { return cmp.Compare(b.St.N, a.St.N) })
+		k.offerHW(ens[run.f], nil, e)
+	}
+}
+
+// offerHW raises a lock's hw to a copied Ticket, if it is higher, with its
+// J if it came with one (kept while that J is of the epoch served or
+// copied into: keepHWJ).
+func (k *Core) offerHW(en *activeset.Entry, j []wire.SignedView, e *Effects) {
+	if lock := k.locks[en.St.Lock]; lock != nil {
+		if hw := lock.HW(); hw != nil && hw.St.N >= en.St.N {
 			return
 		}
 	}
-	k.restoredLock(st.Lock).RestoreHW(&activeset.Entry{Signed: *ss, St: st})
-	e.Persist = append(e.Persist, Record{Bucket: bucketHW, Key: []byte(st.Lock), Value: mustMarshal(ss)})
+	k.restoredLock(en.St.Lock).RestoreHW(en)
+	e.Persist = append(e.Persist, Record{Bucket: bucketHW, Key: []byte(en.St.Lock), Value: mustMarshal(&en.Signed)})
+	k.keepHWJ(en.St.Lock, en.Signed, j, e)
 }
 
-// keysForJ is the keyring, quorum and View verifier to check J with: its
-// own epoch's if earlier is set and J is of an epoch before the one this
-// server serves (a Ticket or evidence copied, or restored from its disk),
-// or while copying, of one up to the epoch copied into (a kept member that
-// already serves it reports its writes too); this server's otherwise.
-// A Ticket a client or peer submits live must have a J of this epoch.
-func (k *Core) keysForJ(j []wire.SignedView, earlier bool) (wire.Keyring, int, bakery.ViewVerifier) {
+// keysForJ is the keyring, quorum and View verifier to check J with: those
+// of J's own epoch if it is within js and the chain holds it, this
+// server's otherwise (docs/protocol.md change 47: live, a J must be of the
+// epoch served; in a copy, of the epoch copied from or later; a J of an
+// earlier epoch counts only where f+1 members vouch for its Ticket, or on
+// this server's own disk).
+func (k *Core) keysForJ(j []wire.SignedView, js jEpochs) (wire.Keyring, int, bakery.ViewVerifier) {
 	if k.chain != nil && len(j) > 0 {
-		if e := wire.JustificationEpoch(j); e != k.cfg.Keys.Epoch && (k.copying != nil && e <= k.copying.to || earlier && e < k.cfg.Keys.Epoch) {
+		if e := wire.JustificationEpoch(j); e != k.cfg.Keys.Epoch && e >= js.lo && e <= js.hi {
 			if keys, q, ok := k.chain.Keyring(e); ok {
 				return keys, q, nil
 			}
@@ -228,6 +373,7 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 	if run == nil || len(run.done) < run.q {
 		return
 	}
+	k.settleHW(run, e)
 	k.settleCopiedClients(run, e)
 	keys, q, _ := k.chain.Keyring(run.to)
 	for _, v := range k.serve(keys, q, k.chain.Faults(run.to)) {
@@ -237,6 +383,7 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 		body, _ := v.Verify(k.cfg.Keys)
 		e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(body.Client, body.Session), Value: mustMarshal(v)})
 	}
+	k.dropOldHWJ(e)
 	k.mute.RestartClocks(now)
 	k.copying = nil
 	e.Persist = append(e.Persist, Record{Bucket: bucketServing, Key: servingKey, Value: binary.BigEndian.AppendUint64(nil, run.to)})
@@ -252,26 +399,35 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 }
 
 // settleCopiedClients takes, for every client reported, the (f+1)-th
-// highest report of each counter (a faulty member raises none alone), and
-// every session reported with the longest TTL reported for it (a lease
-// from the copy's end: RestartClocks) — ended from the start if f+1
-// reporters say its client closed it.
+// highest report of each counter (a faulty member raises none alone; the
+// reset counter ends the sessions up to it, as the certificate a correct
+// reporter holds did), and every session that f+1 members name, with the
+// longest TTL named for it, clamped to this server's bounds (a lease from
+// the copy's end: RestartClocks) — ended from the start if f+1 say its
+// client closed it (docs/protocol.md change 47).
 func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 	type reports struct {
 		spoke, reset []uint64
-		ttls         map[uint64]uint32
-		closed       map[uint64]int // reporters that say the client closed the session
+		named        map[uint64]int    // reporters that name the session
+		ttls         map[uint64]uint32 // the longest TTL named for it
+		closed       map[uint64]int    // reporters that say the client closed the session
 	}
 	all := map[wire.ClientID]*reports{}
 	for s := range run.done {
 		for c, cc := range run.clients[s] {
 			r := all[c]
 			if r == nil {
-				r = &reports{ttls: map[uint64]uint32{}, closed: map[uint64]int{}}
+				r = &reports{named: map[uint64]int{}, ttls: map[uint64]uint32{}, closed: map[uint64]int{}}
 				all[c] = r
 			}
 			r.spoke, r.reset = append(r.spoke, cc.SpokeUpTo), append(r.reset, cc.ResetUpTo)
+			seen := map[uint64]bool{}
 			for _, cs := range cc.Sessions {
+				if seen[cs.Session] {
+					continue // one member names a session once
+				}
+				seen[cs.Session] = true
+				r.named[cs.Session]++
 				r.ttls[cs.Session] = max(r.ttls[cs.Session], cs.TTLMillis)
 				if cs.Closed {
 					r.closed[cs.Session]++
@@ -291,26 +447,26 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 		if v := vouched(r.spoke); v > 0 && k.mute.Spoke(c, v) {
 			e.Persist = append(e.Persist, Record{Bucket: bucketSpoke, Key: bytesOf(c), Value: binary.BigEndian.AppendUint64(nil, v)})
 		}
-		if v := vouched(r.reset); v > k.mute.ResetUpTo(c) && k.mute.Certificate(c) == nil {
-			k.mute.RestoreSettled(c, v)
+		if v := vouched(r.reset); k.mute.Settle(c, v) {
 			k.onProbation(c, v) // as Restore does with a settled record (change 43)
 			e.Persist = append(e.Persist, Record{Bucket: bucketSettled, Key: bytesOf(c), Value: binary.BigEndian.AppendUint64(nil, v)})
 			k.collect(c, v, e)
 		}
-		for sess, ttl := range r.ttls {
-			if sess > k.mute.ResetUpTo(c) && k.banned[c] == nil {
-				d := time.Duration(ttl) * time.Millisecond
-				if r.closed[sess] > run.f {
-					// f+1 reporters, one of them correct, saw the client
-					// close it: it starts ended, so it keeps no newer
-					// session waiting (a loop of short processes met
-					// max_deferred_sessions at new members for a TTL).
-					k.mute.RestoreClosed(c, sess, d)
-				} else {
-					k.mute.RestoreTTL(c, sess, d)
-				}
-				e.Persist = append(e.Persist, ttlRecord(c, sess, d))
+		for _, sess := range slices.Sorted(maps.Keys(r.named)) {
+			if r.named[sess] <= run.f || sess <= k.mute.ResetUpTo(c) || k.banned[c] != nil {
+				continue // named by f members at most: heard of anew from its client, or from f+1 votes (change 46)
 			}
+			d := min(max(time.Duration(r.ttls[sess])*time.Millisecond, k.cfg.MinTTL), k.cfg.MaxTTL)
+			if r.closed[sess] > run.f {
+				// f+1 reporters, one of them correct, saw the client
+				// close it: it starts ended, so it keeps no newer
+				// session waiting (a loop of short processes met
+				// max_deferred_sessions at new members for a TTL).
+				k.mute.RestoreClosed(c, sess, d)
+			} else {
+				k.mute.RestoreTTL(c, sess, d)
+			}
+			e.Persist = append(e.Persist, ttlRecord(c, sess, d))
 		}
 	}
 }

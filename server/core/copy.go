@@ -56,7 +56,7 @@ func (k *Core) copyParts(epoch uint64, budget int) []*wire.Copy {
 	cur, size := &wire.Copy{}, 0
 	room := func(v any) {
 		n := len(mustMarshal(v))
-		full := len(cur.Registers) == wire.MaxCopyItems || len(cur.HW) == wire.MaxCopyItems ||
+		full := len(cur.Registers) == wire.MaxCopyItems || len(cur.HW) == wire.MaxCopyItems || len(cur.HWJ) == wire.MaxCopyItems ||
 			len(cur.Certs) == wire.MaxCopyItems || len(cur.Bans) == wire.MaxCopyItems ||
 			len(cur.Revocations) == wire.MaxCopyItems || len(cur.Clients) == wire.MaxCopyItems
 		if size > 0 && (size+n > budget || full) {
@@ -77,6 +77,10 @@ func (k *Core) copyParts(epoch uint64, budget int) []*wire.Copy {
 		if hw := k.locks[name].HW(); hw != nil {
 			room(&hw.Signed)
 			cur.HW = append(cur.HW, hw.Signed)
+			if f, ok := k.hwWithJ(name); ok {
+				room(&f)
+				cur.HWJ = append(cur.HWJ, f)
+			}
 		}
 	}
 	clients := k.mute.CopyClients()

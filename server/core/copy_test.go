@@ -295,12 +295,12 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	for range 4 { // more clients than server 4 keeps of one report (MaxLocks + MaxBans = 3)
 		faulty.Clients = append(faulty.Clients, wire.CopyClient{Client: c.newClient().id, SpokeUpTo: 7})
 	}
-	// An hw of a lock server 4 has nothing of (a lock kept only for its
-	// hw): found by a real replace, where it crashed the new member.
+	// An hw without its J, of a lock no one else reports: one member's
+	// word (change 47).
 	faulty.HW = []wire.SignedStatement{x.stmt("M", 1, 1, wire.PhaseTicket, 5, nil)}
 	c.fromServer(4, 1, &wire.Message{Copy: faulty})
 	require.Len(t, s4.copying.clients[1], 3, "a report's clients are bounded")
-	require.Equal(t, uint64(5), s4.locks["M"].HW().St.N, "a copied hw makes its lock")
+	require.Nil(t, s4.locks["M"], "an hw without its J waits for the copy's end")
 	c.fromServer(4, 9, &wire.Message{Copy: faulty})
 	c.fromServer(4, 2, &wire.Message{Copy: &wire.Copy{Epoch: 0, Part: 2, Last: true}})
 	require.False(t, serving(), "two whole reports, a stranger's and a last part alone are not q")
@@ -317,6 +317,7 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	require.Equal(t, wire.PhaseDoorway, s4.Register("L", x.id).Phase, "the write of q members is in any q reports")
 	require.Equal(t, uint64(1), s4.mute.SpokeUpTo(x.id), "the (f+1)-th highest report")
 	require.Zero(t, s4.mute.ResetUpTo(x.id), "no faulty member ends a session alone")
+	require.Nil(t, s4.locks["M"], "nor raises an hw alone")
 
 	// Server 4 was no member of epoch 0: it hands out no copy of it.
 	c.drop()

@@ -165,15 +165,18 @@ type Stats struct {
 	// FromNonMembers: messages of a server that is no member of the epoch
 	// served, dropped (change 43): anything but epochs and copies.
 	FromNonMembers uint64
-	VotesCast      uint64
-	Resets         uint64
-	Rejected       uint64 // client requests refused with an error, stale statements aside
-	Stale          uint64 // client statements older than the one held (refused; a resend or a late copy)
-	Bans           uint64
-	CacheHits      uint64
-	CacheMisses    uint64
-	Equivocation   uint64
-	Limited        map[string]uint64 // requests refused by a limit, by its name (change 25)
+	// OldEpoch: certificates of an epoch before the one served, refused
+	// (change 47: an ended epoch's keys may have leaked).
+	OldEpoch     uint64
+	VotesCast    uint64
+	Resets       uint64
+	Rejected     uint64 // client requests refused with an error, stale statements aside
+	Stale        uint64 // client statements older than the one held (refused; a resend or a late copy)
+	Bans         uint64
+	CacheHits    uint64
+	CacheMisses  uint64
+	Equivocation uint64
+	Limited      map[string]uint64 // requests refused by a limit, by its name (change 25)
 }
 
 // Core is one server's protocol state.
@@ -237,6 +240,10 @@ type Core struct {
 	// INVARIANT: mirrored in bucketJust (written with the Ticket, deleted
 	// with the register's next statement or a ban), so it survives restarts.
 	justified map[regKey]justifiedTicket
+	// hwJ holds the J of each lock's hw Ticket while that J is of the
+	// epoch served or a later one (hwj.go, change 47).
+	// INVARIANT: hwJ[name] justifies locks[name].HW(); mirrored in bucketHWJ.
+	hwJ map[string][]wire.SignedView
 	// announce holds the references of statements accepted here since the
 	// last Announce, oldest first; announceSince is when the first came.
 	// INVARIANT: len(announce) < wire.MaxAnnounceItems (a full list goes
@@ -363,6 +370,7 @@ func New(cfg Config) (*Core, error) {
 		views:        newOwnViews(ownViewsSize),
 		banned:       make(map[wire.ClientID]*wire.Evidence),
 		justified:    make(map[regKey]justifiedTicket),
+		hwJ:          make(map[string][]wire.SignedView),
 		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
 		observers:    make(map[wire.ClientID]wire.ClientID),
 		expired:      make(map[wire.ClientID]struct{}),
@@ -521,8 +529,9 @@ type acceptResult struct {
 // newer timestamps win; a Ticket must be exactly justified by J; a Held must
 // follow this server's copy of its Ticket. A newly accepted statement is
 // persisted, forwarded once to every other server, and pushed to listeners.
-// forwarded: st came from another server, not from its client.
-func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, forwarded bool, e *Effects) acceptResult {
+// forwarded: st came from another server, not from its client; js: the
+// epochs a Ticket's J may be of (keysForJ).
+func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, forwarded bool, js jEpochs, e *Effects) acceptResult {
 	c := st.Client
 	if k.banned[c] != nil {
 		return acceptResult{code: wire.ErrCodeBanned, err: fmt.Errorf("core: %s was judged Byzantine", c)}
@@ -562,7 +571,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	}
 	switch st.Phase {
 	case wire.PhaseTicket:
-		keys, q, views := k.keysForJ(j, false)
+		keys, q, views := k.keysForJ(j, js)
 		if err := bakery.CheckTicket(st, j, keys, q, k.verify, views); err != nil {
 			// Only a J that the client committed to (its signed H(J)) convicts it.
 			if errors.Is(err, bakery.ErrBadJustification) && wire.JustificationHash(j) == *st.JHash {
@@ -595,6 +604,7 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	e.Persist = append(e.Persist, Record{Bucket: bucketStmt, Key: stmtKey(lock.Name, c), Value: mustMarshal(ss), Lazy: lazy})
 	if lock.HW() != hwBefore {
 		e.Persist = append(e.Persist, Record{Bucket: bucketHW, Key: []byte(lock.Name), Value: mustMarshal(ss)})
+		k.keepHWJ(lock.Name, ss, j, e)
 	}
 	if st.Phase == wire.PhaseDoorway {
 		k.mute.DoorwayStarted(c, lock.Name, st.Session, now)
@@ -680,6 +690,9 @@ func (k *Core) applyCert(cert *wire.ResetCertificate, e *Effects) {
 	votes := k.mute.OwnVoteSessions(cert.Client)
 	unheard := k.mute.SpokeUpTo(cert.Client) < cert.Session
 	fresh, err := k.mute.ApplyCertificate(cert)
+	if errors.Is(err, wire.ErrOtherEpoch) {
+		k.Stats.OldEpoch++ // a certificate of an ended epoch counts for nothing (change 47)
+	}
 	if err != nil || !fresh {
 		return
 	}

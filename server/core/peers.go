@@ -64,7 +64,7 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		if err != nil {
 			return
 		}
-		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, true, e)
+		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, true, k.servedJ(), e)
 		k.releaseIfUnused(st.Client, lock)
 	case m.Announce != nil && m.Announce.Want:
 		k.handleWant(s, m.Announce, e)
@@ -77,7 +77,7 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 	case m.Reset != nil:
 		k.applyCert(m.Reset, e)
 	case m.Evidence != nil:
-		keys, q, _ := k.keysForJ(m.Evidence.J, true)
+		keys, q, _ := k.keysForJ(m.Evidence.J, k.anyJ()) // evidence convicts only by its client's own signatures (change 47)
 		c, err := detector.CheckEvidence(m.Evidence, keys, q, k.verify)
 		if err == nil && (len(k.banned) < k.cfg.MaxBans || k.knows(c)) {
 			// A faulty server can make evidence against identities it makes
@@ -319,11 +319,13 @@ func (k *Core) answerLateVote(s wire.ServerID, v *wire.SignedSuspect, e *Effects
 	if body.Session > k.mute.ResetUpTo(body.Client) {
 		return
 	}
-	if cert := k.mute.Certificate(body.Client); cert != nil {
+	if cert := k.mute.Certificate(body.Client); cert != nil && cert.Epoch() == k.cfg.Keys.Epoch {
 		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Reset: cert}})
 	} else if v, ok := k.mute.SignSettled(body.Client, body.Session); ok {
-		// The certificate was compacted (change 26): vote instead, so the
-		// peer gets q votes, a certificate of its own.
+		// The certificate was compacted (change 26), or is of an earlier
+		// epoch, which the peer does not take (change 47): vote instead,
+		// in the epoch served, so the peer gets q votes, a certificate of
+		// its own.
 		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Suspect: &v}})
 	}
 }

@@ -81,7 +81,7 @@ func (k *Core) Restore(r Reader) error {
 		if err := crypto.Unmarshal(v, &cert); err != nil {
 			return err
 		}
-		if _, err := k.mute.ApplyCertificate(&cert); err != nil {
+		if err := k.mute.RestoreCertificate(&cert); err != nil {
 			return err
 		}
 		// After a restart every client with a certificate is on
@@ -158,6 +158,12 @@ func (k *Core) Restore(r Reader) error {
 		k.restoreJustified(key, v)
 		return nil
 	})
+	if err == nil {
+		err = r.ForEach(bucketHWJ, func(key, v []byte) error {
+			k.restoreHWJ(key, v)
+			return nil
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("core: restoring justifications: %w", err)
 	}
@@ -166,7 +172,7 @@ func (k *Core) Restore(r Reader) error {
 		if err := crypto.Unmarshal(v, &ev); err != nil {
 			return err
 		}
-		keys, q, _ := k.keysForJ(ev.J, true)
+		keys, q, _ := k.keysForJ(ev.J, k.anyJ())
 		c, err := detector.CheckEvidence(&ev, keys, q, k.verify)
 		if err != nil {
 			return err
@@ -253,7 +259,7 @@ func (k *Core) restoreJustified(key, v []byte) {
 		en.St.Session != st.Session || en.St.Attempt != st.Attempt || en.St.N != st.N {
 		return
 	}
-	if keys, q, views := k.keysForJ(f.J, true); bakery.CheckTicket(st, f.J, keys, q, k.verify, views) != nil {
+	if keys, q, views := k.keysForJ(f.J, k.anyJ()); bakery.CheckTicket(st, f.J, keys, q, k.verify, views) != nil {
 		return
 	}
 	k.setJustified(regKey{st.Lock, st.Client}, justifiedTicket{ticket: f.Statement, j: f.J})

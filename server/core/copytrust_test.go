@@ -1,0 +1,272 @@
+package core
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Change 47: what a copier takes on whose word. These tests copy epoch 1
+// (members 0, 1, 2 and 4) into epoch 2 (server 4 replaced by server 5) at
+// server 5, the reports made by hand, so that a J of epoch 0 is one of an
+// epoch before the one copied and a J of epoch 1 is one of it.
+
+// twoEpochs is a cluster of four whose epoch 1 replaced server 3 by server 4
+// and whose epoch 2 replaces server 4 by server 5, with server 5's core,
+// started as its operator starts it (the epochs, its key), asking for its
+// copy; the kept members' own copies are dropped.
+type twoEpochs struct {
+	c         *cluster
+	s5        *Core
+	k4, k5    *crypto.PrivateKey
+	one, two  crypto.Signed
+	keys1     wire.Keyring
+	newClient func() *client
+}
+
+func newTwoEpochs(t *testing.T) *twoEpochs {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	k5, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	one := c.epochOneWith(ca, k4)
+	var members []wire.EpochMember
+	for i, key := range []*crypto.Parsed{c.keys.Servers[0], c.keys.Servers[1], c.keys.Servers[2], k5.Public} {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i + 2*(i/3)), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
+	}
+	two, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(one), Members: members, F: 1})
+	require.NoError(t, err)
+	cfg := DefaultConfig(5, 4, 1, c.keys, k5)
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one, two}
+	s5 := c.newCoreOf(5, cfg)
+	c.cores, c.signers, c.disks = append(c.cores, nil, s5), append(c.signers, k4, k5), append(c.disks, nil, map[string]map[string][]byte{})
+	c.effects(5, s5.Tick(c.now))
+	c.drop()
+	from, _, copying := s5.Copying()
+	require.True(t, copying)
+	require.Equal(t, uint64(1), from)
+	keys1, _, ok := s5.chain.Keyring(1)
+	require.True(t, ok)
+	return &twoEpochs{c: c, s5: s5, k4: k4, k5: k5, one: one, two: two, keys1: keys1, newClient: c.newClient}
+}
+
+// signer is the signing key of member s of epoch 1.
+func (e *twoEpochs) signer(s wire.ServerID) *crypto.PrivateKey {
+	if s == 4 {
+		return e.k4
+	}
+	return e.c.signers[s]
+}
+
+// j is a J of epoch for cl's attempt (sess 1, att 1) on lock: one empty
+// View by each of the servers, so it justifies N = 1.
+func (e *twoEpochs) j(epoch uint64, cl *client, lock string, servers ...wire.ServerID) []wire.SignedView {
+	var j []wire.SignedView
+	for _, s := range servers {
+		v, err := wire.SignView(e.signer(s), e.c.keys.Cluster, &wire.ViewBody{Lock: lock, For: cl.id, ForSession: 1, ForAttempt: 1, Server: s, Epoch: epoch})
+		require.NoError(e.c.t, err)
+		j = append(j, v)
+	}
+	return j
+}
+
+// report delivers member from's report, whole, in one part.
+func (e *twoEpochs) report(from wire.ServerID, p wire.Copy) {
+	p.Epoch, p.Part, p.Last = 1, 1, true
+	e.c.fromServer(5, from, &wire.Message{Copy: &p})
+}
+
+func (e *twoEpochs) serving() bool { serves, _ := e.s5.Epoch(); return serves == 2 }
+
+// hw is lock's hw at server 5 (0: none).
+func (e *twoEpochs) hw(lock string) uint64 {
+	if l := e.s5.locks[lock]; l != nil && l.HW() != nil {
+		return l.HW().St.N
+	}
+	return 0
+}
+
+// A Ticket whose J is of the epoch copied (epoch 1) verifies on its own and
+// is taken from one report (F1); one whose J is of an earlier epoch (0),
+// whose keys may have leaked, only once f+1 = 2 members reported it byte
+// for byte (F2) — a faulty member's alone counts for nothing, however
+// genuine its J looks.
+func TestCopiedTicketOfAnEarlierEpochNeedsFPlusOneReports(t *testing.T) {
+	e := newTwoEpochs(t)
+	x, y := e.newClient(), e.newClient()
+	jx := e.j(1, x, "L", 0, 1, 4)
+	tx := x.stmt("L", 1, 1, wire.PhaseTicket, 1, jx)
+	jy := e.j(0, y, "M", 0, 1, 2)
+	ty := y.stmt("M", 1, 1, wire.PhaseTicket, 1, jy)
+
+	e.report(1, wire.Copy{Registers: []wire.Forward{{Statement: tx, J: jx}, {Statement: ty, J: jy}}})
+	require.NotNil(t, e.s5.Register("L", x.id), "a J of the epoch copied vouches for its Ticket")
+	require.Nil(t, e.s5.Register("M", y.id), "one member's Ticket of an earlier epoch's J is no proof")
+	e.report(1, wire.Copy{Registers: []wire.Forward{{Statement: ty, J: jy}}})
+	require.Nil(t, e.s5.Register("M", y.id), "nor is the same member's twice")
+	e.report(4, wire.Copy{Registers: []wire.Forward{{Statement: ty, J: jy}}})
+	require.Equal(t, wire.PhaseTicket, e.s5.Register("M", y.id).Phase, "f+1 members' is")
+}
+
+// Each lock's hw: with its J of the epoch copied it counts from one report;
+// without its J — or with one of an earlier epoch — it counts only as the
+// (f+1)-th highest N the members reported at the copy's end: a faulty
+// member's hw at 2^62−1, signed by a key it made up, with no J or a J that
+// does not verify, raises nothing (found as an attack: every client's next
+// ticket met the cap).
+func TestCopiedHWNeedsItsJOrFPlusOneReports(t *testing.T) {
+	e := newTwoEpochs(t)
+	x, forger := e.newClient(), e.newClient()
+	jx := e.j(1, x, "K", 0, 1, 4)
+	tx := x.stmt("K", 1, 1, wire.PhaseTicket, 1, jx)
+	huge := uint64(1)<<62 - 1
+	fake := forger.stmt("M", 1, 1, wire.PhaseTicket, huge, nil)
+	jOld := e.j(0, forger, "N", 0, 1, 2) // genuine Views of epoch 0: leaked keys would make the same
+	old := forger.stmt("N", 1, 1, wire.PhaseTicket, 1, jOld)
+	hwOf := func(lock string, n uint64) wire.SignedStatement {
+		return x.stmt(lock, 1, 1, wire.PhaseTicket, n, nil)
+	}
+
+	e.report(1, wire.Copy{
+		HW:  []wire.SignedStatement{fake, hwOf("K", 7), old},
+		HWJ: []wire.Forward{{Statement: fake, J: jx}, {Statement: old, J: jOld}},
+	})
+	require.Zero(t, e.hw("M"), "an hw whose J does not verify")
+	require.Zero(t, e.hw("N"), "an hw whose J is of an earlier epoch")
+	require.Zero(t, e.hw("K"), "an hw without its J")
+	e.report(0, wire.Copy{HW: []wire.SignedStatement{tx, hwOf("M", 5)}, HWJ: []wire.Forward{{Statement: tx, J: jx}}})
+	require.Equal(t, uint64(1), e.hw("K"), "an hw with its J of the epoch copied counts at once")
+	require.False(t, e.serving())
+	e.report(2, wire.Copy{HW: []wire.SignedStatement{hwOf("M", 4), hwOf("K", 3)}})
+	require.True(t, e.serving())
+	require.Equal(t, uint64(5), e.hw("M"), "the (f+1)-th highest of 2^62−1, 5 and 4")
+	require.Equal(t, uint64(3), e.hw("K"), "the (f+1)-th highest of 7, 3 and 1")
+	require.Zero(t, e.hw("N"), "reported by one member only")
+}
+
+// A session counts when f+1 members name it, with the longest TTL named
+// for it, clamped to this server's bounds; one member's session 2^63 with a
+// TTL of 2^32−1 ms is not taken (it would have locked the identity out: its
+// next sessions "superseded"), nor are its counters, and a certificate in a
+// copy counts for nothing — what it ended comes with the (f+1)-th highest
+// reset counter, which ends the sessions up to it.
+func TestCopiedSessionsNeedFPlusOneReports(t *testing.T) {
+	e := newTwoEpochs(t)
+	x, y, z := e.newClient(), e.newClient(), e.newClient()
+	// A certificate of epoch 1 on y's session 2, genuine: it still counts
+	// for nothing in a copy.
+	cert := &wire.ResetCertificate{Client: y.id, Session: 2}
+	for _, s := range []wire.ServerID{0, 1, 4} {
+		v, err := wire.SignSuspect(e.signer(s), e.c.keys.Cluster, &wire.SuspectBody{Client: y.id, Session: 2, Server: s, Reason: wire.SuspectMute, Epoch: 1})
+		require.NoError(t, err)
+		cert.Votes = append(cert.Votes, v)
+	}
+	require.NoError(t, cert.Verify(e.keys1, 3))
+	long := uint32(10 * time.Minute / time.Millisecond) // above max_ttl (5 min)
+	e.report(1, wire.Copy{Certs: []wire.ResetCertificate{*cert}, Clients: []wire.CopyClient{
+		{Client: x.id, Sessions: []wire.CopySession{{Session: 1 << 63, TTLMillis: 1<<32 - 1}, {Session: 3, TTLMillis: 9000}}, SpokeUpTo: 1 << 63, ResetUpTo: 1 << 62},
+		{Client: y.id, Sessions: []wire.CopySession{{Session: 3, TTLMillis: 5000}}, ResetUpTo: 2},
+		{Client: z.id, Sessions: []wire.CopySession{{Session: 1, TTLMillis: long}}},
+	}})
+	e.report(0, wire.Copy{Clients: []wire.CopyClient{
+		{Client: x.id, Sessions: []wire.CopySession{{Session: 3, TTLMillis: 5000}}, SpokeUpTo: 3},
+		{Client: y.id, Sessions: []wire.CopySession{{Session: 2, TTLMillis: 5000}}},
+		{Client: z.id, Sessions: []wire.CopySession{{Session: 1, TTLMillis: long}}},
+	}})
+	require.Zero(t, e.s5.mute.ResetUpTo(y.id), "a copied certificate ends nothing")
+	e.report(2, wire.Copy{Clients: []wire.CopyClient{
+		{Client: x.id, Sessions: []wire.CopySession{{Session: 4, TTLMillis: 5000}}, SpokeUpTo: 4},
+		{Client: y.id, Sessions: []wire.CopySession{{Session: 2, TTLMillis: 5000}}, ResetUpTo: 2},
+	}})
+	require.True(t, e.serving())
+
+	ttl := func(c *client, sess uint64) (time.Duration, bool) {
+		v, ok := e.c.disks[5][bucketTTL][string(voteKey(c.id, sess))]
+		if !ok {
+			return 0, false
+		}
+		return time.Duration(binary.BigEndian.Uint32(v)) * time.Millisecond, true
+	}
+	require.Equal(t, []uint64{3}, e.s5.mute.SessionTTLs(x.id), "x's session 3 only: 2^63 and 4 were named by one member")
+	d, ok := ttl(x, 3)
+	require.True(t, ok)
+	require.Equal(t, 9*time.Second, d, "the longest TTL named for a session named by f+1")
+	require.Equal(t, uint64(4), e.s5.mute.SpokeUpTo(x.id), "the (f+1)-th highest of 2^63, 4 and 3")
+	require.Equal(t, uint64(2), e.s5.mute.ResetUpTo(y.id), "the reset counter of f+1 ends y's session 2")
+	require.Empty(t, e.s5.mute.SessionTTLs(y.id), "y's session 3 was named by one member, its session 2 ended")
+	d, ok = ttl(z, 1)
+	require.True(t, ok)
+	require.Equal(t, e.s5.cfg.MaxTTL, d, "a TTL above max_ttl is clamped to it")
+}
+
+// An ended epoch's keys lose their power (change 47): a server serving
+// epoch 1 refuses a certificate of epoch 0, though every vote in it is
+// genuine — keys of replaced members may have leaked — and a holder's
+// session stays live; a vote of epoch 1 on a session it holds ended by a
+// certificate of epoch 0 (restored from its own disk) is answered with its
+// own vote of epoch 1, so the peer makes a certificate of the new epoch.
+func TestCertificateOfAnEndedEpochCountsForNothing(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	s4, one := c.addServerFour(ca, nil)
+	_ = s4
+	x, y := c.newClient(), c.newClient()
+	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}}
+	for s := range 3 {
+		c.fromClient(s, x.id, news)
+	}
+	c.drop()
+	// Server 0 serves epoch 1 (as after its copy), with x's session 1 live.
+	k := c.cores[0]
+	keys1, q1, _ := k.chain.Keyring(1)
+	k.serve(keys1, q1, 1)
+	c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000, Epoch: 1}})
+	c.drop()
+	c.toClients = nil
+
+	certOf := func(cl *client, epoch uint64, servers ...int) *wire.ResetCertificate {
+		cert := &wire.ResetCertificate{Client: cl.id, Session: 1}
+		for _, s := range servers {
+			v, err := wire.SignSuspect(c.signers[s], c.keys.Cluster, &wire.SuspectBody{Client: cl.id, Session: 1, Server: wire.ServerID(s), Reason: wire.SuspectMute, Epoch: epoch})
+			require.NoError(t, err)
+			cert.Votes = append(cert.Votes, v)
+		}
+		return cert
+	}
+	old := certOf(x, 0, 1, 2, 3) // server 3 was replaced: its key may be out
+	c.fromServer(0, 1, &wire.Message{Reset: old})
+	require.Zero(t, k.mute.ResetUpTo(x.id), "a certificate of an ended epoch voids no session")
+	require.Equal(t, uint64(1), k.Stats.OldEpoch)
+	require.True(t, k.mute.LeaseOK(x.id, 1, c.now), "x's lease holds")
+
+	// y's session 1 was ended in epoch 0; server 0 holds that certificate
+	// (its own disk). A peer's vote of epoch 1 on it is answered with
+	// server 0's own vote of epoch 1, not the old certificate.
+	require.NoError(t, k.mute.RestoreCertificate(certOf(y, 0, 0, 1, 2)))
+	v, err := wire.SignSuspect(c.signers[1], c.keys.Cluster, &wire.SuspectBody{Client: y.id, Session: 1, Server: 1, Reason: wire.SuspectMute, Epoch: 1})
+	require.NoError(t, err)
+	c.fromServer(0, 1, &wire.Message{Suspect: &v})
+	var answer *wire.Message
+	for _, m := range c.inflight {
+		if m.to == 1 {
+			msg, err := wire.Decode(m.data)
+			require.NoError(t, err)
+			answer = msg
+		}
+	}
+	require.NotNil(t, answer)
+	require.Nil(t, answer.Reset, "not the certificate of epoch 0")
+	require.NotNil(t, answer.Suspect)
+	body, err := answer.Suspect.Verify(keys1)
+	require.NoError(t, err, "a vote of epoch 1")
+	require.Equal(t, wire.ServerID(0), body.Server)
+	require.Equal(t, y.id, body.Client)
+}
