@@ -88,6 +88,10 @@ type lease struct {
 	// closed: its client closed the session (SessionClose) and has not
 	// renewed it since: a copy's end does not start it afresh (change 43).
 	closed bool
+	// copied: a copy gave the lease (restored), and the client has not
+	// spoken in it here since: f+1 votes of the epoch served end it
+	// (YieldCopied, change 47).
+	copied bool
 }
 
 type clientState struct {
@@ -254,18 +258,21 @@ func (m *Muteness) pruneTTLs(cs *clientState) {
 // never makes this server vote on a session earlier than the client's own
 // TTL after it last could have heard from the client (docs/protocol.md §5, §9).
 func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
-	m.restore(c, sess, ttl, false)
+	m.restore(c, sess, ttl, false, false)
 }
 
-// RestoreClosed is RestoreTTL for a session a copy says its client closed
-// (docs/protocol.md change 43): its lease starts ended, as a SessionClose
-// leaves it, so it is voted on in order and keeps no newer session of the
-// client waiting for it to end.
-func (m *Muteness) RestoreClosed(c wire.ClientID, sess uint64, ttl time.Duration) {
-	m.restore(c, sess, ttl, true)
+// RestoreCopied is RestoreTTL for a session a copy hands on (docs/protocol.md
+// changes 43 and 47), its lease a whole TTL from the copy's end
+// (RestartClocks). If closed — f+1 reporters say its client closed it — the
+// lease starts ended, as a SessionClose leaves it, so it is voted on in
+// order and keeps no newer session of the client waiting for it to end.
+// Until its client speaks in it here, the lease gives way to f+1 votes of
+// the epoch served on it (YieldCopied).
+func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration, closed bool) {
+	m.restore(c, sess, ttl, closed, true)
 }
 
-func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, closed bool) {
+func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, closed, copied bool) {
 	cs := m.client(c)
 	if sess <= cs.resetUpTo {
 		return
@@ -280,7 +287,7 @@ func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, clos
 	if m.counted(cs, true) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
 		return // full of restored sessions: this one is heard of again when its client speaks
 	}
-	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, restored: true, closed: closed}) // until: set at the first Tick
+	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, restored: true, closed: closed, copied: copied}) // until: set at the first Tick
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
 }
 
@@ -381,6 +388,27 @@ func (m *Muteness) HeardOf(c wire.ClientID, sess uint64, now time.Time) {
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
 }
 
+// YieldCopied ends now the lease on c's session sess if a copy gave it and
+// the client has not spoken in it here since: f+1 votes of the epoch
+// served are on the session (docs/protocol.md change 47). One of them is a
+// correct member's, cast a TTL after its copy's end at least, so after the
+// client's guarantee of the epoch before ended, and this server acked
+// nothing of the session in the epoch served, so its vote counts against
+// no guarantee: the lease's TTL, the longest any reporter named, can no
+// longer keep a gone client's session from its certificate. The vote goes
+// out at the next Tick, in order (change 18).
+func (m *Muteness) YieldCopied(c wire.ClientID, sess uint64, now time.Time) {
+	cs := m.clients[c]
+	if cs == nil {
+		return
+	}
+	for _, l := range cs.leases {
+		if l.session == sess && l.copied && !l.suspected && (l.until.IsZero() || now.Before(l.until)) {
+			l.until = now
+		}
+	}
+}
+
 // Heartbeat renews c's lease on sess. It fails if the session was suspected or reset.
 func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error {
 	cs := m.client(c)
@@ -468,7 +496,7 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 			if l.suspected || l.refused {
 				return nil, ErrSessionSuspected
 			}
-			l.restored = false // its client speaks in it here
+			l.restored, l.copied = false, false // its client speaks in it here
 			return l, nil
 		}
 	}

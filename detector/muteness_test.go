@@ -400,11 +400,7 @@ func TestRestoredClosedSessionsWaitForNothing(t *testing.T) {
 
 	for _, restoreClosed := range []bool{false, true} {
 		d := newFixture(t, 4, 3, time.Second).dets[0]
-		if restoreClosed {
-			d.RestoreClosed(c, 1, time.Second)
-		} else {
-			d.RestoreTTL(c, 1, time.Second)
-		}
+		d.RestoreCopied(c, 1, time.Second, restoreClosed)
 		d.Tick(now)
 		// Newer sessions open and close here, one after another.
 		for sess := uint64(2); sess <= 4; sess++ {
@@ -452,4 +448,44 @@ func TestSessionsHeardOfDoNotCountAgainstTheLimit(t *testing.T) {
 		voted = append(voted, body.Session)
 	}
 	require.Subset(t, voted, []uint64{1, 2, 3, 4})
+}
+
+// docs/protocol.md change 47: a lease a copy gave, whose client has not
+// spoken in it here since, ends when f+1 votes of the epoch served are on
+// its session — its TTL is the longest any reporter named, and a faulty
+// one's must not keep a gone client's session from its certificate. A
+// lease given back by this server's own disk does not (it may have acked
+// the session before it went down), nor does a copied one whose client
+// spoke in it since.
+func TestCopiedLeaseYieldsToFPlusOneVotes(t *testing.T) {
+	now := time.Unix(1_000, 0)
+	for _, tc := range []struct {
+		name    string
+		restore func(d *Muteness, c wire.ClientID)
+		yields  bool
+	}{
+		{"copied", func(d *Muteness, c wire.ClientID) { d.RestoreCopied(c, 1, time.Hour, false) }, true},
+		{"from its disk", func(d *Muteness, c wire.ClientID) { d.RestoreTTL(c, 1, time.Hour) }, false},
+		{"copied, then heard", func(d *Muteness, c wire.ClientID) {
+			d.RestoreCopied(c, 1, time.Hour, false)
+			require.NoError(t, d.Heartbeat(c, 1, now))
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFixture(t, 4, 3, time.Second).dets[0]
+			c := clientID(t)
+			tc.restore(d, c)
+			require.Empty(t, d.Tick(now))
+			d.YieldCopied(c, 1, now.Add(time.Second))
+			votes := d.Tick(now.Add(2 * time.Second))
+			if !tc.yields {
+				require.Empty(t, votes, "the lease runs its TTL")
+				return
+			}
+			require.Len(t, votes, 1, "voted on at the next tick")
+			body, err := votes[0].Verify(d.cfg.Keys)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), body.Session)
+		})
+	}
 }

@@ -457,15 +457,11 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 				continue // named by f members at most: heard of anew from its client, or from f+1 votes (change 46)
 			}
 			d := min(max(time.Duration(r.ttls[sess])*time.Millisecond, k.cfg.MinTTL), k.cfg.MaxTTL)
-			if r.closed[sess] > run.f {
-				// f+1 reporters, one of them correct, saw the client
-				// close it: it starts ended, so it keeps no newer
-				// session waiting (a loop of short processes met
-				// max_deferred_sessions at new members for a TTL).
-				k.mute.RestoreClosed(c, sess, d)
-			} else {
-				k.mute.RestoreTTL(c, sess, d)
-			}
+			// Closed if f+1 reporters, one of them correct, saw the client
+			// close it: it starts ended, so it keeps no newer session
+			// waiting (a loop of short processes met max_deferred_sessions
+			// at new members for a TTL).
+			k.mute.RestoreCopied(c, sess, d, r.closed[sess] > run.f)
 			e.Persist = append(e.Persist, ttlRecord(c, sess, d))
 		}
 	}

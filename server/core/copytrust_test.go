@@ -270,3 +270,46 @@ func TestCertificateOfAnEndedEpochCountsForNothing(t *testing.T) {
 	require.Equal(t, wire.ServerID(0), body.Server)
 	require.Equal(t, y.id, body.Client)
 }
+
+// A lease the copy gave, its TTL the longest a reporter named (a faulty
+// one may name max_ttl), gives way to f+1 votes of the epoch served on its
+// session, while its client has not spoken in it here: server 5 then votes
+// at its next tick, so a gone client's session gets its certificate.
+func TestCopiedLeaseGivesWayToFPlusOneVotes(t *testing.T) {
+	e := newTwoEpochs(t)
+	x := e.newClient()
+	long := uint32(time.Hour / time.Millisecond)
+	named := wire.Copy{Clients: []wire.CopyClient{{Client: x.id, Sessions: []wire.CopySession{{Session: 1, TTLMillis: long}}}}}
+	for _, s := range []wire.ServerID{0, 1, 2} {
+		e.report(s, named)
+	}
+	require.True(t, e.serving())
+	e.c.drop()
+	keys2, _, _ := e.s5.chain.Keyring(2)
+	tick := func(at time.Time) []wire.SuspectBody {
+		e.c.effects(5, e.s5.Tick(at))
+		var out []wire.SuspectBody
+		for _, m := range e.c.inflight {
+			if msg, err := wire.Decode(m.data); err == nil && msg.Suspect != nil && msg.Suspect.Server == 5 {
+				body, err := msg.Suspect.Verify(keys2)
+				require.NoError(t, err)
+				out = append(out, *body)
+			}
+		}
+		e.c.drop()
+		return out
+	}
+	require.Empty(t, tick(e.c.now.Add(time.Second)))
+	for _, s := range []wire.ServerID{0, 1} {
+		v, err := wire.SignSuspect(e.signer(s), e.c.keys.Cluster, &wire.SuspectBody{Client: x.id, Session: 1, Server: s, Reason: wire.SuspectMute, Epoch: 2})
+		require.NoError(t, err)
+		e.c.fromServer(5, s, &wire.Message{Suspect: &v})
+	}
+	e.c.drop()
+	votes := tick(e.c.now.Add(2 * time.Second))
+	require.NotEmpty(t, votes, "f+1 votes end the copied lease: server 5 votes, an hour early")
+	for _, v := range votes { // one vote, to each peer
+		require.Equal(t, x.id, v.Client)
+		require.Equal(t, uint64(1), v.Session)
+	}
+}

@@ -673,7 +673,8 @@ func (k *Core) addVote(now time.Time, v wire.SignedSuspect, e *Effects) (added b
 	// only n−f−1 correct servers knew could never be reset (test/sim).
 	var body wire.SuspectBody
 	if crypto.Unmarshal(v.Signed.Body, &body) == nil && k.mute.VoteCount(body.Client, body.Session) > k.cfg.F {
-		k.mute.HeardOf(body.Client, body.Session, now) // not counted against the client's sessions (change 46)
+		k.mute.HeardOf(body.Client, body.Session, now)     // not counted against the client's sessions (change 46)
+		k.mute.YieldCopied(body.Client, body.Session, now) // a copied TTL keeps no gone client's session (change 47)
 	}
 	return true
 }
