@@ -267,9 +267,17 @@ func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
 // lease starts ended, as a SessionClose leaves it, so it is voted on in
 // order and keeps no newer session of the client waiting for it to end.
 // Until its client speaks in it here, the lease gives way to f+1 votes of
-// the epoch served on it (YieldCopied).
-func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration, closed bool) {
+// the epoch served on it (YieldCopied). A session whose TTL this server
+// knows already (its client told it, or its disk) is left as it is: what
+// others report of it counts for nothing (change 47). It reports whether it
+// took the TTL, for the caller to persist.
+func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration, closed bool) bool {
+	cs := m.client(c)
+	if _, known := cs.ttls[sess]; known || sess <= cs.resetUpTo {
+		return false
+	}
 	m.restore(c, sess, ttl, closed, true)
+	return true
 }
 
 func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, closed, copied bool) {

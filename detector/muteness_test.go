@@ -489,3 +489,18 @@ func TestCopiedLeaseYieldsToFPlusOneVotes(t *testing.T) {
 		})
 	}
 }
+
+// docs/protocol.md change 47: a copy names TTLs that a faulty member may
+// have raised; a session whose TTL its client told this server itself
+// keeps it.
+func TestCopiedTTLNeverOverridesTheClients(t *testing.T) {
+	d := newFixture(t, 4, 3, time.Second).dets[0]
+	c := clientID(t)
+	now := time.Unix(1_000, 0)
+	_, err := d.Open(c, 1, 2*time.Second, now)
+	require.NoError(t, err)
+	require.False(t, d.RestoreCopied(c, 1, time.Hour, false), "the client's own TTL stands")
+	require.Equal(t, 2*time.Second, d.clients[c].ttls[1])
+	require.Equal(t, 2*time.Second, d.clients[c].leases[0].ttl)
+	require.True(t, d.RestoreCopied(c, 2, time.Hour, false), "a session this server never heard of takes the copy's")
+}

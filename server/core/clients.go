@@ -226,7 +226,7 @@ func (k *Core) onSubmit(now time.Time, c wire.ClientID, m *wire.Submit, reply fu
 	}
 	lock.Unsubscribe(c) // a client's next message for a lock ends its listen (§3)
 	k.Stats.Accesses[phaseName(st.Phase)]++
-	res := k.accept(now, lock, st, m.Statement, m.J, false, k.servedJ(), e)
+	res := k.accept(now, lock, st, m.Statement, m.J, fromClient, k.servedJ(), e)
 	k.releaseIfUnused(c, lock)
 	if res.outcome == activeset.Stale {
 		// The client has moved past this statement (it reached this server

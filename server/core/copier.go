@@ -70,6 +70,9 @@ type copyRun struct {
 	// highest, at most a correct member's own hw.
 	// INVARIANT: len(hws[s]) ≤ cfg.MaxLocks for every member s.
 	hws map[wire.ServerID]map[string]*activeset.Entry
+	// signed: the sessions of the register values taken (Exits aside),
+	// by client: their clients' signatures vouch that they exist.
+	signed map[wire.ClientID]map[uint64]bool
 }
 
 // olderTicket is a reported Ticket of an epoch before the one copied, and
@@ -141,7 +144,7 @@ func (k *Core) startCopy(now time.Time, e *Effects) {
 			parts: map[wire.ServerID]uint64{}, heard: map[wire.ServerID]time.Time{}, done: map[wire.ServerID]bool{},
 			clients: map[wire.ServerID]map[wire.ClientID]wire.CopyClient{},
 			older:   map[wire.Digest]*olderTicket{}, olderOf: map[wire.ServerID]int{},
-			hws: map[wire.ServerID]map[string]*activeset.Entry{}}
+			hws: map[wire.ServerID]map[string]*activeset.Entry{}, signed: map[wire.ClientID]map[uint64]bool{}}
 		k.copying = run
 		if k.cfg.Keys.Epoch == run.from && keys.Key(k.cfg.Self) != nil {
 			// It served from and sealed it: its own state is one report.
@@ -260,8 +263,17 @@ func (k *Core) takeCopied(now time.Time, st *wire.Statement, f *wire.Forward, js
 	if err != nil {
 		return
 	}
-	k.accept(now, lock, st, f.Statement, f.J, true, js, e)
+	res := k.accept(now, lock, st, f.Statement, f.J, fromCopy, js, e)
 	k.releaseIfUnused(st.Client, lock)
+	if run := k.copying; run != nil && st.Phase != wire.PhaseExit && (res.outcome == activeset.Accepted || res.outcome == activeset.Duplicate) {
+		// The register holds a value of this session: its client's
+		// signature says the session is real, so it gets a lease at the
+		// copy's end whoever names it (settleCopiedClients).
+		if run.signed[st.Client] == nil {
+			run.signed[st.Client] = map[uint64]bool{}
+		}
+		run.signed[st.Client][st.Session] = true
+	}
 }
 
 // vouchOlder counts member s's report of a register Ticket whose J is of an
@@ -401,10 +413,13 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 // settleCopiedClients takes, for every client reported, the (f+1)-th
 // highest report of each counter (a faulty member raises none alone; the
 // reset counter ends the sessions up to it, as the certificate a correct
-// reporter holds did), and every session that f+1 members name, with the
-// longest TTL named for it, clamped to this server's bounds (a lease from
-// the copy's end: RestartClocks) — ended from the start if f+1 say its
-// client closed it (docs/protocol.md change 47).
+// reporter holds did), and starts a lease at the copy's end (RestartClocks)
+// on every session that f+1 members name or that a register value taken is
+// in (its client signed that value: the session is real), with the longest
+// TTL any member named for it, clamped to this server's bounds, or the
+// default TTL if none names it — ended from the start if f+1 say its
+// client closed it (docs/protocol.md change 47). Such a lease gives way to
+// f+1 votes of the epoch served (YieldCopied).
 func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 	type reports struct {
 		spoke, reset []uint64
@@ -413,13 +428,17 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 		closed       map[uint64]int    // reporters that say the client closed the session
 	}
 	all := map[wire.ClientID]*reports{}
+	get := func(c wire.ClientID) *reports {
+		r := all[c]
+		if r == nil {
+			r = &reports{named: map[uint64]int{}, ttls: map[uint64]uint32{}, closed: map[uint64]int{}}
+			all[c] = r
+		}
+		return r
+	}
 	for s := range run.done {
 		for c, cc := range run.clients[s] {
-			r := all[c]
-			if r == nil {
-				r = &reports{named: map[uint64]int{}, ttls: map[uint64]uint32{}, closed: map[uint64]int{}}
-				all[c] = r
-			}
+			r := get(c)
 			r.spoke, r.reset = append(r.spoke, cc.SpokeUpTo), append(r.reset, cc.ResetUpTo)
 			seen := map[uint64]bool{}
 			for _, cs := range cc.Sessions {
@@ -434,6 +453,9 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 				}
 			}
 		}
+	}
+	for c := range run.signed {
+		get(c)
 	}
 	vouched := func(vs []uint64) uint64 {
 		sort.Slice(vs, func(i, j int) bool { return vs[i] > vs[j] })
@@ -452,17 +474,35 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 			e.Persist = append(e.Persist, Record{Bucket: bucketSettled, Key: bytesOf(c), Value: binary.BigEndian.AppendUint64(nil, v)})
 			k.collect(c, v, e)
 		}
-		for _, sess := range slices.Sorted(maps.Keys(r.named)) {
-			if r.named[sess] <= run.f || sess <= k.mute.ResetUpTo(c) || k.banned[c] != nil {
-				continue // named by f members at most: heard of anew from its client, or from f+1 votes (change 46)
+		sessions := map[uint64]bool{}
+		for sess, n := range r.named {
+			if n > run.f {
+				sessions[sess] = true
 			}
-			d := min(max(time.Duration(r.ttls[sess])*time.Millisecond, k.cfg.MinTTL), k.cfg.MaxTTL)
+		}
+		for sess := range run.signed[c] {
+			sessions[sess] = true
+		}
+		for _, sess := range slices.Sorted(maps.Keys(sessions)) {
+			if sess <= k.mute.ResetUpTo(c) || k.banned[c] != nil {
+				continue
+			}
+			// A correct member that acked the client in this session is
+			// among any q reporters if the client's guarantee rests on it
+			// (F1), and names the TTL the client asked: the longest named
+			// is never shorter. With none named, no guarantee does.
+			d := k.cfg.DefaultTTL
+			if ttl, ok := r.ttls[sess]; ok {
+				d = time.Duration(ttl) * time.Millisecond
+			}
+			d = min(max(d, k.cfg.MinTTL), k.cfg.MaxTTL)
 			// Closed if f+1 reporters, one of them correct, saw the client
 			// close it: it starts ended, so it keeps no newer session
 			// waiting (a loop of short processes met max_deferred_sessions
 			// at new members for a TTL).
-			k.mute.RestoreCopied(c, sess, d, r.closed[sess] > run.f)
-			e.Persist = append(e.Persist, ttlRecord(c, sess, d))
+			if k.mute.RestoreCopied(c, sess, d, r.closed[sess] > run.f) {
+				e.Persist = append(e.Persist, ttlRecord(c, sess, d))
+			}
 		}
 	}
 }

@@ -313,3 +313,29 @@ func TestCopiedLeaseGivesWayToFPlusOneVotes(t *testing.T) {
 		require.Equal(t, uint64(1), v.Session)
 	}
 }
+
+// A session a taken register value is in gets a lease however few members
+// name it: its client signed that value, so the session is real, and a
+// value no lease ever ends would stay for good. Its TTL is the longest any
+// member named for it (a correct member that acked the client in it names
+// the TTL the client asked), or the default if none names it.
+func TestCopiedRegisterSessionGetsALease(t *testing.T) {
+	e := newTwoEpochs(t)
+	x, y := e.newClient(), e.newClient()
+	e.report(1, wire.Copy{
+		Registers: []wire.Forward{{Statement: x.stmt("L", 7, 1, wire.PhaseDoorway, 0, nil)}},
+		Clients:   []wire.CopyClient{{Client: x.id, Sessions: []wire.CopySession{{Session: 7, TTLMillis: 9000}}}},
+	})
+	e.report(2, wire.Copy{Registers: []wire.Forward{{Statement: y.stmt("M", 3, 1, wire.PhaseDoorway, 0, nil)}}})
+	e.report(0, wire.Copy{})
+	require.True(t, e.serving())
+	require.Equal(t, []uint64{7}, e.s5.mute.SessionTTLs(x.id))
+	require.Equal(t, []uint64{3}, e.s5.mute.SessionTTLs(y.id))
+	ttl := func(c *client, sess uint64) time.Duration {
+		v, ok := e.c.disks[5][bucketTTL][string(voteKey(c.id, sess))]
+		require.True(t, ok)
+		return time.Duration(binary.BigEndian.Uint32(v)) * time.Millisecond
+	}
+	require.Equal(t, 9*time.Second, ttl(x, 7), "the longest TTL named, by one member")
+	require.Equal(t, e.s5.cfg.DefaultTTL, ttl(y, 3), "the default, named by none")
+}

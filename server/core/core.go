@@ -519,6 +519,15 @@ func (k *Core) ban(c wire.ClientID, ev *wire.Evidence, e *Effects) {
 // Banned reports whether c was judged Byzantine here.
 func (k *Core) Banned(c wire.ClientID) bool { return k.banned[c] != nil }
 
+// source is who brought a statement to accept.
+type source uint8
+
+const (
+	fromClient source = iota // the client itself, on its own connection
+	fromPeer                 // another server's forward
+	fromCopy                 // a copy of an earlier epoch's state (change 43)
+)
+
 type acceptResult struct {
 	outcome activeset.Outcome
 	code    wire.ErrorCode
@@ -529,9 +538,9 @@ type acceptResult struct {
 // newer timestamps win; a Ticket must be exactly justified by J; a Held must
 // follow this server's copy of its Ticket. A newly accepted statement is
 // persisted, forwarded once to every other server, and pushed to listeners.
-// forwarded: st came from another server, not from its client; js: the
-// epochs a Ticket's J may be of (keysForJ).
-func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, forwarded bool, js jEpochs, e *Effects) acceptResult {
+// from: who brought st — its client, a peer, or a copy; js: the epochs a
+// Ticket's J may be of (keysForJ).
+func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, ss wire.SignedStatement, j []wire.SignedView, from source, js jEpochs, e *Effects) acceptResult {
 	c := st.Client
 	if k.banned[c] != nil {
 		return acceptResult{code: wire.ErrCodeBanned, err: fmt.Errorf("core: %s was judged Byzantine", c)}
@@ -539,10 +548,13 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 	if st.Session <= k.mute.ResetUpTo(c) {
 		return acceptResult{code: wire.ErrCodeSuspected, err: fmt.Errorf("core: session %d of %s was reset; open a newer session", st.Session, c)}
 	}
-	if !forwarded {
+	if from == fromClient {
 		k.spoke(c, st.Session, e) // change 33
 	}
-	if st.Phase != wire.PhaseExit {
+	// A copied statement starts no lease: a copy's sessions are the ones
+	// f+1 members name (change 47), and a lease a register started here
+	// would not give way to f+1 votes as a copied one does.
+	if st.Phase != wire.PhaseExit && from != fromCopy {
 		if err := k.mute.Observe(c, st.Session, now); err != nil {
 			code := wire.ErrCodeSuspected
 			if le := k.sessionLimit(err, 0); le != nil {

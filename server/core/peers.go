@@ -64,7 +64,7 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		if err != nil {
 			return
 		}
-		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, true, k.servedJ(), e)
+		k.accept(now, lock, st, m.Forward.Statement, m.Forward.J, fromPeer, k.servedJ(), e)
 		k.releaseIfUnused(st.Client, lock)
 	case m.Announce != nil && m.Announce.Want:
 		k.handleWant(s, m.Announce, e)
