@@ -89,7 +89,8 @@ type lease struct {
 	// renewed it since: a copy's end does not start it afresh (change 43).
 	closed bool
 	// copied: a copy gave the lease (restored), and the client has not
-	// spoken in it here since: f+1 votes of the epoch served end it
+	// opened the session here since (a SessionOpen, telling its TTL): no
+	// heartbeat renews it, and f+1 votes of the epoch served end it
 	// (YieldCopied, change 47).
 	copied bool
 }
@@ -194,6 +195,10 @@ var (
 	// ErrRevoked: the operator revoked the client (change 23); no session
 	// of it is renewed.
 	ErrRevoked = errors.New("detector: the client was revoked by the cluster's operator")
+	// ErrNotOpenedHere: the session's lease came from a copy, and its
+	// client has not opened it here since (SessionOpen, which tells its
+	// TTL): a heartbeat is not acked until it does (change 47).
+	ErrNotOpenedHere = errors.New("detector: the session came with a copy and is not opened here yet; open it")
 	// ErrTooManyDeferred: so many sessions of the client wait for an older
 	// one (a detached holding?) to end that no newer one is opened.
 	ErrTooManyDeferred = errors.New("detector: too many sessions of this client wait for an older one to end")
@@ -224,7 +229,7 @@ func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now tim
 	if err != nil {
 		return false, err
 	}
-	l.ttl = ttl
+	l.ttl, l.copied = ttl, false // the client told its TTL: no copy's counts any more
 	l.until = now.Add(ttl)
 	if cs.ttls[sess] != ttl {
 		cs.ttls[sess] = ttl
@@ -267,13 +272,15 @@ func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
 // lease starts ended, as a SessionClose leaves it, so it is voted on in
 // order and keeps no newer session of the client waiting for it to end.
 // Until its client speaks in it here, the lease gives way to f+1 votes of
-// the epoch served on it (YieldCopied). A session whose TTL this server
-// knows already (its client told it, or its disk) is left as it is: what
-// others report of it counts for nothing (change 47). It reports whether it
-// took the TTL, for the caller to persist.
+// the epoch served on it (YieldCopied). A session this server knows
+// already — its TTL (its client told it, or its disk) or a lease of its own
+// (a forward's) — is left as it is: what others report of it counts for
+// nothing (change 47). It reports whether it took the TTL, for the caller
+// to persist.
 func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration, closed bool) bool {
 	cs := m.client(c)
-	if _, known := cs.ttls[sess]; known || sess <= cs.resetUpTo {
+	_, told := cs.ttls[sess]
+	if told || sess <= cs.resetUpTo || slices.ContainsFunc(cs.leases, func(l *lease) bool { return l.session == sess }) {
 		return false
 	}
 	m.restore(c, sess, ttl, closed, true)
@@ -427,6 +434,13 @@ func (m *Muteness) Heartbeat(c wire.ClientID, sess uint64, now time.Time) error 
 	if err != nil {
 		return err
 	}
+	if l.copied {
+		// Its TTL is the longest a copy named, which a faulty member may
+		// have raised: only its client's SessionOpen renews it, with its
+		// own TTL, and until then this server acks nothing of it, so
+		// that it may still give way to f+1 votes (YieldCopied).
+		return ErrNotOpenedHere
+	}
 	l.until, l.closed = now.Add(l.ttl), false
 	return nil
 }
@@ -504,7 +518,7 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 			if l.suspected || l.refused {
 				return nil, ErrSessionSuspected
 			}
-			l.restored, l.copied = false, false // its client speaks in it here
+			l.restored = false // its client speaks in it here
 			return l, nil
 		}
 	}

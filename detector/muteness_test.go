@@ -451,12 +451,14 @@ func TestSessionsHeardOfDoNotCountAgainstTheLimit(t *testing.T) {
 }
 
 // docs/protocol.md change 47: a lease a copy gave, whose client has not
-// spoken in it here since, ends when f+1 votes of the epoch served are on
-// its session — its TTL is the longest any reporter named, and a faulty
-// one's must not keep a gone client's session from its certificate. A
-// lease given back by this server's own disk does not (it may have acked
-// the session before it went down), nor does a copied one whose client
-// spoke in it since.
+// opened the session here since, ends when f+1 votes of the epoch served
+// are on its session — its TTL is the longest any reporter named, and a
+// faulty one's must not keep a gone client's session from its certificate.
+// A heartbeat does not renew it (nor is it acked: the vote must count
+// against no guarantee); a SessionOpen does, with the client's own TTL,
+// and the lease is then an ordinary one. A lease given back by this
+// server's own disk does not give way (it may have acked the session before
+// it went down).
 func TestCopiedLeaseYieldsToFPlusOneVotes(t *testing.T) {
 	now := time.Unix(1_000, 0)
 	for _, tc := range []struct {
@@ -466,9 +468,16 @@ func TestCopiedLeaseYieldsToFPlusOneVotes(t *testing.T) {
 	}{
 		{"copied", func(d *Muteness, c wire.ClientID) { d.RestoreCopied(c, 1, time.Hour, false) }, true},
 		{"from its disk", func(d *Muteness, c wire.ClientID) { d.RestoreTTL(c, 1, time.Hour) }, false},
-		{"copied, then heard", func(d *Muteness, c wire.ClientID) {
+		{"copied, then a heartbeat", func(d *Muteness, c wire.ClientID) {
 			d.RestoreCopied(c, 1, time.Hour, false)
-			require.NoError(t, d.Heartbeat(c, 1, now))
+			require.ErrorIs(t, d.Heartbeat(c, 1, now), ErrNotOpenedHere, "not acked")
+		}, true},
+		{"copied, then opened", func(d *Muteness, c wire.ClientID) {
+			d.RestoreCopied(c, 1, time.Hour, false)
+			_, err := d.Open(c, 1, 10*time.Second, now)
+			require.NoError(t, err)
+			require.NoError(t, d.Heartbeat(c, 1, now), "acked once opened")
+			require.Equal(t, 10*time.Second, d.clients[c].leases[0].ttl, "with the client's TTL")
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -492,7 +501,7 @@ func TestCopiedLeaseYieldsToFPlusOneVotes(t *testing.T) {
 
 // docs/protocol.md change 47: a copy names TTLs that a faulty member may
 // have raised; a session whose TTL its client told this server itself
-// keeps it.
+// keeps it, and so does a lease this server started on a forward.
 func TestCopiedTTLNeverOverridesTheClients(t *testing.T) {
 	d := newFixture(t, 4, 3, time.Second).dets[0]
 	c := clientID(t)
@@ -502,5 +511,8 @@ func TestCopiedTTLNeverOverridesTheClients(t *testing.T) {
 	require.False(t, d.RestoreCopied(c, 1, time.Hour, false), "the client's own TTL stands")
 	require.Equal(t, 2*time.Second, d.clients[c].ttls[1])
 	require.Equal(t, 2*time.Second, d.clients[c].leases[0].ttl)
+	require.NoError(t, d.Observe(c, 3, now)) // a forward's: a lease of the default TTL, no TTL told
+	require.False(t, d.RestoreCopied(c, 3, time.Hour, false), "a lease of its own stands")
+	require.Equal(t, time.Second, d.clients[c].leases[1].ttl)
 	require.True(t, d.RestoreCopied(c, 2, time.Hour, false), "a session this server never heard of takes the copy's")
 }
