@@ -64,6 +64,7 @@ func TestCampaignRegressions(t *testing.T) {
 		}
 		// Each seed replays the run it failed, from before the campaign
 		// made membership changes (change 43).
+		sc.NoVariation()
 		sc.Replace = nil
 		res := Run(sc, RunOptions{})
 		replay := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -changes=false -v", c.seed)

@@ -66,15 +66,21 @@ var behaviors = []BehaviorInfo{
 	{"self-justify", "holds a colluding client's key and forwards its Tickets with N = 1 justified by q Views that this server alone signed", func() Behavior { return selfJustify{} }},
 	{"replay-foreign", "replays what the same client and server keys signed for a second cluster: Exits of every member it reports (to clients, and forwarded to servers) and reset certificates of every server's genuine vote", func() Behavior { return replayForeign{} }},
 	{"drip-feed", "holds a silent colluding client's key, as if it had pre-signed Doorways for sessions 1, 2, 3, …, and forwards the next session's Doorway on every lock to every server each time the previous session was reset (docs/protocol.md change 33)", func() Behavior { return dripFeed{} }},
+	{"forge-copy", "in the copies it hands out (docs/protocol.md change 47): an hw at 2^62−1 of every lock, signed by its colluding client, with no J and with another lock's J; that client's Ticket of every lock on another lock's J; a session 2^63 with a TTL of 2^32−1 ms for every client, every TTL raised to 2^32−1 ms and some sessions marked closed, counters at 2^62 and forged certificates; parts now and then out of order, and, after a later change, its first copy's parts again", func() Behavior { return &forgeCopy{} }},
+	{"leaked-keys", "holds the keys of every member replaced so far, each once the epoch that left it out is served (change 47): where it holds q keys of an epoch, signs with them certificates on every client's session (to servers, clients and in its copies), Views for its colluding client's Tickets, and evidence against every client's Ticket", func() Behavior { return &leakedKeys{} }},
 }
 
+// ownStream are the behaviours added since "-byzantine all" first drew from
+// a seed's main stream: a stream of their own adds them (generate.go), so
+// every earlier seed keeps the scenario it had.
+var ownStream = []string{"drip-feed", "forge-copy", "leaked-keys"}
+
 // drawnBehaviors are the behaviours "-byzantine all" draws from a seed's
-// main stream: every one but those added since, which a stream of their own
-// adds (generate.go), so every earlier seed keeps the scenario it had.
+// main stream: every one but ownStream.
 func drawnBehaviors() []string {
 	var out []string
 	for _, b := range behaviors {
-		if b.Name != "drip-feed" {
+		if !slices.Contains(ownStream, b.Name) {
 			out = append(out, b.Name)
 		}
 	}
@@ -132,6 +138,11 @@ type Byz struct {
 	// Foreign signs for a second cluster that shares this one's keys
 	// (replay-foreign); nil outside the simulator.
 	Foreign *ForeignCluster
+	// Chain gives the cluster's epochs, and Leaked the keys of the members
+	// they left out that may have leaked by now (leaked-keys); nil outside
+	// the simulator and in a run without changes.
+	Chain  func() *wire.Chain
+	Leaked func() map[wire.ServerID]*crypto.PrivateKey
 	// nextAmnesia: when amnesia next wipes the server (zero: not yet set).
 	nextAmnesia time.Time
 	oversized   int

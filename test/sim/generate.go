@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -200,7 +201,136 @@ func GenerateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
 		return sc, err
 	}
 	sc.Replace = replaces(seed, &sc, byzantine)
+	if len(sc.Replace) > 0 {
+		varyChanges(seed, &sc, byzantine)
+	}
 	return sc, nil
+}
+
+// varyChanges varies what the campaign's changes had alike (issue 43,
+// docs/protocol.md change 47), each from a stream of its own so that the
+// drawn changes stay what they were, and records it in sc.Vary
+// (NoVariation takes it back):
+//   - in half the runs, one or two more changes after the drawn ones —
+//     replace, add or remove, so n and q grow and shrink from one epoch to
+//     the next, and keys of an epoch's members pile up for leaked-keys;
+//   - in half the runs, each client's lease drawn from TTL/2, 2TTL/3, TTL;
+//   - in a third, the holder of the moment cut off from every server from
+//     80–95 % of a TTL before a change to half a TTL after it, so that its
+//     lease nears its end as the change is made;
+//   - each faulty server (of the start, or made faulty by a change) lies in
+//     its copies (forge-copy) in half the runs, and holds the keys of the
+//     members replaced (leaked-keys) in half, each drawn on its own.
+func varyChanges(seed uint64, sc *Scenario, byzantine string) {
+	v := &Variation{Behaviors: map[int][]string{}}
+	sc.Vary = v
+	xr := rand.New(rand.NewPCG(seed, 0x47c4ab))
+	if xr.IntN(2) == 0 {
+		for range 1 + xr.IntN(2) {
+			if rc, ok := nextChange(xr, sc, byzantine); ok {
+				sc.Replace = append(sc.Replace, rc)
+				v.Extra++
+			}
+		}
+	}
+	ttl := sc.TTLOrDefault()
+	if tr := rand.New(rand.NewPCG(seed, 0x47c4ac)); tr.IntN(2) == 0 {
+		for range sc.Roles {
+			v.ClientTTLs = append(v.ClientTTLs, []time.Duration{ttl / 2, 2 * ttl / 3, ttl}[tr.IntN(3)])
+		}
+	}
+	if lr := rand.New(rand.NewPCG(seed, 0x47c4ad)); lr.IntN(3) == 0 {
+		rc := sc.Replace[lr.IntN(len(sc.Replace))]
+		at := rc.At - ttl*time.Duration(80+lr.IntN(16))/100
+		if at > 0 {
+			all := make([]int, sc.serverSlots())
+			for i := range all {
+				all[i] = i
+			}
+			v.CutHolder = &Fault{Kind: FaultIsolateClient, Client: -1, Servers: all, At: at, Dur: rc.At - at + ttl/2}
+		}
+	}
+	if byzantine == "none" || byzantine == "" {
+		return
+	}
+	br := rand.New(rand.NewPCG(seed, 0x47c4ae))
+	faulty := map[int]bool{}
+	for _, z := range sc.Byzantine {
+		faulty[z.Server] = true
+	}
+	for k, rc := range sc.Replace {
+		if id, ok := sc.newMemberID(k); ok && len(rc.NewByzantine) > 0 {
+			faulty[id] = true
+		}
+		if rc.removes() && len(rc.RemovedByzantine) > 0 {
+			faulty[rc.Server] = true
+		}
+	}
+	for _, s := range sortedInts(slices.Collect(maps.Keys(faulty))) {
+		for _, name := range []string{"forge-copy", "leaked-keys"} {
+			if br.IntN(2) == 0 {
+				v.Behaviors[s] = append(v.Behaviors[s], name)
+			}
+		}
+	}
+}
+
+// nextChange draws one more change after sc's: a replace (half the time),
+// an add or a remove, a fifth of a second to the end of the fault window
+// after the last, its new member faulty in a quarter of the draws where the
+// new epoch has room and its removed member turning faulty in a quarter of
+// those where the one it leaves has; false if none fits (no time left, or a
+// remove that would leave n < 4 or too many faulty members).
+func nextChange(r *rand.Rand, sc *Scenario, byzantine string) (ReplaceChange, bool) {
+	last := sc.Replace[len(sc.Replace)-1].At
+	lo := last + 200*time.Millisecond
+	if lo >= sc.FaultWindow {
+		return ReplaceChange{}, false
+	}
+	rc := ReplaceChange{At: lo + time.Duration(r.Int64N(int64(sc.FaultWindow-lo)))}
+	var kinds []string
+	if byzantine == "all" {
+		kinds = drawnBehaviors()
+	} else if byzantine != "none" && byzantine != "" {
+		kinds = []string{byzantine}
+	}
+	// The members and the faulty ones after the changes so far.
+	members, faulty, f := sc.membersAfter()
+	var correct, bad []int
+	for _, s := range members {
+		if faulty[s] {
+			bad = append(bad, s)
+		} else {
+			correct = append(correct, s)
+		}
+	}
+	switch x := r.IntN(4); {
+	case x < 2:
+		rc.Kind = ChangeReplace
+	case x == 2:
+		rc.Kind = ChangeAdd
+	default:
+		rc.Kind = ChangeRemove
+	}
+	if rc.removes() {
+		if len(bad) > 0 && r.IntN(3) == 0 {
+			rc.Server = bad[r.IntN(len(bad))]
+		} else {
+			rc.Server = correct[r.IntN(len(correct))]
+			if len(kinds) > 0 && len(bad) < f && r.IntN(4) == 0 {
+				rc.RemovedByzantine = strings.Split(kinds[r.IntN(len(kinds))], "+")
+			}
+		}
+	}
+	if rc.adds() && len(kinds) > 0 && r.IntN(4) == 0 {
+		rc.NewByzantine = strings.Split(kinds[r.IntN(len(kinds))], "+")
+	}
+	try := *sc
+	try.Replace = append(slices.Clone(sc.Replace), rc)
+	if (&World{sc: try}).checkChanges() != nil {
+		return ReplaceChange{}, false
+	}
+	return rc, true
 }
 
 // replaces draws membership changes (docs/protocol.md change 43) from a

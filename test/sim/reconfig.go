@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -61,7 +62,11 @@ const pushRetry = 300 * time.Millisecond
 
 // checkChanges refuses a scenario whose changes the world cannot make, or
 // whose epochs hold more than f faulty members (f of each epoch: f follows n
-// at an add or a remove, as certs.PlanChange makes it).
+// at an add or a remove, as certs.PlanChange makes it). A member that turns
+// faulty at a change counts in every epoch it was a member of: a later
+// change may come before anyone served an earlier epoch, whose copy then
+// still reads that member's report (the assumption of change 47 holds each
+// epoch's f until the next is served).
 func (w *World) checkChanges() error {
 	sc := &w.sc
 	if len(sc.Replace) == 0 {
@@ -85,8 +90,21 @@ func (w *World) checkChanges() error {
 		}
 		return false
 	}
+	everFaulty := func(s int) bool {
+		if faulty(s) {
+			return true
+		}
+		for _, rc := range sc.Replace {
+			if rc.Server == s && rc.removedFaulty() {
+				return true
+			}
+		}
+		return false
+	}
 	f := sc.F
+	epochs, fs := [][]int{}, []int{}
 	for k, rc := range sc.Replace {
+		epochs, fs = append(epochs, slices.Clone(members)), append(fs, f)
 		if k > 0 && rc.At < sc.Replace[k-1].At {
 			return fmt.Errorf("sim: changes out of order (%s before %s)", sc.Replace[k-1], rc)
 		}
@@ -131,7 +149,47 @@ func (w *World) checkChanges() error {
 	if bad > f {
 		return fmt.Errorf("sim: %d faulty members in the last epoch, f=%d", bad, f)
 	}
+	for e, ms := range epochs {
+		bad := 0
+		for _, s := range ms {
+			if everFaulty(s) {
+				bad++
+			}
+		}
+		if bad > fs[e] {
+			return fmt.Errorf("sim: epoch %d has %d members faulty at some time, f=%d", e, bad, fs[e])
+		}
+	}
 	return nil
+}
+
+// membersAfter is the members after every change of sc, the faulty ones
+// among every server ever (faulty from the start, or new and faulty), and
+// the last epoch's f: what checkChanges walks through.
+func (sc *Scenario) membersAfter() (members []int, faulty map[int]bool, f int) {
+	faulty = map[int]bool{}
+	for _, z := range sc.Byzantine {
+		faulty[z.Server] = true
+	}
+	for s := range sc.N {
+		members = append(members, s)
+	}
+	f = sc.F
+	for k, rc := range sc.Replace {
+		if rc.removes() {
+			members = slices.DeleteFunc(members, func(s int) bool { return s == rc.Server })
+		}
+		if id, ok := sc.newMemberID(k); ok {
+			members = append(members, id)
+			if len(rc.NewByzantine) > 0 {
+				faulty[id] = true
+			}
+		}
+		if rc.Kind == ChangeAdd || rc.Kind == ChangeRemove {
+			f = quorum.MaxFaults(len(members))
+		}
+	}
+	return members, faulty, f
 }
 
 // setupChanges makes the cluster CA and the chain of a run with changes,
@@ -286,6 +344,9 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		panic(fmt.Sprintf("sim: the world's own epoch %d: %v", e, err))
 	}
 	w.stats.Changes++
+	if rc.removes() {
+		w.leftOutIn[rc.Server] = e
+	}
 	if rc.Kind == ChangeReplace {
 		w.trace("the operator replaces s%d by s%d: epoch %d (%s)", rc.Server, id, e, rc)
 	} else {
@@ -295,7 +356,7 @@ func (w *World) replace(k int, rc ReplaceChange) {
 	if rc.removedFaulty() {
 		s := w.srv[rc.Server]
 		if s.byz == nil {
-			b, err := w.newServerByz(rc.Server, w.sc.N, rc.RemovedByzantine)
+			b, err := w.newServerByz(rc.Server, w.sc.N, append(slices.Clone(rc.RemovedByzantine), w.sc.variedBehaviors(rc.Server)...))
 			if err != nil {
 				panic(err) // checkChanges checked the names
 			}
@@ -310,7 +371,11 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		w.trace("s%d is faulty from now on (behaviours %v, stays in epoch %d: %t)", rc.Server, rc.RemovedByzantine, e-1, rc.RemovedStays)
 	}
 	if adds {
-		w.startMember(id, key, rc.NewByzantine)
+		byz := rc.NewByzantine
+		if len(byz) > 0 {
+			byz = append(slices.Clone(byz), w.sc.variedBehaviors(id)...)
+		}
+		w.startMember(id, key, byz)
 	}
 	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: w.chain.Since(0)}}
 	for i := range w.srv {
@@ -343,7 +408,46 @@ func (w *World) newServerByz(id, n int, names []string) (*Byz, error) {
 		return nil, err
 	}
 	b.Foreign = w.foreign
+	b.Chain, b.Leaked = w.theChain, w.leakedKeys
 	return b, nil
+}
+
+// theChain is the epochs the operator signed so far (nil without changes).
+func (w *World) theChain() *wire.Chain { return w.chain }
+
+// leakedKeys are the signing keys of the members an epoch left out, each
+// from the moment every correct member of that epoch serves it or a later
+// one: the assumption of docs/protocol.md change 47 lets an ended epoch's
+// keys leak from then on (the leaked-keys behaviour uses them).
+func (w *World) leakedKeys() map[wire.ServerID]*crypto.PrivateKey {
+	out := map[wire.ServerID]*crypto.PrivateKey{}
+	for _, id := range slices.Sorted(maps.Keys(w.leftOutIn)) {
+		if e := w.leftOutIn[id]; !w.leaked[id] && w.servedByAll(e) {
+			w.leaked[id] = true
+			w.trace("s%d's key leaks: every correct member of epoch %d serves it", id, e)
+		}
+		if w.leaked[id] {
+			out[wire.ServerID(id)] = w.srv[id].key
+		}
+	}
+	return out
+}
+
+// servedByAll reports whether every correct member of epoch e is up and
+// serves e or a later epoch.
+func (w *World) servedByAll(e uint64) bool {
+	for i, s := range w.srv {
+		if s.byz != nil || !w.memberOf(i, e) {
+			continue
+		}
+		if !s.up {
+			return false
+		}
+		if serves, _ := s.core.Epoch(); serves < e {
+			return false
+		}
+	}
+	return true
 }
 
 // startMember starts the new member id as the operator does: epoch 0's

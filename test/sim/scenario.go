@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -235,6 +237,83 @@ func (rc ReplaceChange) String() string {
 	return b.String()
 }
 
+// Variation is what a campaign run with changes varies beyond its drawn
+// changes (docs/protocol.md change 47; generate.go, varyChanges), each from a
+// stream of its own, and applies only in a run with changes: more changes,
+// each client's lease, a holder cut off so that its lease nears its end at
+// a change, and faulty members that lie in their copies or hold the keys of
+// the members replaced. NoVariation takes it back, to replay a run as it was
+// drawn before (a regression seed).
+type Variation struct {
+	// Extra: changes appended after the drawn ones.
+	Extra int
+	// ClientTTLs: each client's lease (0 or none: the scenario's TTL).
+	ClientTTLs []time.Duration
+	// CutHolder, if set, cuts the holder of that moment off from every
+	// server before a change, so that its lease nears its end as the
+	// change is made.
+	CutHolder *Fault
+	// Behaviors adds behaviours to the faulty servers by id: the faulty
+	// ones of the start, and the new and removed members of the changes
+	// that make them faulty.
+	Behaviors map[int][]string
+}
+
+func (v *Variation) String() string {
+	var b strings.Builder
+	b.WriteString("vary(")
+	sep := ""
+	if v.Extra > 0 {
+		fmt.Fprintf(&b, "extra=%d", v.Extra)
+		sep = " "
+	}
+	if len(v.ClientTTLs) > 0 {
+		b.WriteString(sep + "ttls=")
+		for i, d := range v.ClientTTLs {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "%v", d.Round(time.Millisecond))
+		}
+		sep = " "
+	}
+	if v.CutHolder != nil {
+		fmt.Fprintf(&b, "%scut-holder@%.3fs+%.3fs", sep, v.CutHolder.At.Seconds(), v.CutHolder.Dur.Seconds())
+		sep = " "
+	}
+	for _, id := range sortedInts(slices.Collect(maps.Keys(v.Behaviors))) {
+		fmt.Fprintf(&b, "%ss%d+%s", sep, id, strings.Join(v.Behaviors[id], "+"))
+		sep = " "
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// NoVariation takes back what varyChanges added: the run as it was drawn
+// before (a regression seed replays the run it failed).
+func (sc *Scenario) NoVariation() {
+	if v := sc.Vary; v != nil {
+		sc.Replace = sc.Replace[:len(sc.Replace)-v.Extra]
+		sc.Vary = nil
+	}
+}
+
+// clientTTL is client c's lease.
+func (sc *Scenario) clientTTL(c int) time.Duration {
+	if v := sc.Vary; v != nil && len(sc.Replace) > 0 && c < len(v.ClientTTLs) && v.ClientTTLs[c] > 0 {
+		return v.ClientTTLs[c]
+	}
+	return sc.TTL
+}
+
+// variedBehaviors are the behaviours Vary adds to faulty server s.
+func (sc *Scenario) variedBehaviors(s int) []string {
+	if v := sc.Vary; v != nil && len(sc.Replace) > 0 {
+		return v.Behaviors[s]
+	}
+	return nil
+}
+
 // newMemberID is the server id the k-th change brings in: the next id
 // never used (N, then one per change before it that brought one in); false
 // if it brings in none.
@@ -298,6 +377,9 @@ type Scenario struct {
 	// Replace: membership changes, in order of At (reconfig.go); the k-th
 	// brings in server id N+k. Not with Omega.
 	Replace []ReplaceChange
+	// Vary is what a campaign run with changes varies beyond its first
+	// changes (generate.go, varyChanges); inert without changes.
+	Vary *Variation
 	// FaultWindow: every Fault heals by then; the quiet period starts there.
 	FaultWindow time.Duration
 	// WorkAfterQuiet: clients keep starting operations until FaultWindow+WorkAfterQuiet.
@@ -403,6 +485,9 @@ func (sc *Scenario) String() string {
 	}
 	for _, rc := range sc.Replace {
 		fmt.Fprintf(&b, " %s", rc)
+	}
+	if v := sc.Vary; v != nil && len(sc.Replace) > 0 {
+		fmt.Fprintf(&b, " %s", v)
 	}
 	fmt.Fprintf(&b, " quiet@%.3fs", sc.FaultWindow.Seconds())
 	return b.String()

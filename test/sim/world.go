@@ -207,7 +207,11 @@ type World struct {
 	chain       *wire.Chain
 	servedAt    map[int]time.Duration
 	stays       map[int]bool
-	foreign     *ForeignCluster
+	// leftOutIn: each removed member, by the epoch that left it out;
+	// leaked: those whose key may have leaked (leakedKeys).
+	leftOutIn map[int]uint64
+	leaked    map[int]bool
+	foreign   *ForeignCluster
 }
 
 type event struct {
@@ -355,6 +359,8 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		slots:         sc.serverSlots(),
 		servedAt:      make(map[int]time.Duration),
 		stays:         make(map[int]bool),
+		leftOutIn:     make(map[int]uint64),
+		leaked:        make(map[int]bool),
 	}
 	if err := w.checkChanges(); err != nil {
 		return nil, err
@@ -407,7 +413,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	}
 	for _, z := range sc.Byzantine {
 		b, err := newByz(wire.ServerID(z.Server), sc.N, w.srv[z.Server].key, w.keys,
-			rand.New(rand.NewPCG(sc.Seed, 0xb12+uint64(z.Server))), z.Behaviors)
+			rand.New(rand.NewPCG(sc.Seed, 0xb12+uint64(z.Server))), append(slices.Clone(z.Behaviors), sc.variedBehaviors(z.Server)...))
 		if err != nil {
 			return nil, err
 		}
@@ -421,6 +427,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		if b.Collude, err = crypto.PrivateKeyFromSeed(crypto.Ed25519, cseed); err != nil {
 			return nil, err
 		}
+		b.Chain, b.Leaked = w.theChain, w.leakedKeys
 		w.srv[z.Server].byz = b
 	}
 	var ids []wire.ClientID
@@ -429,7 +436,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		if err != nil {
 			return nil, err
 		}
-		cc := bakery.ClientConfig{Key: k, N: sc.N, F: sc.F, Keys: w.keys, TTL: sc.TTL}
+		cc := bakery.ClientConfig{Key: k, N: sc.N, F: sc.F, Keys: w.keys, TTL: sc.clientTTL(i)}
 		if w.clusterCA != nil {
 			cc.ClusterCA = w.clusterCA.Public
 		}
@@ -535,7 +542,11 @@ func (w *World) schedule() {
 		w.silentDeadlines = append(w.silentDeadlines, deadline)
 		w.At(deadline, func() { w.checkMalGone(m) })
 	}
-	for _, f := range w.sc.Faults {
+	faults := w.sc.Faults
+	if v := w.sc.Vary; v != nil && v.CutHolder != nil && len(w.sc.Replace) > 0 {
+		faults = append(slices.Clone(faults), *v.CutHolder)
+	}
+	for _, f := range faults {
 		w.At(f.At, func() {
 			if (f.Kind == FaultIsolateClient || f.Kind == FaultPauseClient) && f.Client < 0 {
 				f.Client = w.holder()

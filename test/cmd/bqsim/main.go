@@ -12,7 +12,10 @@
 // drawn from the seed; -n pins the cluster size (default: drawn from the
 // seed, n=4:7:10 weighted 6:3:1). A quarter of the runs change the members
 // (replace, add, remove, CA rotation) while the clients contend, with
-// -elect too (docs/protocol.md change 43; -changes=false leaves them out).
+// -elect too (docs/protocol.md change 43; -changes=false leaves them out),
+// and half of those vary further: more changes, each client's TTL, a
+// holder cut off at a change, faulty copiers and leaked keys (change 47;
+// -vary=false replays a seed as drawn before).
 // It prints one line per failing run, a line
 // "changes: ..." counting the runs with a membership change, then a last
 // line "runs=N violations=V first-failing-seed=X" (V counts failing runs; X
@@ -51,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jobs := fs.Int("j", 1, "runs in parallel (results are printed in seed order either way)")
 	elect := fs.Bool("elect", false, "elections on: clients proclaim a value when they enter and client 0 reads every lock's leader, each decision checked (docs/election.md)")
 	changes := fs.Bool("changes", true, "membership changes (a member replaced, docs/protocol.md change 43) in a quarter of the runs")
+	vary := fs.Bool("vary", true, "vary the runs with changes (docs/protocol.md change 47: more changes, each client's TTL, a holder cut off at a change, faulty copiers and leaked keys); false replays a seed as drawn before")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -70,6 +74,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	generate := func(s uint64) (sim.Scenario, error) {
 		sc, err := sim.GenerateCampaign(s, *n, *byz)
 		sc.Elect = *elect
+		if !*vary {
+			sc.NoVariation()
+		}
 		if !*changes {
 			sc.Replace = nil
 		}
