@@ -251,3 +251,75 @@ func TestChangesOnAClosedCluster(t *testing.T) {
 	o, code = client("x", "lock", "ci/e", "--timeout", "30s", "--", "true")
 	require.Equal(t, 0, code, o)
 }
+
+// Issue 43's attack, with real processes: a closed cluster of four whose
+// server 2 is correct in all but its copy parts (bqserver-byzantine with
+// forge-copy: an hw at 2^62−1 of every lock it saw, signed by a key it made
+// up, with no J or another lock's J; a session 2^63 with a TTL of 2^32−1 ms
+// for every client; every TTL raised; counters at 2^62; forged
+// certificates). Three enrolled clients lock three locks; server 3's disk
+// dies (it is stopped) and the operator replaces it, so every copy reads
+// server 2's parts (q = 3 of the three left). Afterwards every client locks
+// every lock, and every token is above the ones before it. Before change 47
+// every client failed on every lock for good: the forged session locked
+// each identity out, the forged hw took every lock to the ticket cap.
+func TestFaultyCopierThroughAReplace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	out, err := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", "4",
+		"--port-base", fmt.Sprint(freePortBase(t, 4))).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var servers []*proc
+	for i := range 4 {
+		args := []string{bin("bqserver"), "run", "--dir", dir, "--id", itoa(i)}
+		if i == 2 {
+			args = []string{bin("bqserver-byzantine"), "--dir", dir, "--id", itoa(i), "--behaviours", "forge-copy"}
+		}
+		servers = append(servers, start(t, fmt.Sprintf("s%d", i), nil, args...))
+	}
+	for _, p := range servers {
+		p.waitFor(20*time.Second, 1, "server started")
+	}
+	cluster := filepath.Join(dir, "cluster.yaml")
+	work := t.TempDir()
+	clients, locks := []string{"a", "b", "c"}, []string{"L0", "L1", "L2"}
+	for _, name := range clients {
+		o, code := runCLI(t, "bqserver", "client", "add", name, "--dir", dir, "--out", filepath.Join(work, name+".identity"))
+		require.Equal(t, 0, code, o)
+	}
+	last := map[string]string{}
+	lockAll := func(when string) {
+		t.Helper()
+		for _, lock := range locks {
+			for _, name := range clients {
+				o, code := runCLI(t, "bqclient", "--cluster", cluster, "--identity", filepath.Join(work, name+".identity"),
+					"lock", lock, "--timeout", "30s", "--", "sh", "-c", "echo token=$BQ_LOCK_TOKEN")
+				require.Equal(t, 0, code, "%s locks %s %s: %s", name, lock, when, o)
+				i := strings.Index(o, "token=")
+				require.GreaterOrEqual(t, i, 0, o)
+				tok := strings.Fields(o[i+len("token="):])[0]
+				if prev, ok := last[lock]; ok {
+					require.True(t, tokenLess(t, prev, tok), "%s's token %s on %s %s is not above %s", name, tok, lock, when, prev)
+				}
+				last[lock] = tok
+			}
+		}
+	}
+	lockAll("before the change")
+
+	code, _ := servers[3].stop(syscall.SIGKILL, 10*time.Second)
+	require.NotEqual(t, 0, code)
+	o, code := runCLI(t, "bqserver", "server", "replace", "3", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+	require.Contains(t, o, "server 4 is new")
+	s4 := start(t, "s4", nil, bin("bqserver"), "run", "--dir", dir, "--id", "4")
+	s4.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+	for _, i := range []int{0, 1} {
+		servers[i].waitFor(20*time.Second, 1, `msg="serving the cluster's epoch"`)
+	}
+
+	lockAll("after the change")
+	for _, lock := range locks {
+		n, _, _ := strings.Cut(last[lock], ".")
+		require.Less(t, len(n), 6, "%s's token %s: the forged hw (2^62−1) counted", lock, last[lock])
+	}
+}

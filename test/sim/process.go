@@ -19,6 +19,7 @@ import (
 var ProcessBehaviors = []string{
 	"silent", "stale", "lying-membership", "selective", "suspect-all", "suspect-hidden",
 	"equivocate", "forge", "drop-forwards", "forge-reset", "partial-service",
+	"forge-copy",
 }
 
 // Mask wraps an honest server core so that it misbehaves: every input is
@@ -54,6 +55,11 @@ func NewMask(inner MaskedCore, self wire.ServerID, n int, key *crypto.PrivateKey
 		return nil, err
 	}
 	b.TTL = ttl
+	// A colluding client's key, for the behaviours that sign as one
+	// (forge-copy's hw and Tickets), from the seed.
+	if b.Collude, err = keyFrom(seed, 0xc011+uint64(self)); err != nil {
+		return nil, err
+	}
 	return &Mask{inner: inner, byz: b}, nil
 }
 
@@ -79,4 +85,30 @@ func (m *Mask) Tick(now time.Time) core.Effects {
 	e := m.inner.Tick(now)
 	e.Send = append(m.byz.rewrite(now, e.Send), m.byz.tick(now)...)
 	return e
+}
+
+// epochCore is what a runtime asks of a core that follows the cluster's
+// epochs (server.epochCore).
+type epochCore interface {
+	Chain() *wire.Chain
+	Epoch() (serves, knows uint64)
+}
+
+// Chain passes on the inner core's epochs, so that the runtime around a
+// faulty core follows them as bqserver's does (dials a new member and takes
+// its certificate): a faulty member misbehaves in what it sends, not in
+// whom it can reach. Nil if the inner core follows none.
+func (m *Mask) Chain() *wire.Chain {
+	if k, ok := m.inner.(epochCore); ok {
+		return k.Chain()
+	}
+	return nil
+}
+
+// Epoch passes on the inner core's epochs (0, 0 if it follows none).
+func (m *Mask) Epoch() (serves, knows uint64) {
+	if k, ok := m.inner.(epochCore); ok {
+		return k.Epoch()
+	}
+	return 0, 0
 }
