@@ -211,6 +211,7 @@ func TestCertificateRules(t *testing.T) {
 	short.Votes = short.Votes[:2]
 	_, err = f.dets[1].ApplyCertificate(&short)
 	require.Error(t, err)
+	require.Error(t, f.dets[1].RestoreCertificate(&short), "nor read back from disk")
 	fresh, err := f.dets[1].ApplyCertificate(cert)
 	require.NoError(t, err)
 	require.True(t, fresh)

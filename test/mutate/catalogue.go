@@ -65,6 +65,8 @@ var Catalogue = []Mutant{
 	{"cert-quorum-q-1", "§5: a reset certificate needs Suspect votes of q distinct servers (forming and applying)", "detector/votes.go",
 		"return m.cfg.Quorum\n}", "return m.cfg.Quorum - 1\n}"},
 	{"apply-cert-q-1", "§5: a server applies a certificate only with votes of q distinct servers", "detector/votes.go",
+		"if err := cert.Verify(m.cfg.Keys, m.certQuorum()); err != nil {", "if err := cert.Verify(m.cfg.Keys, m.certQuorum()-1); err != nil {"},
+	{"restore-cert-q-1", "§5: a certificate read back from disk counts only with votes of q distinct servers", "detector/votes.go",
 		"keys, q := m.cfg.Keys, m.certQuorum()\n", "keys, q := m.cfg.Keys, m.certQuorum()-1\n"},
 	{"wire-cert-q-1", "§5: a certificate verifies only with votes of q distinct servers", "wire/verify.go",
 		"if len(seen) < quorum {", "if len(seen) < quorum-1 {"},
