@@ -191,9 +191,12 @@ type Client struct {
 	// newest epoch.
 	chain *wire.Chain
 
-	sess      uint64
-	lease     *quorum.Lease
-	hbSeq     uint64
+	sess  uint64
+	lease *quorum.Lease
+	hbSeq uint64
+	// open is the signed open of session openSess (sessionOpen).
+	open      *wire.SignedOpen
+	openSess  uint64
 	nextHB    time.Time
 	leaseHeld bool
 	opened    time.Time // when this session was opened

@@ -341,7 +341,17 @@ func (c *Client) holdsIn(sess uint64) bool {
 }
 
 // sessionOpen opens or reopens session sess. It names the client's epoch, so
-// a server that knows a later one shows it (docs/protocol.md change 43).
+// a server that knows a later one shows it (docs/protocol.md change 43), and
+// carries the client's signature on the session and its TTL (change 48),
+// made once a session: every server gets the same bytes.
 func (c *Client) sessionOpen(sess uint64) *wire.Message {
-	return &wire.Message{SessionOpen: &wire.SessionOpen{Session: sess, TTLMillis: uint32(c.cfg.TTL / time.Millisecond), Epoch: c.cfg.Keys.Epoch}}
+	ttl := uint32(c.cfg.TTL / time.Millisecond)
+	if c.open == nil || c.openSess != sess {
+		o, err := wire.SignOpen(c.cfg.Key, c.cfg.Keys.Cluster, sess, ttl)
+		if err != nil {
+			panic(fmt.Sprintf("bakery: signing a session open: %v", err)) // our own struct always encodes: a bug
+		}
+		c.open, c.openSess = &o, sess
+	}
+	return &wire.Message{SessionOpen: &wire.SessionOpen{Session: sess, TTLMillis: ttl, Epoch: c.cfg.Keys.Epoch, Signed: c.open}}
 }

@@ -190,6 +190,9 @@ const (
 	// DomainEpoch is the cluster CA's, on a configuration (docs/protocol.md
 	// change 43).
 	DomainEpoch Domain = "bq/v1/epoch"
+	// DomainSession is a client's, on the TTL it opens a session with
+	// (change 48).
+	DomainSession Domain = "bq/v1/session"
 	// DomainProclamation is a leader's value (docs/protocol.md §11).
 	DomainProclamation Domain = "bq/v1/proclamation"
 	DomainTest         Domain = "bq/v1/test"

@@ -11,10 +11,14 @@ import (
 )
 
 // CopyClients is what a copy of this server's state hands on of every
-// client's sessions (docs/protocol.md change 43): the sessions whose TTL it
-// keeps, each marked if its client closed it here, the highest session the
-// client spoke in on its own, and the highest a certificate ended
-// (compacted ones included), by client.
+// client's sessions (docs/protocol.md changes 43, 47 and 48): the sessions
+// whose TTL it keeps, each marked if its client closed it here, with the
+// client's signed open where it has one, the highest session the client
+// spoke in on its own, and the highest a certificate ended (compacted ones
+// included), by client. A TTL a copy gave this server unsigned is not handed
+// on (TTLMillis 0): it is a number a faulty member may have raised, and
+// passed on by correct members it would outlive every correct member that
+// heard it; a member that acked the session was told its TTL by its client.
 func (m *Muteness) CopyClients() []wire.CopyClient {
 	byClient := make(map[wire.ClientID]*wire.CopyClient, len(m.clients)+len(m.settledUpTo))
 	get := func(c wire.ClientID) *wire.CopyClient {
@@ -34,12 +38,16 @@ func (m *Muteness) CopyClients() []wire.CopyClient {
 		}
 		cc := get(c)
 		cc.SpokeUpTo, cc.ResetUpTo = cs.spokeUpTo, max(cc.ResetUpTo, cs.resetUpTo)
-		closed := map[uint64]bool{}
+		closed, copied := map[uint64]bool{}, map[uint64]bool{}
 		for _, l := range cs.leases {
-			closed[l.session] = l.closed
+			closed[l.session], copied[l.session] = l.closed, l.copied
 		}
 		for sess, ttl := range cs.ttls {
-			cc.Sessions = append(cc.Sessions, wire.CopySession{Session: sess, TTLMillis: uint32(ttl / time.Millisecond), Closed: closed[sess]})
+			s := wire.CopySession{Session: sess, TTLMillis: uint32(ttl / time.Millisecond), Closed: closed[sess], Open: cs.opens[sess]}
+			if copied[sess] && s.Open == nil {
+				s.TTLMillis = 0
+			}
+			cc.Sessions = append(cc.Sessions, s)
 		}
 		sort.Slice(cc.Sessions, func(i, j int) bool { return cc.Sessions[i].Session < cc.Sessions[j].Session })
 	}

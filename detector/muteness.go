@@ -116,7 +116,11 @@ type clientState struct {
 	// (SessionOpen), persisted by the caller and restored after a restart,
 	// when each becomes a lease again with the client's own TTL.
 	// INVARIANT: every key is above resetUpTo; at most MaxSessions keys.
-	ttls      map[uint64]time.Duration
+	ttls map[uint64]time.Duration
+	// opens: the client's signed open of each session of ttls that came
+	// with one (change 48), which a copy hands on.
+	// INVARIANT: every key is a key of ttls, and opens[s] says ttls[s].
+	opens     map[uint64]*wire.SignedOpen
 	doorways  map[string]doorway                              // lock → Doorway in progress
 	holds     map[string]hold                                 // lock → hold clock (change 24)
 	votes     map[uint64]map[wire.ServerID]wire.SignedSuspect // session → votes not yet certified
@@ -173,7 +177,7 @@ func (m *Muteness) client(c wire.ClientID) *clientState {
 	cs := m.clients[c]
 	if cs == nil {
 		cs = &clientState{doorways: make(map[string]doorway), holds: make(map[string]hold), votes: make(map[uint64]map[wire.ServerID]wire.SignedSuspect),
-			ttls: make(map[uint64]time.Duration)}
+			ttls: make(map[uint64]time.Duration), opens: make(map[uint64]*wire.SignedOpen)}
 		if up, ok := m.settledUpTo[c]; ok {
 			cs.resetUpTo, cs.votedUpTo = up, up
 			delete(m.settledUpTo, c)
@@ -233,6 +237,7 @@ func (m *Muteness) Open(c wire.ClientID, sess uint64, ttl time.Duration, now tim
 	l.until = now.Add(ttl)
 	if cs.ttls[sess] != ttl {
 		cs.ttls[sess] = ttl
+		delete(cs.opens, sess) // an open of another TTL
 		m.pruneTTLs(cs)
 		return true, nil
 	}
@@ -255,6 +260,41 @@ func (m *Muteness) pruneTTLs(cs *clientState) {
 		}
 		delete(cs.ttls, oldest)
 	}
+	for sess := range cs.opens {
+		if _, ok := cs.ttls[sess]; !ok {
+			delete(cs.opens, sess)
+		}
+	}
+}
+
+// KeepOpen keeps o, the client's signed open of session sess with the TTL
+// this server holds for it (the caller verified it), to hand on in copies
+// (change 48). An open of another TTL is not kept.
+func (m *Muteness) KeepOpen(c wire.ClientID, sess uint64, ttl time.Duration, o *wire.SignedOpen) {
+	cs := m.clients[c]
+	if cs == nil || o == nil {
+		return
+	}
+	if t, ok := cs.ttls[sess]; ok && t == ttl {
+		cs.opens[sess] = o
+	}
+}
+
+// TTLOf is the TTL this server holds for c's session sess, if any.
+func (m *Muteness) TTLOf(c wire.ClientID, sess uint64) (time.Duration, bool) {
+	if cs := m.clients[c]; cs != nil {
+		d, ok := cs.ttls[sess]
+		return d, ok
+	}
+	return 0, false
+}
+
+// OpenOf is the signed open kept of c's session sess, if any.
+func (m *Muteness) OpenOf(c wire.ClientID, sess uint64) *wire.SignedOpen {
+	if cs := m.clients[c]; cs != nil {
+		return cs.opens[sess]
+	}
+	return nil
 }
 
 // RestoreTTL gives back, after a restart, the TTL a client asked for one of
@@ -277,13 +317,16 @@ func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
 // (a forward's) — is left as it is: what others report of it counts for
 // nothing (change 47). It reports whether it took the TTL, for the caller
 // to persist.
-func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration, closed bool) bool {
+func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration, closed bool, open *wire.SignedOpen) bool {
 	cs := m.client(c)
 	_, told := cs.ttls[sess]
 	if told || sess <= cs.resetUpTo || slices.ContainsFunc(cs.leases, func(l *lease) bool { return l.session == sess }) {
 		return false
 	}
 	m.restore(c, sess, ttl, closed, true)
+	if open != nil {
+		cs.opens[sess] = open
+	}
 	return true
 }
 

@@ -401,7 +401,7 @@ func TestRestoredClosedSessionsWaitForNothing(t *testing.T) {
 
 	for _, restoreClosed := range []bool{false, true} {
 		d := newFixture(t, 4, 3, time.Second).dets[0]
-		d.RestoreCopied(c, 1, time.Second, restoreClosed)
+		d.RestoreCopied(c, 1, time.Second, restoreClosed, nil)
 		d.Tick(now)
 		// Newer sessions open and close here, one after another.
 		for sess := uint64(2); sess <= 4; sess++ {
@@ -467,14 +467,14 @@ func TestCopiedLeaseYieldsToFPlusOneVotes(t *testing.T) {
 		restore func(d *Muteness, c wire.ClientID)
 		yields  bool
 	}{
-		{"copied", func(d *Muteness, c wire.ClientID) { d.RestoreCopied(c, 1, time.Hour, false) }, true},
+		{"copied", func(d *Muteness, c wire.ClientID) { d.RestoreCopied(c, 1, time.Hour, false, nil) }, true},
 		{"from its disk", func(d *Muteness, c wire.ClientID) { d.RestoreTTL(c, 1, time.Hour) }, false},
 		{"copied, then a heartbeat", func(d *Muteness, c wire.ClientID) {
-			d.RestoreCopied(c, 1, time.Hour, false)
+			d.RestoreCopied(c, 1, time.Hour, false, nil)
 			require.ErrorIs(t, d.Heartbeat(c, 1, now), ErrNotOpenedHere, "not acked")
 		}, true},
 		{"copied, then opened", func(d *Muteness, c wire.ClientID) {
-			d.RestoreCopied(c, 1, time.Hour, false)
+			d.RestoreCopied(c, 1, time.Hour, false, nil)
 			_, err := d.Open(c, 1, 10*time.Second, now)
 			require.NoError(t, err)
 			require.NoError(t, d.Heartbeat(c, 1, now), "acked once opened")
@@ -509,11 +509,11 @@ func TestCopiedTTLNeverOverridesTheClients(t *testing.T) {
 	now := time.Unix(1_000, 0)
 	_, err := d.Open(c, 1, 2*time.Second, now)
 	require.NoError(t, err)
-	require.False(t, d.RestoreCopied(c, 1, time.Hour, false), "the client's own TTL stands")
+	require.False(t, d.RestoreCopied(c, 1, time.Hour, false, nil), "the client's own TTL stands")
 	require.Equal(t, 2*time.Second, d.clients[c].ttls[1])
 	require.Equal(t, 2*time.Second, d.clients[c].leases[0].ttl)
 	require.NoError(t, d.Observe(c, 3, now)) // a forward's: a lease of the default TTL, no TTL told
-	require.False(t, d.RestoreCopied(c, 3, time.Hour, false), "a lease of its own stands")
+	require.False(t, d.RestoreCopied(c, 3, time.Hour, false, nil), "a lease of its own stands")
 	require.Equal(t, time.Second, d.clients[c].leases[1].ttl)
-	require.True(t, d.RestoreCopied(c, 2, time.Hour, false), "a session this server never heard of takes the copy's")
+	require.True(t, d.RestoreCopied(c, 2, time.Hour, false, nil), "a session this server never heard of takes the copy's")
 }

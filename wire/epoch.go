@@ -460,6 +460,10 @@ type CopySession struct {
 	// (SessionClose) and has not renewed it since (protocol 1.6; a 1.5
 	// server reports none).
 	Closed bool `cbor:"3,keyasint,omitempty"`
+	// Open is the client's signed open of the session, if the reporting
+	// server has it (change 48; protocol 1.7): it vouches for the session
+	// and its TTL on its own.
+	Open *SignedOpen `cbor:"4,keyasint,omitempty"`
 }
 
 // check bounds every list of the part.

@@ -226,6 +226,7 @@ func examples(tb testing.TB) []example {
 		{"Welcome", &wire.Message{Welcome: &wire.Welcome{Client: id(f.alice)}}},
 		{"SessionOpen", &wire.Message{SessionOpen: &wire.SessionOpen{Session: 3, TTLMillis: 5000}}},
 		{"SessionOpen/epoch", &wire.Message{SessionOpen: &wire.SessionOpen{Session: 3, TTLMillis: 5000, Epoch: 2}}},
+		{"SessionOpen/signed", &wire.Message{SessionOpen: &wire.SessionOpen{Session: 3, TTLMillis: 5000, Signed: ptr(f.openOf(tb, 3, 5000))}}},
 		{"Heartbeat", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17}}},
 		{"Heartbeat/epoch", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17, Epoch: 2}}},
 		{"SessionAck", &wire.Message{SessionAck: &wire.SessionAck{Session: 3, Seq: 17, LeaseOK: true, MaxHoldMillis: 60000}}},
@@ -284,7 +285,8 @@ func examples(tb testing.TB) []example {
 			Certs:       []wire.ResetCertificate{cert},
 			Bans:        []wire.Evidence{{Kind: wire.EvidenceInvalidTicket, A: ticket, J: j}, {Kind: wire.EvidenceEquivocation, A: ticket, B: &equivocal}},
 			Revocations: []crypto.Signed{revocation},
-			Clients:     []wire.CopyClient{{Client: id(f.alice), Sessions: []wire.CopySession{{Session: 3, TTLMillis: 5000}, {Session: 4, TTLMillis: 5000, Closed: true}}, SpokeUpTo: 3, ResetUpTo: 2}},
+			Clients: []wire.CopyClient{{Client: id(f.alice), Sessions: []wire.CopySession{{Session: 3, TTLMillis: 5000, Open: ptr(f.openOf(tb, 3, 5000))},
+				{Session: 4, TTLMillis: 5000, Closed: true}}, SpokeUpTo: 3, ResetUpTo: 2}},
 		}}},
 	}
 }
@@ -301,6 +303,14 @@ func (f *fixture) epochOne(tb testing.TB) crypto.Signed {
 		Members: members, F: 1, ClientCAs: []crypto.PublicKey{f.alice.Public.Wire}, NextCA: []byte{0x30}})
 	require.NoError(tb, err)
 	return s
+}
+
+// openOf is alice's signed open of session sess with a TTL of ttl ms.
+func (f *fixture) openOf(tb testing.TB, sess uint64, ttl uint32) wire.SignedOpen {
+	tb.Helper()
+	o, err := wire.SignOpen(f.alice, f.keys.Cluster, sess, ttl)
+	require.NoError(tb, err)
+	return o
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -305,10 +305,19 @@ type SessionOpen struct {
 	// a server that knows later ones shows them. Unsigned: a client that
 	// lies about it only gets shown epochs, or not.
 	Epoch uint64 `cbor:"3,keyasint,omitempty"`
+	// Signed is the client's signature on the session and its TTL (change
+	// 48; protocol 1.7, absent from an older client): the server keeps it,
+	// so that a copy shows the TTL as the client asked it, which a faulty
+	// member cannot raise.
+	Signed *SignedOpen `cbor:"4,keyasint,omitempty"`
 }
 
 func (s *SessionOpen) String() string {
-	return fmt.Sprintf("SessionOpen(sess=%d ttl=%dms%s)", s.Session, s.TTLMillis, epochSuffix(s.Epoch))
+	signed := ""
+	if s.Signed != nil {
+		signed = " signed"
+	}
+	return fmt.Sprintf("SessionOpen(sess=%d ttl=%dms%s%s)", s.Session, s.TTLMillis, epochSuffix(s.Epoch), signed)
 }
 
 // Heartbeat renews the lease of a session.

@@ -22,7 +22,9 @@ const (
 	// SessionOpen, Heartbeat, Read and GetSet (unsigned; a 1.4 server
 	// ignores it); 1.6: CopySession.Closed (a copy says which sessions
 	// their clients closed; a 1.5 server's reports say none were); 1.7:
-	// Copy.HWJ (each hw with its J where the member has it, change 47).
+	// Copy.HWJ (each hw with its J where the member has it, change 47),
+	// SessionOpen.Signed and CopySession.Open (a session's TTL signed by
+	// its client, change 48).
 	ProtocolMinor = 7
 )
 

@@ -66,19 +66,28 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 	}
 	switch {
 	case m.SessionOpen != nil:
-		k.spoke(c, m.SessionOpen.Session, e) // change 33
-		k.tellClient(c, m.SessionOpen.Epoch, e)
-		ttl := time.Duration(m.SessionOpen.TTLMillis) * time.Millisecond
-		newTTL, err := k.mute.Open(c, m.SessionOpen.Session, ttl, now)
+		so := m.SessionOpen
+		if err := checkOpen(k.cfg.Keys.Cluster, c, so); err != nil {
+			fail(0, wire.ErrCodeMalformed, err)
+			return
+		}
+		k.spoke(c, so.Session, e) // change 33
+		k.tellClient(c, so.Epoch, e)
+		ttl := time.Duration(so.TTLMillis) * time.Millisecond
+		newTTL, err := k.mute.Open(c, so.Session, ttl, now)
 		if le := k.sessionLimit(err, ttl); le != nil {
 			fail(0, wire.ErrCodeLimit, le)
+		}
+		if err == nil && so.Signed != nil && k.mute.OpenOf(c, so.Session) == nil {
+			k.mute.KeepOpen(c, so.Session, ttl, so.Signed)
+			newTTL = true // persisted with its signed open (change 48)
 		}
 		if newTTL {
 			// Durable before the ack (it counts toward the client's lease):
 			// a restart must not run this session's lease with the default.
-			e.Persist = append(e.Persist, ttlRecord(c, m.SessionOpen.Session, ttl))
+			e.Persist = append(e.Persist, ttlRecord(c, so.Session, ttl, k.mute.OpenOf(c, so.Session)))
 		}
-		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.SessionOpen.Session, Seq: 0, LeaseOK: err == nil,
+		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: so.Session, Seq: 0, LeaseOK: err == nil,
 			MaxHoldMillis: uint64(k.maxHoldOf(c) / time.Millisecond)}})
 	case m.SessionClose != nil:
 		k.mute.Close(c, m.SessionClose.Session, now)

@@ -414,24 +414,29 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 // highest report of each counter (a faulty member raises none alone; the
 // reset counter ends the sessions up to it, as the certificate a correct
 // reporter holds did), and starts a lease at the copy's end (RestartClocks)
-// on every session that f+1 members name or that a register value taken is
-// in (its client signed that value: the session is real), with the longest
-// TTL any member named for it, clamped to this server's bounds, or the
-// default TTL if none names it — ended from the start if f+1 say its
-// client closed it (docs/protocol.md change 47). Such a lease gives way to
-// f+1 votes of the epoch served (YieldCopied).
+// on every session whose client vouches for it — its signed open, or a
+// register value taken — or that f+1 members name (docs/protocol.md changes
+// 47 and 48). Its TTL is the one its client signed, else the longest any
+// member named, else the default; clamped to this server's bounds. It is
+// ended from the start if f+1 say its client closed it. Such a lease gives
+// way to f+1 votes of the epoch served (YieldCopied), and only a lease of a
+// signed open goes to disk: a restart has no lease of an unsigned copy, and
+// hears of the session anew.
 func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 	type reports struct {
 		spoke, reset []uint64
-		named        map[uint64]int    // reporters that name the session
-		ttls         map[uint64]uint32 // the longest TTL named for it
-		closed       map[uint64]int    // reporters that say the client closed the session
+		named        map[uint64]int              // reporters that name the session
+		ttls         map[uint64]uint32           // the longest TTL named for it
+		opens        map[uint64]*wire.SignedOpen // its client's signed open, the longest TTL signed
+		openTTL      map[uint64]uint32           // that TTL
+		closed       map[uint64]int              // reporters that say the client closed the session
 	}
 	all := map[wire.ClientID]*reports{}
 	get := func(c wire.ClientID) *reports {
 		r := all[c]
 		if r == nil {
-			r = &reports{named: map[uint64]int{}, ttls: map[uint64]uint32{}, closed: map[uint64]int{}}
+			r = &reports{named: map[uint64]int{}, ttls: map[uint64]uint32{}, opens: map[uint64]*wire.SignedOpen{},
+				openTTL: map[uint64]uint32{}, closed: map[uint64]int{}}
 			all[c] = r
 		}
 		return r
@@ -450,6 +455,11 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 				r.ttls[cs.Session] = max(r.ttls[cs.Session], cs.TTLMillis)
 				if cs.Closed {
 					r.closed[cs.Session]++
+				}
+				if o := cs.Open; o != nil {
+					if b, err := o.Verify(k.cfg.Keys.Cluster); err == nil && b.Client == c && b.Session == cs.Session && b.TTLMillis >= r.openTTL[cs.Session] {
+						r.opens[cs.Session], r.openTTL[cs.Session] = o, b.TTLMillis
+					}
 				}
 			}
 		}
@@ -480,6 +490,9 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 				sessions[sess] = true
 			}
 		}
+		for sess := range r.opens {
+			sessions[sess] = true
+		}
 		for sess := range run.signed[c] {
 			sessions[sess] = true
 		}
@@ -487,21 +500,26 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 			if sess <= k.mute.ResetUpTo(c) || k.banned[c] != nil {
 				continue
 			}
-			// A correct member that acked the client in this session is
-			// among any q reporters if the client's guarantee rests on it
-			// (F1), and names the TTL the client asked: the longest named
-			// is never shorter. With none named, no guarantee does.
+			// Its client's signed TTL, if a member kept it; else a correct
+			// member that acked the client in this session is among any q
+			// reporters if the client's guarantee rests on it (F1), and
+			// names the TTL the client told it: the longest named is never
+			// shorter. With none named, no guarantee does.
 			d := k.cfg.DefaultTTL
-			if ttl, ok := r.ttls[sess]; ok {
-				d = time.Duration(ttl) * time.Millisecond
+			open := r.opens[sess]
+			switch {
+			case open != nil:
+				d = time.Duration(r.openTTL[sess]) * time.Millisecond
+			case r.ttls[sess] > 0:
+				d = time.Duration(r.ttls[sess]) * time.Millisecond
 			}
 			d = min(max(d, k.cfg.MinTTL), k.cfg.MaxTTL)
 			// Closed if f+1 reporters, one of them correct, saw the client
 			// close it: it starts ended, so it keeps no newer session
 			// waiting (a loop of short processes met max_deferred_sessions
 			// at new members for a TTL).
-			if k.mute.RestoreCopied(c, sess, d, r.closed[sess] > run.f) {
-				e.Persist = append(e.Persist, ttlRecord(c, sess, d))
+			if k.mute.RestoreCopied(c, sess, d, r.closed[sess] > run.f, open) && open != nil {
+				e.Persist = append(e.Persist, ttlRecord(c, sess, d, open))
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package core
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"testing"
 	"time"
 
@@ -188,13 +187,7 @@ func TestCopiedSessionsNeedFPlusOneReports(t *testing.T) {
 	}})
 	require.True(t, e.serving())
 
-	ttl := func(c *client, sess uint64) (time.Duration, bool) {
-		v, ok := e.c.disks[5][bucketTTL][string(voteKey(c.id, sess))]
-		if !ok {
-			return 0, false
-		}
-		return time.Duration(binary.BigEndian.Uint32(v)) * time.Millisecond, true
-	}
+	ttl := func(c *client, sess uint64) (time.Duration, bool) { return e.s5.mute.TTLOf(c.id, sess) }
 	require.Equal(t, []uint64{3}, e.s5.mute.SessionTTLs(x.id), "x's session 3 only: 2^63 and 4 were named by one member")
 	d, ok := ttl(x, 3)
 	require.True(t, ok)
@@ -332,10 +325,98 @@ func TestCopiedRegisterSessionGetsALease(t *testing.T) {
 	require.Equal(t, []uint64{7}, e.s5.mute.SessionTTLs(x.id))
 	require.Equal(t, []uint64{3}, e.s5.mute.SessionTTLs(y.id))
 	ttl := func(c *client, sess uint64) time.Duration {
-		v, ok := e.c.disks[5][bucketTTL][string(voteKey(c.id, sess))]
+		d, ok := e.s5.mute.TTLOf(c.id, sess)
 		require.True(t, ok)
-		return time.Duration(binary.BigEndian.Uint32(v)) * time.Millisecond
+		return d
 	}
 	require.Equal(t, 9*time.Second, ttl(x, 7), "the longest TTL named, by one member")
 	require.Equal(t, e.s5.cfg.DefaultTTL, ttl(y, 3), "the default, named by none")
+}
+
+// Change 48: a session's TTL as its client signed it. One member's report
+// of a session with the client's signed open vouches for the session and
+// its TTL on its own: a faulty member that names the same session with
+// 2^32−1 ms raises nothing, and an open signed by another key, or of
+// another session, counts for nothing. A copied TTL goes to disk only with
+// its signed open (a restart of an unsigned one hears of it anew), and is
+// handed on with it; an unsigned copied TTL is handed on as unknown (0).
+func TestCopiedSessionTTLIsTheOneItsClientSigned(t *testing.T) {
+	e := newTwoEpochs(t)
+	x, y := e.newClient(), e.newClient()
+	open := func(cl *client, sess uint64, ttl uint32) *wire.SignedOpen {
+		o, err := wire.SignOpen(cl.key, e.c.keys.Cluster, sess, ttl)
+		require.NoError(t, err)
+		return &o
+	}
+	forged := open(y, 5, 60_000) // y's key signing for x's session
+	e.report(0, wire.Copy{Clients: []wire.CopyClient{
+		{Client: x.id, Sessions: []wire.CopySession{{Session: 5, TTLMillis: 5000, Open: open(x, 5, 5000)}}},
+		{Client: y.id, Sessions: []wire.CopySession{{Session: 6, TTLMillis: 7000}}},
+	}})
+	e.report(1, wire.Copy{Clients: []wire.CopyClient{
+		{Client: x.id, Sessions: []wire.CopySession{{Session: 5, TTLMillis: 1<<32 - 1, Open: forged}, {Session: 9, TTLMillis: 1<<32 - 1, Open: open(x, 8, 1000)}}},
+		{Client: y.id, Sessions: []wire.CopySession{{Session: 6, TTLMillis: 9000}}},
+	}})
+	e.report(2, wire.Copy{})
+	require.True(t, e.serving())
+	d, ok := e.s5.mute.TTLOf(x.id, 5)
+	require.True(t, ok, "one member's report with the client's signed open")
+	require.Equal(t, 5*time.Second, d, "the TTL the client signed, not the faulty member's")
+	_, ok = e.s5.mute.TTLOf(x.id, 9)
+	require.False(t, ok, "an open of another session vouches for nothing")
+	d, ok = e.s5.mute.TTLOf(y.id, 6)
+	require.True(t, ok, "named by f+1")
+	require.Equal(t, 9*time.Second, d, "unsigned: the longest named")
+
+	require.Contains(t, e.c.disks[5][bucketTTL], string(voteKey(x.id, 5)), "a signed TTL goes to disk")
+	require.NotContains(t, e.c.disks[5][bucketTTL], string(voteKey(y.id, 6)), "an unsigned copied one does not")
+	for _, cc := range e.s5.mute.CopyClients() {
+		for _, s := range cc.Sessions {
+			switch {
+			case cc.Client == x.id && s.Session == 5:
+				require.NotNil(t, s.Open, "handed on with its open")
+				require.Equal(t, uint32(5000), s.TTLMillis)
+			case cc.Client == y.id && s.Session == 6:
+				require.Nil(t, s.Open)
+				require.Zero(t, s.TTLMillis, "an unsigned copied TTL is handed on as unknown")
+			}
+		}
+	}
+	e.c.restart(5)
+	d, ok = e.c.cores[5].mute.TTLOf(x.id, 5)
+	require.True(t, ok)
+	require.Equal(t, 5*time.Second, d)
+	require.NotNil(t, e.c.cores[5].mute.OpenOf(x.id, 5), "its open restored with it")
+}
+
+// A client's SessionOpen carries its signed open (change 48): the server
+// keeps it with the session, on disk, to hand on in copies. One that does
+// not match the request — another session, another TTL, another client's
+// key — is refused as malformed; one without it (a client before protocol
+// 1.7) is taken as before, with nothing to hand on.
+func TestSessionOpenKeepsItsSignedOpen(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	x, y := c.newClient(), c.newClient()
+	open := func(cl *client, sess uint64, ttl uint32) *wire.SignedOpen {
+		o, err := wire.SignOpen(cl.key, c.keys.Cluster, sess, ttl)
+		require.NoError(t, err)
+		return &o
+	}
+	for _, bad := range []*wire.SignedOpen{open(x, 2, 5000), open(x, 1, 6000), open(y, 1, 5000)} {
+		c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000, Signed: bad}})
+		ms := c.replies(x.id)
+		require.Len(t, ms, 1)
+		require.NotNil(t, ms[0].Error)
+		require.Equal(t, wire.ErrCodeMalformed, ms[0].Error.Code)
+	}
+	c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000, Signed: open(x, 1, 5000)}})
+	ms := c.replies(x.id)
+	require.Len(t, ms, 1)
+	require.True(t, ms[0].SessionAck.LeaseOK)
+	require.NotNil(t, c.cores[0].mute.OpenOf(x.id, 1))
+	require.Greater(t, len(c.disks[0][bucketTTL][string(voteKey(x.id, 1))]), 4, "on disk with the TTL")
+
+	c.fromClient(0, y.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
+	require.True(t, c.replies(y.id)[0].SessionAck.LeaseOK, "an unsigned open, as before")
+	require.Nil(t, c.cores[0].mute.OpenOf(y.id, 1))
 }

@@ -45,8 +45,31 @@ func (k *Core) spoke(c wire.ClientID, sess uint64, e *Effects) {
 	}
 }
 
-func ttlRecord(c wire.ClientID, sess uint64, ttl time.Duration) Record {
-	return Record{Bucket: bucketTTL, Key: voteKey(c, sess), Value: binary.BigEndian.AppendUint32(nil, uint32(ttl/time.Millisecond))}
+// ttlRecord is the record of c's session sess: its TTL (4 bytes, big
+// endian), then the client's signed open of it, if kept (change 48).
+func ttlRecord(c wire.ClientID, sess uint64, ttl time.Duration, open *wire.SignedOpen) Record {
+	v := binary.BigEndian.AppendUint32(nil, uint32(ttl/time.Millisecond))
+	if open != nil {
+		v = append(v, mustMarshal(open)...)
+	}
+	return Record{Bucket: bucketTTL, Key: voteKey(c, sess), Value: v}
+}
+
+// checkOpen checks a SessionOpen's signed open, if it carries one: its
+// client's, of this cluster, for this session and TTL (change 48). An open
+// without one (a client before protocol 1.7) is taken as before.
+func checkOpen(cluster wire.ClusterID, c wire.ClientID, so *wire.SessionOpen) error {
+	if so.Signed == nil {
+		return nil
+	}
+	b, err := so.Signed.Verify(cluster)
+	if err != nil {
+		return err
+	}
+	if b.Client != c || b.Session != so.Session || b.TTLMillis != so.TTLMillis {
+		return fmt.Errorf("core: the signed open is of %s session %d with %d ms, the request of %s session %d with %d ms", b.Client, b.Session, b.TTLMillis, c, so.Session, so.TTLMillis)
+	}
+	return nil
 }
 
 func stmtKey(lock string, c wire.ClientID) []byte {
@@ -220,7 +243,7 @@ func (k *Core) Restore(r Reader) error {
 	})
 	if err == nil {
 		err = r.ForEach(bucketTTL, func(key, v []byte) error {
-			if len(key) != 32+8 || len(v) != 4 {
+			if len(key) != 32+8 || len(v) < 4 {
 				return fmt.Errorf("a lease TTL record of %d+%d bytes", len(key), len(v))
 			}
 			c, sess := wire.ClientID(key[:32]), binary.BigEndian.Uint64(key[32:])
@@ -228,7 +251,17 @@ func (k *Core) Restore(r Reader) error {
 				k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketTTL, Key: bytes.Clone(key), Delete: true})
 				return nil
 			}
-			k.mute.RestoreTTL(c, sess, time.Duration(binary.BigEndian.Uint32(v))*time.Millisecond)
+			ttl := time.Duration(binary.BigEndian.Uint32(v)) * time.Millisecond
+			k.mute.RestoreTTL(c, sess, ttl)
+			if len(v) > 4 {
+				var o wire.SignedOpen
+				if err := crypto.Unmarshal(v[4:], &o); err != nil {
+					return fmt.Errorf("the signed open of %s session %d: %w", c, sess, err)
+				}
+				if b, err := o.Verify(k.cfg.Keys.Cluster); err == nil && b.Client == c && b.Session == sess {
+					k.mute.KeepOpen(c, sess, ttl, &o)
+				}
+			}
 			return nil
 		})
 	}

@@ -280,7 +280,7 @@ func TestRestartKeepsResetSessionsResetAndLeasesTheRest(t *testing.T) {
 	require.NotContains(t, disk[bucketTTL], string(voteKey(cl.id, 1)), "the certificate deleted session 1's TTL")
 	require.Contains(t, disk[bucketTTL], string(voteKey(cl.id, 2)))
 	// As a disk written before change 22 would still hold it:
-	disk[bucketTTL][string(voteKey(cl.id, 1))] = ttlRecord(cl.id, 1, ttl1).Value
+	disk[bucketTTL][string(voteKey(cl.id, 1))] = ttlRecord(cl.id, 1, ttl1, nil).Value
 
 	c.restart(s)
 	k := c.cores[s]
