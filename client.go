@@ -29,10 +29,10 @@ type Config struct {
 	// remove and replace) are read too.
 	ClusterFile string
 	Cluster     *certs.Cluster
-	// Epochs are the cluster's signed epochs after its cluster file, for a
+	// Epochs are the cluster's endorsed epochs after its cluster file, for a
 	// Cluster given in memory (certs.ReadEpochs). Without them a client
 	// learns the newer epochs from the servers (docs/protocol.md change 43).
-	Epochs []crypto.Signed
+	Epochs []wire.Epoch
 	// IdentityFile is the client's key file (or set Identity). With
 	// CreateIdentity, a missing file is created.
 	IdentityFile   string

@@ -48,7 +48,7 @@ type ClientConfig struct {
 	// Keys, N and F are then epoch 0's (the cluster file).
 	ClusterCA *crypto.Parsed
 	// Epochs are epochs after 0 the client starts knowing.
-	Epochs []crypto.Signed
+	Epochs []wire.Epoch
 }
 
 type attemptPhase uint8
@@ -358,7 +358,7 @@ func (c *Client) Accesses(lock string) int {
 func (c *Client) Reconnected(now time.Time, s wire.ServerID) (e Effects) {
 	send := func(m *wire.Message) { e.Send = append(e.Send, Send{To: s, Msg: m}) }
 	if c.chain != nil && c.chain.Number() > 0 {
-		send(&wire.Message{EpochNews: &wire.EpochNews{Epochs: c.chain.Latest()}})
+		send(&wire.Message{EpochNews: wire.NewsOf(c.chain.Latest())})
 	}
 	if !c.reopen {
 		send(c.sessionOpen(c.sess))
@@ -510,7 +510,7 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 				// GetSet naming an epoch it does not know is refused
 				// there (server/core epoch.go, behind), and it learns the
 				// epoch from this client as from a reconnecting one.
-				e.Send = append(e.Send, Send{To: s, Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: c.chain.Latest()}}})
+				e.Send = append(e.Send, Send{To: s, Msg: &wire.Message{EpochNews: wire.NewsOf(c.chain.Latest())}})
 			}
 			if o.resend != nil && o.resend.SessionClose != nil {
 				if o.waitFor == nil {

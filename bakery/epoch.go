@@ -55,7 +55,7 @@ func (c *Client) onEpochNews(now time.Time, n *wire.EpochNews, e *Effects) {
 		return
 	}
 	from := c.chain.Number()
-	_, _ = c.chain.Extend(n.Epochs) // what verifies is kept; the rest is a faulty server's
+	_, _ = c.chain.Extend(n.List()) // what verifies is kept; the rest is a faulty server's
 	if c.chain.Number() > from {
 		c.moveTo(now, e)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -18,7 +19,7 @@ import (
 type epochPair struct {
 	ca   *crypto.PrivateKey
 	keys wire.Keyring
-	one  crypto.Signed
+	one  wire.Epoch // endorsed by servers 0–2 (change 49)
 }
 
 func newEpochPair(t *testing.T) *epochPair {
@@ -29,21 +30,26 @@ func newEpochPair(t *testing.T) *epochPair {
 	}
 	p := &epochPair{ca: gen()}
 	var pubs []*crypto.Parsed
-	for range 4 {
-		pubs = append(pubs, gen().Public)
+	signers := map[wire.ServerID]*crypto.PrivateKey{}
+	for i := range 4 {
+		k := gen()
+		pubs = append(pubs, k.Public)
+		if i < 3 {
+			signers[wire.ServerID(i)] = k
+		}
 	}
 	p.keys = wire.NewKeyring(1, pubs)
 	var members []wire.EpochMember
 	for i, k := range []*crypto.Parsed{pubs[0], pubs[1], pubs[2], gen().Public} {
 		members = append(members, wire.EpochMember{ID: wire.ServerID(i + i/3), Address: "127.0.0.1:7000", Key: k.Wire, Cert: []byte{0x30}})
 	}
-	var err error
-	p.one, err = wire.SignEpoch(p.ca, &wire.EpochBody{Cluster: p.keys.Cluster, Number: 1, Prev: [32]byte(p.keys.Cluster), Members: members, F: 1})
+	one, err := wire.SignEpoch(p.ca, &wire.EpochBody{Cluster: p.keys.Cluster, Number: 1, Prev: [32]byte(p.keys.Cluster), Members: members, F: 1})
 	require.NoError(t, err)
+	p.one = testutil.Endorse(one, p.keys.Cluster, 1, signers)
 	return p
 }
 
-func (p *epochPair) client(t *testing.T, epochs ...crypto.Signed) *bakery.Client {
+func (p *epochPair) client(t *testing.T, epochs ...wire.Epoch) *bakery.Client {
 	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 	require.NoError(t, err)
 	c, err := bakery.NewClient(bakery.ClientConfig{Key: k, N: 4, F: 1, Keys: p.keys, TTL: 3 * time.Second, ClusterCA: p.ca.Public, Epochs: epochs})
@@ -95,13 +101,15 @@ func TestEpochMoveKeepsTheLeaseGuarantee(t *testing.T) {
 	require.True(t, c.LeaseHolds(now))
 
 	forged := p.one
-	forged.Sig = append([]byte(nil), forged.Sig...)
-	forged.Sig[0] ^= 1
-	c.Step(now, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{forged}}})
+	forged.Signed.Sig = append([]byte(nil), forged.Signed.Sig...)
+	forged.Signed.Sig[0] ^= 1
+	c.Step(now, 0, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{forged})})
 	require.Zero(t, c.Epoch(), "an epoch the CA did not sign moves nobody")
+	c.Step(now, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one.Signed}}})
+	require.Zero(t, c.Epoch(), "nor one the CA signed that the members did not endorse (change 49)")
 
 	later := now.Add(time.Second)
-	e := c.Step(later, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
+	e := c.Step(later, 0, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{p.one})})
 	require.Equal(t, uint64(1), c.Epoch())
 	require.Equal(t, until, c.LeaseValidUntil(), "the old epoch's guarantee is kept")
 	require.True(t, c.LeaseHolds(later))
@@ -141,7 +149,7 @@ func TestEpochMovedIsNoSessionRefusal(t *testing.T) {
 	_, err := c.Start(now)
 	require.NoError(t, err)
 	moved := func(s wire.ServerID) {
-		c.Step(now, s, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
+		c.Step(now, s, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{p.one})})
 		c.Step(now, s, &wire.Message{Error: &wire.Error{Code: wire.ErrCodeEpochMoved, Detail: "sealed epoch 0"}})
 	}
 	moved(3) // the removed server
@@ -268,9 +276,9 @@ func readsRetriedAtACopyingMember(t *testing.T, session bool) {
 func TestReconnectShowsTheEpochs(t *testing.T) {
 	p := newEpochPair(t)
 	for _, tc := range []struct {
-		shown []crypto.Signed
+		shown []wire.Epoch
 		want  int
-	}{{nil, 0}, {[]crypto.Signed{p.one}, 1}} {
+	}{{nil, 0}, {[]wire.Epoch{p.one}, 1}} {
 		c := p.client(t, tc.shown...)
 		now := time.Unix(1_000, 0)
 		_, err := c.Start(now)
@@ -321,7 +329,7 @@ func TestMoveRestartsPendingAccesses(t *testing.T) {
 	for _, s := range []wire.ServerID{3, 1} {
 		require.Empty(t, answer(s, old), "two answers of epoch 0 are no quorum")
 	}
-	e := c.Step(now, 0, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{p.one}}})
+	e := c.Step(now, 0, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{p.one})})
 	require.Equal(t, uint64(1), c.Epoch())
 	var again [3]uint64
 	for _, s := range e.Send {

@@ -22,28 +22,41 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// Epochs on disk (docs/protocol.md change 43). The cluster file is epoch 0;
-// each later epoch, signed by the cluster CA, is one file DIR/epochs/<n>.epoch
-// beside it, written by `bqserver server add`, `remove` and `replace`. A
-// server and a client read them when they start; they also learn them from
-// the cluster, so a file that lacks the newest is out of date, never wrong.
+// Epochs on disk (docs/protocol.md changes 43 and 48). The cluster file is
+// epoch 0; each later epoch, signed by the cluster CA and endorsed by q
+// members of the one before, is one file DIR/epochs/<n>.epoch beside it,
+// written by `bqserver server add`, `remove`, `replace` and `push` once the
+// members endorsed it; until then it is a proposal, DIR/epochs/<n>.proposal
+// (with the operator's approval and the endorsements gathered so far). A
+// server and a client read the epochs when they start; they also learn them
+// from the cluster, so a file that lacks the newest is out of date, never
+// wrong.
 
 // EpochsDirName is the directory of the signed epochs, beside the cluster file.
 const EpochsDirName = "epochs"
 
 // epochPEMType is the PEM block type of an epoch file; its body is the CBOR
-// of the signed epoch.
+// of the signed epoch with its endorsements (a wire.Epoch).
 const epochPEMType = "BQ EPOCH"
+
+// proposalPEMType is the PEM block type of a proposal file; its body is the
+// CBOR of a wire.Endorse.
+const proposalPEMType = "BQ PROPOSED EPOCH"
 
 // EpochPath is the file of epoch n in cluster directory dir.
 func EpochPath(dir string, n uint64) string {
 	return filepath.Join(dir, EpochsDirName, strconv.FormatUint(n, 10)+".epoch")
 }
 
+// ProposalPath is the file of proposed epoch n in cluster directory dir.
+func ProposalPath(dir string, n uint64) string {
+	return filepath.Join(dir, EpochsDirName, strconv.FormatUint(n, 10)+".proposal")
+}
+
 // WriteEpoch writes epoch n into dir's epochs directory, never overwriting:
 // a second epoch with one number is the operator's error.
-func WriteEpoch(dir string, n uint64, s crypto.Signed) error {
-	b, err := crypto.Marshal(s)
+func WriteEpoch(dir string, n uint64, ep wire.Epoch) error {
+	b, err := crypto.Marshal(&ep)
 	if err != nil {
 		return err
 	}
@@ -56,10 +69,76 @@ func WriteEpoch(dir string, n uint64, s crypto.Signed) error {
 	return w.err
 }
 
-// ReadEpochs reads the signed epochs of cluster directory dir, oldest first
-// (none if it has no epochs directory). It does not verify them: a Chain
-// does, against the cluster file.
-func ReadEpochs(dir string) ([]crypto.Signed, error) {
+// WriteProposal writes (or rewrites, as endorsements come) proposed epoch n
+// into dir's epochs directory.
+func WriteProposal(dir string, n uint64, p *wire.Endorse) error {
+	b, err := crypto.Marshal(p)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, EpochsDirName), 0o755); err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	path := ProposalPath(dir, n)
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	w := &writer{}
+	w.file(tmp, pem.EncodeToMemory(&pem.Block{Type: proposalPEMType, Bytes: b}), 0o644)
+	if w.err != nil {
+		return w.err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("certs: %w", err)
+	}
+	w.syncDir(filepath.Join(dir, EpochsDirName))
+	return w.err
+}
+
+// ReadProposal reads proposed epoch n of dir; false if there is none.
+func ReadProposal(dir string, n uint64) (*wire.Endorse, bool, error) {
+	path := ProposalPath(dir, n)
+	data, err := readLimited(path, 4*wire.MaxEpochBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("certs: %s: %w", path, err)
+	}
+	der, err := decodeOnePEM(data, proposalPEMType)
+	if err != nil {
+		return nil, false, fmt.Errorf("certs: %s: %v", path, err)
+	}
+	var p wire.Endorse
+	if err := crypto.Unmarshal(der, &p); err != nil {
+		return nil, false, fmt.Errorf("certs: %s: not a proposed epoch: %v", path, err)
+	}
+	return &p, true, nil
+}
+
+// Complete writes endorsed epoch n into dir in place of its proposal, then
+// puts a rotation's new CA keys in place of the old (their epoch now
+// counts: LoadCA and LoadClientCA take either file meanwhile).
+func Complete(dir string, n uint64, ep wire.Epoch) error {
+	if err := WriteEpoch(dir, n, ep); err != nil {
+		return err
+	}
+	_ = os.Remove(ProposalPath(dir, n))
+	for _, k := range [][2]string{{caNextKeyFile, CAKeyFile}, {clientCANextKeyFile, ClientCAKeyFile}} {
+		next := filepath.Join(dir, CADirName, k[0])
+		if _, err := os.Stat(next); err != nil {
+			continue
+		}
+		if err := os.Rename(next, filepath.Join(dir, CADirName, k[1])); err != nil {
+			return fmt.Errorf("certs: epoch %d is written, but the new key stays in %s: %w", n, next, err)
+		}
+	}
+	return nil
+}
+
+// ReadEpochs reads the endorsed epochs of cluster directory dir, oldest
+// first (none if it has no epochs directory). It does not verify them: a
+// Chain does, against the cluster file.
+func ReadEpochs(dir string) ([]wire.Epoch, error) {
 	edir := filepath.Join(dir, EpochsDirName)
 	ents, err := os.ReadDir(edir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -70,7 +149,7 @@ func ReadEpochs(dir string) ([]crypto.Signed, error) {
 	}
 	type numbered struct {
 		n uint64
-		s crypto.Signed
+		e wire.Epoch
 	}
 	var out []numbered
 	for _, e := range ents {
@@ -91,22 +170,22 @@ func ReadEpochs(dir string) ([]crypto.Signed, error) {
 		if err != nil {
 			return nil, fmt.Errorf("certs: %s: %v", path, err)
 		}
-		var s crypto.Signed
-		if err := crypto.Unmarshal(der, &s); err != nil {
-			return nil, fmt.Errorf("certs: %s: not a signed epoch: %v", path, err)
+		var ep wire.Epoch
+		if err := crypto.Unmarshal(der, &ep); err != nil {
+			return nil, fmt.Errorf("certs: %s: not an endorsed epoch (an epoch file written before protocol 1.8 has no endorsements: docs/protocol.md change 49): %v", path, err)
 		}
-		out = append(out, numbered{n, s})
+		out = append(out, numbered{n, ep})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
-	signed := make([]crypto.Signed, len(out))
+	epochs := make([]wire.Epoch, len(out))
 	for i, e := range out {
 		if e.n != uint64(i+1) {
 			return nil, fmt.Errorf("certs: %s: epoch %d is missing (epochs are consecutive from 1); copy every file of the operator's %s directory",
 				edir, i+1, EpochsDirName)
 		}
-		signed[i] = e.s
+		epochs[i] = e.e
 	}
-	return signed, nil
+	return epochs, nil
 }
 
 // CAKey is the cluster CA's key as the protocol verifies epochs with it.
@@ -129,7 +208,7 @@ func (ca *CA) EpochSigner() (*crypto.PrivateKey, error) {
 
 // ChainIn is the cluster's chain with the epochs of cluster directory dir,
 // verified, and those epochs.
-func (c *Cluster) ChainIn(dir string) (*wire.Chain, []crypto.Signed, error) {
+func (c *Cluster) ChainIn(dir string) (*wire.Chain, []wire.Epoch, error) {
 	epochs, err := ReadEpochs(dir)
 	if err != nil {
 		return nil, nil, err

@@ -15,10 +15,13 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// The operator's side of reconfiguration (docs/protocol.md change 43):
-// `bqserver server add`, `remove` and `replace` plan the next epoch from the
-// cluster directory, sign it with the cluster CA and write it beside the
-// cluster file, with a new member's private material.
+// The operator's side of reconfiguration (docs/protocol.md changes 43 and
+// 48): `bqserver server add`, `remove` and `replace` plan the next epoch
+// from the cluster directory, sign it with the cluster CA, approve it with
+// the client CA key in force (a closed cluster's), and write it beside the
+// cluster file as a proposal, with a new member's private material; the
+// command then gathers the members' endorsements and writes the epoch
+// (Complete).
 
 // Change is one change of the members.
 type Change struct {
@@ -42,13 +45,15 @@ type Change struct {
 	RetireClientCAs bool
 }
 
-// Plan is the next epoch, signed, and what it needs written.
+// Plan is the next epoch, proposed, and what it needs written.
 type Plan struct {
 	Before *wire.EpochBody // the newest epoch now (epoch 0 as a body)
 	Next   *wire.EpochBody
-	Signed crypto.Signed
-	Added  *NewMember // nil if the change adds no one
-	NextCA *CA        // the rotation's new CA, nil if none
+	// Proposal is the next epoch signed by the cluster CA, with the
+	// operator's approval on a closed cluster, and no endorsement yet.
+	Proposal *wire.Endorse
+	Added    *NewMember // nil if the change adds no one
+	NextCA   *CA        // the rotation's new CA, nil if none
 	// NextClientCA is a client-CA rotation's new key, nil if none.
 	NextClientCA *crypto.PrivateKey
 }
@@ -68,13 +73,19 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 	if err != nil {
 		return nil, err
 	}
+	if _, pending, err := ReadProposal(dir, chain.Number()+1); err != nil {
+		return nil, err
+	} else if pending {
+		return nil, fmt.Errorf("certs: epoch %d is proposed (%s) and not endorsed by the members yet: run 'bqserver server push --dir %s' when enough of them are up; one change at a time",
+			chain.Number()+1, ProposalPath(dir, chain.Number()+1), dir)
+	}
 	before := c.bodyOf(chain)
 	next := &wire.EpochBody{Cluster: c.ID(), Number: before.Number + 1, F: before.F, ClientCAs: before.ClientCAs,
 		Members: slices.Clone(before.Members)}
 	if before.Number == 0 {
 		next.Prev = [32]byte(c.ID())
 	} else {
-		next.Prev = wire.EpochHash(epochs[len(epochs)-1])
+		next.Prev = wire.EpochHash(epochs[len(epochs)-1].Signed)
 	}
 	var removed *wire.EpochMember
 	if ch.Remove != nil {
@@ -150,22 +161,39 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 	if err != nil {
 		return nil, err
 	}
-	if p.Signed, err = wire.SignEpoch(signer, next); err != nil {
+	signed, err := wire.SignEpoch(signer, next)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := chain.Extend([]crypto.Signed{p.Signed}); err != nil {
+	if _, err := chain.Check(signed); err != nil {
 		return nil, fmt.Errorf("certs: internal error: the planned epoch does not continue the chain: %w", err)
+	}
+	p.Proposal = &wire.Endorse{Proposal: signed}
+	if c.Closed() {
+		// The operator's approval, with the client CA key in force before
+		// the change: a member endorses nothing else (change 49).
+		cca, err := LoadClientCA(dir)
+		if err != nil {
+			return nil, fmt.Errorf("certs: the members endorse an epoch of a closed cluster only with the client CA's approval: %w", err)
+		}
+		a, err := wire.SignApproval(cca.Key, c.ID(), next.Number, signed)
+		if err != nil {
+			return nil, err
+		}
+		p.Proposal.Approval = &a
 	}
 	return p, nil
 }
 
 // Write writes the plan into dir: the new member's private material first,
-// the epoch last, so a failure leaves no epoch naming missing material.
+// the proposal last, so a failure leaves no proposal naming missing
+// material.
 //
 // A rotation writes the new CA's key beside the old one first, then the
-// epoch, then puts the new key in place of the old (LoadCA takes either
-// file, whichever is the key of the CA in force): the epoch never names a
-// CA whose key is not on disk, and the old key is gone once it is retired.
+// proposal; Complete puts the new key in place of the old once the epoch
+// is endorsed (LoadCA takes either file, whichever is the key of the CA in
+// force): no epoch names a CA whose key is not on disk, and the old key is
+// gone once it is retired.
 func (p *Plan) Write(dir string) error {
 	if p.Added != nil {
 		if err := p.Added.Write(dir); err != nil {
@@ -194,20 +222,7 @@ func (p *Plan) Write(dir string) error {
 			return w.err
 		}
 	}
-	if err := WriteEpoch(dir, p.Next.Number, p.Signed); err != nil {
-		return err
-	}
-	if p.NextClientCA != nil {
-		if err := os.Rename(nextClient, filepath.Join(dir, CADirName, ClientCAKeyFile)); err != nil {
-			return fmt.Errorf("certs: the epoch listing the new client CA is written, but its key stays in %s: %w", nextClient, err)
-		}
-	}
-	if p.NextCA != nil {
-		if err := os.Rename(next, filepath.Join(dir, CADirName, CAKeyFile)); err != nil {
-			return fmt.Errorf("certs: the epoch naming the new CA is written, but its key stays in %s: %w", next, err)
-		}
-	}
-	return nil
+	return WriteProposal(dir, p.Next.Number, p.Proposal)
 }
 
 // bodyOf is the newest epoch of chain as a body (epoch 0 from the cluster file).

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -31,7 +32,7 @@ func TestPlanChangeReplaceAddRemove(t *testing.T) {
 
 	p, err := PlanChange(dir, Change{Remove: sid(2), Add: true}, now, rand.Reader)
 	require.NoError(t, err)
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	require.Equal(t, uint64(1), p.Next.Number)
 	require.Equal(t, []wire.ServerID{0, 1, 3, 4}, memberIDs(p.Next))
 	require.Equal(t, uint16(1), p.Next.F)
@@ -48,21 +49,21 @@ func TestPlanChangeReplaceAddRemove(t *testing.T) {
 
 	p, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: 7100}, now, rand.Reader)
 	require.NoError(t, err)
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	require.Equal(t, []wire.ServerID{0, 1, 3, 4, 5}, memberIDs(p.Next), "id 2 is never used again")
 	require.Equal(t, uint16(1), p.Next.F)
 
 	for _, add := range []int{7101, 7102} {
 		p, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: add}, now, rand.Reader)
 		require.NoError(t, err)
-		require.NoError(t, p.Write(dir))
+		writeEndorsed(t, dir, p)
 	}
 	require.Equal(t, 7, p.Next.N())
 	require.Equal(t, uint16(2), p.Next.F, "seven members tolerate two faults")
 
 	p, err = PlanChange(dir, Change{Remove: sid(0)}, now, rand.Reader)
 	require.NoError(t, err)
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	require.Equal(t, uint16(1), p.Next.F, "six members tolerate one")
 
 	_, err = PlanChange(dir, Change{Remove: sid(2)}, now, rand.Reader)
@@ -113,7 +114,7 @@ func TestRosterFollowsTheEpochs(t *testing.T) {
 	for _, ch := range []Change{{Remove: sid(2), Add: true}, {Remove: sid(0)}} {
 		p, err := PlanChange(dir, ch, now, rand.Reader)
 		require.NoError(t, err)
-		require.NoError(t, p.Write(dir))
+		writeEndorsed(t, dir, p)
 	}
 	epochs, err := ReadEpochs(dir)
 	require.NoError(t, err)
@@ -163,7 +164,7 @@ func TestRotateTheClusterCA(t *testing.T) {
 	require.ErrorContains(t, err, "a CA rotation changes no member")
 	p, err := PlanChange(dir, Change{RotateCA: true}, now, rand.Reader)
 	require.NoError(t, err)
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	require.Equal(t, memberIDs(p.Before), memberIDs(p.Next))
 	require.Equal(t, p.Before.F, p.Next.F)
 	_, err = os.Stat(filepath.Join(dir, CADirName, caNextKeyFile))
@@ -176,7 +177,7 @@ func TestRotateTheClusterCA(t *testing.T) {
 
 	p, err = PlanChange(dir, Change{Remove: sid(1), Add: true}, now, rand.Reader)
 	require.NoError(t, err)
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	epochs, err := ReadEpochs(dir)
 	require.NoError(t, err)
 	chain := c.Chain()
@@ -204,10 +205,10 @@ func TestRotateTheClusterCA(t *testing.T) {
 	signer, err := old.EpochSigner()
 	require.NoError(t, err)
 	b := *p.Next
-	b.Number, b.Prev = 3, wire.EpochHash(p.Signed)
+	b.Number, b.Prev = 3, wire.EpochHash(p.Proposal.Proposal)
 	forged, err := wire.SignEpoch(signer, &b)
 	require.NoError(t, err)
-	_, err = chain.Extend([]crypto.Signed{forged})
+	_, err = chain.Extend([]wire.Epoch{{Signed: forged}})
 	require.ErrorContains(t, err, "not signed by the cluster CA in force")
 }
 
@@ -234,7 +235,7 @@ func TestRotateTheClientCA(t *testing.T) {
 
 	p, err := PlanChange(dir, Change{RotateClientCA: true}, now, rand.Reader)
 	require.NoError(t, err)
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	require.Len(t, p.Next.ClientCAs, 2)
 	cur, err := LoadClientCA(dir)
 	require.NoError(t, err)
@@ -261,7 +262,7 @@ func TestRotateTheClientCA(t *testing.T) {
 	require.Equal(t, []string{"c"}, stale)
 	p, err = PlanChange(dir, Change{RetireClientCAs: true}, now, rand.Reader)
 	require.NoError(t, err)
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	chain, _, err = c.ChainIn(dir)
 	require.NoError(t, err)
 	inForce, ever := chain.ClientCAs(c.ClientCA)
@@ -278,7 +279,7 @@ func TestRotateTheClientCA(t *testing.T) {
 	for range wire.MaxClientCAs - 1 {
 		p, err = PlanChange(dir, Change{RotateClientCA: true}, now, rand.Reader)
 		require.NoError(t, err)
-		require.NoError(t, p.Write(dir))
+		writeEndorsed(t, dir, p)
 	}
 	_, err = PlanChange(dir, Change{RotateClientCA: true}, now, rand.Reader)
 	require.ErrorContains(t, err, "retire the old ones first")
@@ -302,7 +303,7 @@ func TestClusterOutlivesItsFirstCertificates(t *testing.T) {
 	one := wire.ServerID(1)
 	p, err := PlanChange(dir, Change{Remove: &one, Add: true}, now, rand.Reader)
 	require.NoError(t, err, "the operator can replace it")
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	_, err = LoadCluster(filepath.Join(dir, ClusterFileName))
 	require.NoError(t, err)
 	m, err := LoadServer(dir, 4)
@@ -326,9 +327,66 @@ func TestClusterOutlivesItsFirstCertificates(t *testing.T) {
 	require.NoError(t, err)
 	_, err = loadCluster(filepath.Join(dir, ClusterFileName), now.Add(20*day))
 	require.ErrorContains(t, err, "ca: the cluster CA certificate expired on", "before the rotation is written")
-	require.NoError(t, p.Write(dir))
+	writeEndorsed(t, dir, p)
 	_, err = loadCluster(filepath.Join(dir, ClusterFileName), now.Add(20*day))
 	require.NoError(t, err, "the first CA ended; the one in force did not")
 	_, err = loadCluster(filepath.Join(dir, ClusterFileName), now.Add(CAValidity+day))
 	require.ErrorContains(t, err, "the cluster CA certificate in force (named by epoch 1) expired on")
+}
+
+// writeEndorsed writes p as the operator's command does once the members
+// endorsed it (change 49): the proposal, then each member of the epoch
+// before endorses it with its key in dir, and the epoch takes its place.
+func writeEndorsed(t *testing.T, dir string, p *Plan) {
+	t.Helper()
+	require.NoError(t, p.Write(dir))
+	endorseWritten(t, dir, p)
+}
+
+// endorseWritten makes plan p's proposal, written, an epoch.
+func endorseWritten(t *testing.T, dir string, p *Plan) {
+	t.Helper()
+	signers := map[wire.ServerID]*crypto.PrivateKey{}
+	for _, m := range p.Before.Members {
+		data, err := readPrivate(filepath.Join(ServerDir(dir, int(m.ID)), SigningKeyFile), true)
+		require.NoError(t, err)
+		k, err := parseSigningKey(data)
+		require.NoError(t, err)
+		signers[m.ID] = k
+	}
+	ep := testutil.Endorse(p.Proposal.Proposal, p.Next.Cluster, p.Next.Number, signers)
+	require.NoError(t, Complete(dir, p.Next.Number, ep))
+}
+
+// The operator's side of change 49: a change is a proposal, not an epoch,
+// until q members endorse it; a second change waits for it (one change at a
+// time, so the proposal's number stays the next); on a closed cluster the
+// proposal carries the approval of the client CA in force, bound to it.
+func TestAChangeIsAProposalUntilEndorsed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	cl, err := Init(InitOptions{Dir: dir, Servers: 4, F: 1, Host: "127.0.0.1", PortBase: 7000, Closed: true}, now, rand.Reader)
+	require.NoError(t, err)
+
+	p, err := PlanChange(dir, Change{Remove: sid(2), Add: true}, now, rand.Reader)
+	require.NoError(t, err)
+	require.NoError(t, p.Write(dir))
+	_, err = os.Stat(EpochPath(dir, 1))
+	require.ErrorIs(t, err, os.ErrNotExist, "no epoch before its endorsements")
+	got, ok, err := ReadProposal(dir, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, wire.VerifyApproval([]*crypto.Parsed{cl.ClientCA}, cl.ID(), 1, got.Proposal, got.Approval),
+		"approved by the client CA, for this epoch")
+
+	_, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: 7100}, now, rand.Reader)
+	require.ErrorContains(t, err, "epoch 1 is proposed")
+	require.ErrorContains(t, err, "one change at a time")
+
+	endorseWritten(t, dir, p)
+	_, ok, err = ReadProposal(dir, 1)
+	require.NoError(t, err)
+	require.False(t, ok, "the endorsed epoch took the proposal's place")
+	_, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: 7100}, now, rand.Reader)
+	require.NoError(t, err, "the next change may start")
 }

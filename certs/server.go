@@ -45,7 +45,7 @@ type ServerMaterial struct {
 	Address string
 	// Epochs are the signed epochs after the cluster file (DIR/epochs),
 	// verified as a chain (docs/protocol.md change 43).
-	Epochs []crypto.Signed
+	Epochs []wire.Epoch
 }
 
 // findServer is server id's entry: the newest epoch's if it names it, else

@@ -193,6 +193,10 @@ const (
 	// DomainSession is a client's, on the TTL it opens a session with
 	// (change 48).
 	DomainSession Domain = "bq/v1/session"
+	// DomainEndorsement is a member's, on the epoch after its own, and
+	// DomainApproval a client CA's, on a proposed epoch (change 49).
+	DomainEndorsement Domain = "bq/v1/endorsement"
+	DomainApproval    Domain = "bq/v1/epoch-approval"
 	// DomainProclamation is a leader's value (docs/protocol.md §11).
 	DomainProclamation Domain = "bq/v1/proclamation"
 	DomainTest         Domain = "bq/v1/test"

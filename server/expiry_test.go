@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/internal/certstest"
 	"github.com/bq-lock/bq/server/metrics"
 	"github.com/bq-lock/bq/wire"
 )
@@ -27,7 +28,7 @@ func TestServerCertificatesFollowARotation(t *testing.T) {
 	for _, ch := range []certs.Change{{Remove: &three, Add: true}, {RotateCA: true}} {
 		p, err := certs.PlanChange(dir, ch, now, rand.Reader)
 		require.NoError(t, err)
-		require.NoError(t, p.Write(dir))
+		certstest.WriteEndorsed(t, dir, p)
 	}
 	m, err := certs.LoadServer(dir, 4)
 	require.NoError(t, err)

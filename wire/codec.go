@@ -103,6 +103,18 @@ func (m *Message) Validate() error {
 		if n := len(m.EpochNews.Epochs); n == 0 || n > MaxEpochNews {
 			return fmt.Errorf("wire: epoch news of %d epochs (1 to %d)", n, MaxEpochNews)
 		}
+		if len(m.EpochNews.Endorsements) > len(m.EpochNews.Epochs) {
+			return fmt.Errorf("wire: epoch news with endorsements of %d epochs for %d epochs", len(m.EpochNews.Endorsements), len(m.EpochNews.Epochs))
+		}
+		for _, es := range m.EpochNews.Endorsements {
+			if len(es) > MaxEndorsements {
+				return fmt.Errorf("wire: %d endorsements of one epoch (the limit is %d)", len(es), MaxEndorsements)
+			}
+		}
+	case m.Endorse != nil:
+		if len(m.Endorse.Endorsements) > MaxEndorsements {
+			return fmt.Errorf("wire: %d endorsements of one epoch (the limit is %d)", len(m.Endorse.Endorsements), MaxEndorsements)
+		}
 	case m.Copy != nil:
 		return m.Copy.check()
 	case m.Status != nil:

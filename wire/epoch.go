@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/bq-lock/bq/crypto"
 )
@@ -133,6 +134,9 @@ const MaxEpochNews = 64
 // with Chain.Extend, so a faulty sender can hide an epoch, never forge one.
 type EpochNews struct {
 	Epochs []crypto.Signed `cbor:"1,keyasint"`
+	// Endorsements are each epoch's (change 49; protocol 1.8, absent from
+	// a 1.7 peer): Endorsements[i] makes Epochs[i] count.
+	Endorsements [][]SignedEndorsement `cbor:"2,keyasint,omitempty"`
 }
 
 func (n *EpochNews) String() string {
@@ -167,8 +171,10 @@ type Chain struct {
 
 type chainEpoch struct {
 	signed crypto.Signed
-	body   *EpochBody
-	hash   [32]byte
+	// endorsements: q of the epoch before's members, valid, by id.
+	endorsements []SignedEndorsement
+	body         *EpochBody
+	hash         [32]byte
 }
 
 // NewChain starts a chain at epoch 0: the cluster file, whose members
@@ -271,15 +277,15 @@ func (c *Chain) Faults(e uint64) int {
 	return 0
 }
 
-// Since returns the signed epochs after number from (what a peer that holds
-// from lacks), oldest first.
-func (c *Chain) Since(from uint64) []crypto.Signed {
+// Since returns the epochs after number from, with their endorsements
+// (what a peer that holds from lacks), oldest first.
+func (c *Chain) Since(from uint64) []Epoch {
 	if from >= c.Number() {
 		return nil
 	}
-	out := make([]crypto.Signed, 0, c.Number()-from)
+	out := make([]Epoch, 0, c.Number()-from)
 	for _, e := range c.epochs[from:] {
-		out = append(out, e.signed)
+		out = append(out, Epoch{Signed: e.signed, Endorsements: e.endorsements})
 	}
 	return out
 }
@@ -287,7 +293,7 @@ func (c *Chain) Since(from uint64) []crypto.Signed {
 // Latest is the newest MaxEpochNews epochs (none in epoch 0): what a server
 // or client shows a peer whose epoch it does not know (the peer skips the
 // ones it holds and adopts those that continue its chain; change 43).
-func (c *Chain) Latest() []crypto.Signed {
+func (c *Chain) Latest() []Epoch {
 	n := c.Number()
 	return c.Since(n - min(n, MaxEpochNews))
 }
@@ -295,10 +301,12 @@ func (c *Chain) Latest() []crypto.Signed {
 // Extend adopts the epochs of shown that continue the chain, oldest first,
 // and returns how many it adopted. An epoch it already holds is skipped if
 // it is byte for byte the one held and is ErrEpochConflict otherwise; the
-// first epoch that does not verify stops it with an ErrInvalid error (the
-// epochs before it stay adopted).
-func (c *Chain) Extend(shown []crypto.Signed) (adopted int, err error) {
-	for _, s := range shown {
+// first epoch that does not verify — its CA signature, or q endorsements of
+// the epoch before's members (change 49) — stops it with an ErrInvalid
+// error (the epochs before it stay adopted).
+func (c *Chain) Extend(shown []Epoch) (adopted int, err error) {
+	for _, ep := range shown {
+		s := ep.Signed
 		if len(s.Body)+len(s.Sig) > MaxEpochBytes {
 			return adopted, invalid("epoch of %d bytes (the limit is %d)", len(s.Body)+len(s.Sig), MaxEpochBytes)
 		}
@@ -313,54 +321,110 @@ func (c *Chain) Extend(shown []crypto.Signed) (adopted int, err error) {
 			}
 			return adopted, fmt.Errorf("wire: %w: epoch %d", ErrEpochConflict, pre.Number)
 		}
-		if err := c.adopt(s); err != nil {
+		b, err := c.Check(s)
+		if err != nil {
 			return adopted, err
 		}
+		endorsed, err := c.endorsedBy(b.Number, s, ep.Endorsements)
+		if err != nil {
+			return adopted, err
+		}
+		c.append(s, b, endorsed)
 		adopted++
 	}
 	return adopted, nil
 }
 
-// adopt verifies s as the next epoch and appends it.
-func (c *Chain) adopt(s crypto.Signed) error {
+// endorsedBy returns q of the valid endorsements of s, epoch n, by distinct
+// members of the newest epoch held, ordered by id, or an ErrInvalid error
+// if there are fewer (change 49).
+func (c *Chain) endorsedBy(n uint64, s crypto.Signed, es []SignedEndorsement) ([]SignedEndorsement, error) {
+	keys, q, _ := c.Keyring(c.Number())
+	if len(es) > MaxEndorsements {
+		return nil, invalid("epoch %d with %d endorsements (the limit is %d)", n, len(es), MaxEndorsements)
+	}
+	h := EpochHash(s)
+	by := map[ServerID]SignedEndorsement{}
+	for i := range es {
+		b, err := es[i].Verify(keys)
+		if err != nil || b.Number != n || b.Hash != h {
+			continue // another epoch's, a non-member's, or garbage: it counts for nothing
+		}
+		by[b.Server] = es[i]
+	}
+	if len(by) < q {
+		return nil, invalid("epoch %d is endorsed by %d members of epoch %d, it needs %d (change 49: the cluster CA's signature alone is not enough)", n, len(by), n-1, q)
+	}
+	ids := make([]ServerID, 0, len(by))
+	for id := range by {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]SignedEndorsement, 0, q)
+	for _, id := range ids[:q] {
+		out = append(out, by[id])
+	}
+	return out, nil
+}
+
+// Check verifies s as the epoch after the newest held, on the cluster CA's
+// signature and the rules of the chain, without its endorsements and
+// without adopting it: what a member checks before it endorses (change 49).
+func (c *Chain) Check(s crypto.Signed) (*EpochBody, error) {
+	if len(s.Body)+len(s.Sig) > MaxEpochBytes {
+		return nil, invalid("epoch of %d bytes (the limit is %d)", len(s.Body)+len(s.Sig), MaxEpochBytes)
+	}
 	var b EpochBody
 	if err := crypto.Open(c.ca, crypto.DomainEpoch, s, &b); err != nil {
 		if errors.Is(err, crypto.ErrBadSignature) {
-			return invalid("epoch %d is not signed by the cluster CA in force", c.Number()+1)
+			return nil, invalid("epoch %d is not signed by the cluster CA in force", c.Number()+1)
 		}
-		return invalid("epoch: %v", err)
+		return nil, invalid("epoch: %v", err)
 	}
 	if err := checkCluster("epoch", b.Cluster, c.cluster); err != nil {
-		return err
+		return nil, err
 	}
 	if b.Number != c.Number()+1 {
-		return invalid("epoch %d does not follow epoch %d", b.Number, c.Number())
+		return nil, invalid("epoch %d does not follow epoch %d", b.Number, c.Number())
 	}
 	prev := [32]byte(c.cluster)
 	if n := len(c.epochs); n > 0 {
 		prev = c.epochs[n-1].hash
 	}
 	if b.Prev != prev {
-		return invalid("epoch %d names another epoch %d than the one held", b.Number, b.Number-1)
+		return nil, invalid("epoch %d names another epoch %d than the one held", b.Number, b.Number-1)
 	}
 	if err := b.check(); err != nil {
-		return err
+		return nil, err
 	}
-	maxID := c.maxID
 	for _, m := range b.Members {
 		if c.retired[m.ID] {
-			return invalid("epoch %d brings back server id %s, which an earlier epoch left out (ids are never reused)", b.Number, m.ID)
+			return nil, invalid("epoch %d brings back server id %s, which an earlier epoch left out (ids are never reused)", b.Number, m.ID)
 		}
 		if k, ok := c.keys[m.ID]; ok && k != m.Key.Fingerprint() {
-			return invalid("epoch %d gives server id %s another key (a new key takes a new id: server replace)", b.Number, m.ID)
+			return nil, invalid("epoch %d gives server id %s another key (a new key takes a new id: server replace)", b.Number, m.ID)
 		}
+	}
+	if len(b.NextCA) > 0 {
+		if _, err := caKey(b.NextCA); err != nil {
+			return nil, invalid("epoch %d: next CA: %v", b.Number, err)
+		}
+	}
+	return &b, nil
+}
+
+// append adopts b, signed as s and endorsed, as the next epoch (Check and
+// endorsedBy verified it).
+func (c *Chain) append(s crypto.Signed, b *EpochBody, endorsed []SignedEndorsement) {
+	maxID := c.maxID
+	for _, m := range b.Members {
 		maxID = max(maxID, m.ID)
 	}
 	nextCA := c.ca
 	if len(b.NextCA) > 0 {
 		k, err := caKey(b.NextCA)
 		if err != nil {
-			return invalid("epoch %d: next CA: %v", b.Number, err)
+			panic(fmt.Sprintf("wire: a checked epoch's next CA: %v", err)) // Check parsed it
 		}
 		nextCA = k
 	}
@@ -381,8 +445,7 @@ func (c *Chain) adopt(s crypto.Signed) error {
 		c.keys[m.ID] = m.Key.Fingerprint()
 	}
 	c.maxID, c.ca = maxID, nextCA
-	c.epochs = append(c.epochs, chainEpoch{signed: s, body: &b, hash: EpochHash(s)})
-	return nil
+	c.epochs = append(c.epochs, chainEpoch{signed: s, endorsements: endorsed, body: b, hash: EpochHash(s)})
 }
 
 // caKey is the signing key of a DER CA certificate (an Ed25519 key, as

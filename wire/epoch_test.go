@@ -13,23 +13,47 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/bq-lock/bq/wire"
 )
 
-// epochWorld is a cluster of 4 at epoch 0 and a CA, to sign epochs with.
+// epochWorld is a cluster of 4 at epoch 0 and a CA, to sign epochs with,
+// and the signing keys of servers 0–3, to endorse them (change 49).
 type epochWorld struct {
 	cluster wire.ClusterID
 	ca      *crypto.PrivateKey
 	keys0   []*crypto.Parsed
+	privs   map[wire.ServerID]*crypto.PrivateKey
 }
 
 func newEpochWorld(t testing.TB) *epochWorld {
-	w := &epochWorld{ca: genKey(t)}
-	for range 4 {
-		w.keys0 = append(w.keys0, genKey(t).Public)
+	w := &epochWorld{ca: genKey(t), privs: map[wire.ServerID]*crypto.PrivateKey{}}
+	for i := range 4 {
+		k := genKey(t)
+		w.keys0 = append(w.keys0, k.Public)
+		w.privs[wire.ServerID(i)] = k
 	}
 	w.cluster = wire.ClusterIDOf(1, w.keys0)
 	return w
+}
+
+// endorsed is s endorsed by servers 0–3, whichever of them are members of
+// the epoch before it (the others' endorsements count for nothing).
+func (w *epochWorld) endorsed(s crypto.Signed) wire.Epoch {
+	var b wire.EpochBody
+	if err := crypto.Unmarshal(s.Body, &b); err != nil {
+		return wire.Epoch{Signed: s}
+	}
+	return testutil.Endorse(s, w.cluster, b.Number, w.privs)
+}
+
+// endorsedAll is each of ss endorsed.
+func (w *epochWorld) endorsedAll(ss ...crypto.Signed) []wire.Epoch {
+	out := make([]wire.Epoch, len(ss))
+	for i, s := range ss {
+		out[i] = w.endorsed(s)
+	}
+	return out
 }
 
 func genKey(t testing.TB) *crypto.PrivateKey {
@@ -88,13 +112,15 @@ func TestEpochChainAdoptsWhatContinuesIt(t *testing.T) {
 	c := w.chain()
 	require.Zero(t, c.Number())
 	require.Nil(t, c.Current())
-	n, err := c.Extend([]crypto.Signed{e1, e2})
+	n, err := c.Extend(w.endorsedAll(e1, e2))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.Equal(t, uint64(2), c.Number())
 	require.Equal(t, 7, c.Current().N())
 	require.Equal(t, 5, c.Current().Quorum())
-	require.Equal(t, []crypto.Signed{e2}, c.Since(1))
+	require.Len(t, c.Since(1), 1)
+	require.Equal(t, e2, c.Since(1)[0].Signed)
+	require.Len(t, c.Since(1)[0].Endorsements, 3, "q of the endorsements")
 	require.Empty(t, c.Since(2))
 
 	// Each epoch's keyring: its members' keys by id, named by its number.
@@ -117,19 +143,19 @@ func TestEpochChainAdoptsWhatContinuesIt(t *testing.T) {
 	require.False(t, ok, "an epoch the chain does not hold")
 
 	// Shown again, byte for byte: nothing to adopt, no error.
-	n, err = c.Extend([]crypto.Signed{e1, e2})
+	n, err = c.Extend(w.endorsedAll(e1, e2))
 	require.NoError(t, err)
 	require.Zero(t, n)
 
 	// A different epoch 2 (same number): the CA holder's error, refused.
 	other := sign(t, w.ca, w.body(2, &e1, 1, member(0, w.keys0[0]), member(1, w.keys0[1]), member(3, w.keys0[3]), member(4, s4)))
-	_, err = c.Extend([]crypto.Signed{other})
+	_, err = c.Extend(w.endorsedAll(other))
 	require.ErrorIs(t, err, wire.ErrEpochConflict)
 	require.Equal(t, 7, c.Current().N(), "the held epoch stays")
 
 	// An epoch after a partly valid list: the valid prefix is kept.
 	c = w.chain()
-	n, err = c.Extend([]crypto.Signed{e1, sign(t, genKey(t), w.body(2, &e1, 1, grown[:4]...))})
+	n, err = c.Extend(w.endorsedAll(e1, sign(t, genKey(t), w.body(2, &e1, 1, grown[:4]...))))
 	require.ErrorIs(t, err, wire.ErrInvalid)
 	require.Equal(t, 1, n)
 	require.Equal(t, uint64(1), c.Number())
@@ -143,7 +169,7 @@ func TestEpochChainRefuses(t *testing.T) {
 		return []wire.EpochMember{member(0, w.keys0[0]), member(1, w.keys0[1]), member(2, w.keys0[2]), member(3, w.keys0[3])}
 	}
 	good := w.body(1, nil, 1, all()...)
-	require.NoError(t, extendOne(w.chain(), sign(t, w.ca, good)))
+	require.NoError(t, w.extendOne(w.chain(), sign(t, w.ca, good)))
 
 	for _, c := range []struct {
 		name string
@@ -184,16 +210,16 @@ func TestEpochChainRefuses(t *testing.T) {
 			return s
 		}, "ascend"},
 	} {
-		err := extendOne(w.chain(), c.make())
+		err := w.extendOne(w.chain(), c.make())
 		require.ErrorContains(t, err, c.want, c.name)
 	}
 
 	// An id an epoch left out never comes back.
 	c := w.chain()
 	e1 := sign(t, w.ca, w.body(1, nil, 1, member(0, w.keys0[0]), member(1, w.keys0[1]), member(3, w.keys0[3]), member(4, genKey(t).Public)))
-	require.NoError(t, extendOne(c, e1))
+	require.NoError(t, w.extendOne(c, e1))
 	back := sign(t, w.ca, w.body(2, &e1, 1, all()...))
-	require.ErrorContains(t, extendOne(c, back), "never reused")
+	require.ErrorContains(t, w.extendOne(c, back), "never reused")
 }
 
 // A CA rotation: the epoch that names the next CA is the last the old one
@@ -206,14 +232,14 @@ func TestEpochChainRotatesTheCA(t *testing.T) {
 	b1.NextCA = caCert(t, next)
 	e1 := sign(t, w.ca, b1)
 	c := w.chain()
-	require.NoError(t, extendOne(c, e1))
-	require.ErrorContains(t, extendOne(c, sign(t, w.ca, w.body(2, &e1, 1, members...))), "not signed by the cluster CA", "the old CA signs no more")
-	require.NoError(t, extendOne(c, sign(t, next, w.body(2, &e1, 1, members...))))
+	require.NoError(t, w.extendOne(c, e1))
+	require.ErrorContains(t, w.extendOne(c, sign(t, w.ca, w.body(2, &e1, 1, members...))), "not signed by the cluster CA", "the old CA signs no more")
+	require.NoError(t, w.extendOne(c, sign(t, next, w.body(2, &e1, 1, members...))))
 	require.Equal(t, uint64(2), c.Number())
 }
 
-func extendOne(c *wire.Chain, s crypto.Signed) error {
-	_, err := c.Extend([]crypto.Signed{s})
+func (w *epochWorld) extendOne(c *wire.Chain, s crypto.Signed) error {
+	_, err := c.Extend(w.endorsedAll(s))
 	return err
 }
 
@@ -227,7 +253,7 @@ func FuzzEpochChainExtend(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body, sig []byte) {
 		c := w.chain()
 		s := crypto.Signed{Body: body, Sig: sig}
-		n, err := c.Extend([]crypto.Signed{s})
+		n, err := c.Extend(w.endorsedAll(s))
 		if err != nil {
 			require.Zero(t, n)
 			require.Zero(t, c.Number())

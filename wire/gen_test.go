@@ -276,7 +276,8 @@ func examples(tb testing.TB) []example {
 			{Lock: testLock, Client: id(f.bob), Session: 2, Attempt: 4, Phase: wire.PhaseTicket, BodyHash: wire.BodyHash(&bobTicket)}}}}},
 		{"Revoke", &wire.Message{Revoke: &wire.Revoke{Req: 17, Revocation: revocation}}},
 		{"Proclaim", &wire.Message{Proclaim: &wire.Proclaim{Req: 18, Proclamation: carolSays}}},
-		{"EpochNews", &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{f.epochOne(tb)}}}},
+		{"EpochNews", &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{f.endorsedEpochOne(tb)})}},
+		{"Endorse", &wire.Message{Endorse: &wire.Endorse{Proposal: f.epochOne(tb), Approval: ptr(f.approvalOne(tb)), Endorsements: f.endorsedEpochOne(tb).Endorsements}}},
 		{"CopyRequest", &wire.Message{CopyRequest: &wire.CopyRequest{Epoch: 2}}},
 		{"Copy", &wire.Message{Copy: &wire.Copy{Epoch: 2, Part: 3, Last: true,
 			Registers:   []wire.Forward{{Statement: ticket, J: j}, {Statement: carolHeld}},
@@ -311,6 +312,27 @@ func (f *fixture) openOf(tb testing.TB, sess uint64, ttl uint32) wire.SignedOpen
 	o, err := wire.SignOpen(f.alice, f.keys.Cluster, sess, ttl)
 	require.NoError(tb, err)
 	return o
+}
+
+// endorsedEpochOne is epochOne endorsed by servers 0–2 of epoch 0.
+func (f *fixture) endorsedEpochOne(tb testing.TB) wire.Epoch {
+	tb.Helper()
+	one := f.epochOne(tb)
+	ep := wire.Epoch{Signed: one}
+	for s := range 3 {
+		es, err := wire.SignEndorsement(f.servers[s], f.keys.Cluster, wire.ServerID(s), 1, one)
+		require.NoError(tb, err)
+		ep.Endorsements = append(ep.Endorsements, es)
+	}
+	return ep
+}
+
+// approvalOne is the approval of epochOne by alice's key as the client CA.
+func (f *fixture) approvalOne(tb testing.TB) crypto.Signed {
+	tb.Helper()
+	a, err := wire.SignApproval(f.alice, f.keys.Cluster, 1, f.epochOne(tb))
+	require.NoError(tb, err)
+	return a
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -730,6 +730,7 @@ type Message struct {
 	EpochNews    *EpochNews        `cbor:"27,keyasint,omitempty"`
 	CopyRequest  *CopyRequest      `cbor:"28,keyasint,omitempty"`
 	Copy         *Copy             `cbor:"29,keyasint,omitempty"`
+	Endorse      *Endorse          `cbor:"30,keyasint,omitempty"`
 }
 
 // Body returns the one set field, or nil if none or several are set.
@@ -785,6 +786,7 @@ func (m *Message) body() (fmt.Stringer, int) {
 	set(m.EpochNews, m.EpochNews == nil)
 	set(m.CopyRequest, m.CopyRequest == nil)
 	set(m.Copy, m.Copy == nil)
+	set(m.Endorse, m.Endorse == nil)
 	return found, n
 }
 

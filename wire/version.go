@@ -24,8 +24,11 @@ const (
 	// their clients closed; a 1.5 server's reports say none were); 1.7:
 	// Copy.HWJ (each hw with its J where the member has it, change 47),
 	// SessionOpen.Signed and CopySession.Open (a session's TTL signed by
-	// its client, change 48).
-	ProtocolMinor = 7
+	// its client, change 48); 1.8: EpochNews.Endorsements and Endorse (an
+	// epoch counts only with q endorsements of the epoch before's members,
+	// change 49: an epoch without them is refused, so a 1.7 peer's news of
+	// an epoch changes nothing until a 1.8 peer shows it endorsed).
+	ProtocolMinor = 8
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

@@ -162,6 +162,11 @@ func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	// A proposed epoch counts once q members of the epoch before endorse
+	// it (change 49): gather their endorsements first.
+	if err := gatherEndorsements(ctx, stdout, o.dir, op); err != nil {
+		return err
+	}
 	r, err := pushEpochs(ctx, o.dir, op)
 	if err != nil {
 		return &cli.Exit{Code: 1, Msg: err.Error()}
@@ -179,9 +184,9 @@ func describePlan(w io.Writer, dir string, p *certs.Plan) {
 	for i, m := range p.Next.Members {
 		ids[i] = strconv.Itoa(int(m.ID))
 	}
-	fmt.Fprintf(w, "epoch %d written to %s: members %s (n=%d f=%d q=%d; epoch %d had n=%d f=%d)\n",
-		p.Next.Number, certs.EpochPath(dir, p.Next.Number), strings.Join(ids, " "), p.Next.N(), p.Next.F, p.Next.Quorum(),
-		p.Before.Number, p.Before.N(), p.Before.F)
+	fmt.Fprintf(w, "epoch %d proposed in %s: members %s (n=%d f=%d q=%d; epoch %d had n=%d f=%d); it counts once %d servers of epoch %d endorse it\n",
+		p.Next.Number, certs.ProposalPath(dir, p.Next.Number), strings.Join(ids, " "), p.Next.N(), p.Next.F, p.Next.Quorum(),
+		p.Before.Number, p.Before.N(), p.Before.F, p.Before.Quorum(), p.Before.Number)
 	for _, m := range p.Before.Members {
 		if _, ok := p.Next.Member(m.ID); !ok {
 			fmt.Fprintf(w, "server %d (%s) leaves: once the new epoch is served, stop it and destroy %s\n", m.ID, m.Address, certs.ServerDir(dir, int(m.ID)))
@@ -199,8 +204,8 @@ func describePlan(w io.Writer, dir string, p *certs.Plan) {
 			ca.Cert.Subject.CommonName, ca.Cert.NotAfter.Format(time.DateOnly), filepath.Join(dir, certs.CADirName, certs.CAKeyFile), p.Next.Number)
 	}
 	if a := p.Added; a != nil {
-		fmt.Fprintf(w, "server %d is new, at %s: copy %s, %s/ and %s/ to its machine and start it there:\n  bqserver run --dir %s --id %d\n",
-			a.Entry.ID, a.Entry.Address, filepath.Join(dir, certs.ClusterFileName), filepath.Join(dir, certs.EpochsDirName),
+		fmt.Fprintf(w, "server %d is new, at %s: once epoch %d is endorsed, copy %s, %s/ and %s/ to its machine and start it there:\n  bqserver run --dir %s --id %d\n",
+			a.Entry.ID, a.Entry.Address, p.Next.Number, filepath.Join(dir, certs.ClusterFileName), filepath.Join(dir, certs.EpochsDirName),
 			certs.ServerDir(dir, int(a.Entry.ID)), dir, a.Entry.ID)
 	}
 }
@@ -287,7 +292,7 @@ func pushEpochs(ctx context.Context, dir string, op *operator) (*pushed, error) 
 		return nil, err
 	}
 	defer tr.Close()
-	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: chain.Since(n - min(n, wire.MaxEpochNews))}}
+	news := &wire.Message{EpochNews: wire.NewsOf(chain.Since(n - min(n, wire.MaxEpochNews)))}
 	replies := map[wire.ServerID]*wire.StatusReply{}
 	refused := map[wire.ServerID]string{}
 	up := map[wire.ServerID]bool{}

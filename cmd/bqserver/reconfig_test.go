@@ -11,10 +11,11 @@ import (
 )
 
 // server replace, add and remove against a cluster none of whose servers
-// runs: each writes its epoch and the new member's material and says what
-// to start, then exits 5 (the epoch is written; push it when they are up);
-// server list then shows the newest epoch; bad ids and an empty push are
-// refused with what is wrong.
+// runs: a change writes its proposal and the new member's material and
+// says what to start, then exits 5 (no member endorsed it: push it when
+// they are up, change 49); a second change waits for the first; server list
+// shows the epoch in force and the one proposed; bad ids and an empty push
+// are refused with what is wrong.
 func TestServerChangesWithTheClusterDown(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "c")
 	code, _, errs := runInitForTest("--dir", dir, "--servers", "4", "--port-base", "47500")
@@ -26,24 +27,27 @@ func TestServerChangesWithTheClusterDown(t *testing.T) {
 
 	code, out, errs := runServerCmdForTest("server", "replace", "2", "--dir", dir, "--timeout", "300ms")
 	require.Equal(t, 5, code, out+errs)
-	require.Contains(t, out, "epoch 1 written to "+certs.EpochPath(dir, 1))
+	require.Contains(t, out, "epoch 1 proposed in "+certs.ProposalPath(dir, 1))
 	require.Contains(t, out, "members 0 1 3 4 (n=4 f=1 q=3")
+	require.Contains(t, out, "it counts once 3 servers of epoch 0 endorse it")
 	require.Contains(t, out, "server 2 (127.0.0.1:47502) leaves")
-	require.Contains(t, out, "server 4 is new, at 127.0.0.1:47504")
+	require.Contains(t, out, "server 4 is new, at 127.0.0.1:47504: once epoch 1 is endorsed")
 	require.Contains(t, out, "bqserver run --dir "+dir+" --id 4")
-	require.Contains(t, out, "not answering: start it")
-	require.Contains(t, errs, "only 0 of the 4 servers of epoch 0 took epoch 1")
+	require.Contains(t, errs, "epoch 1 is proposed but endorsed by 0 of the 4 servers of epoch 0 (3 must")
 	require.Contains(t, errs, "bqserver server push --dir "+dir)
 	_, err := os.Stat(filepath.Join(certs.ServerDir(dir, 4), certs.SigningKeyFile))
 	require.NoError(t, err)
+	_, err = os.Stat(certs.EpochPath(dir, 1))
+	require.ErrorIs(t, err, os.ErrNotExist, "no epoch file before q endorsements")
 
 	code, out, errs = runServerCmdForTest("server", "add", "--dir", dir, "--port", "47600", "--timeout", "200ms")
-	require.Equal(t, 5, code, out+errs)
-	require.Contains(t, out, "members 0 1 3 4 5 (n=5 f=1 q=4")
-
-	code, out, errs = runServerCmdForTest("server", "remove", "2", "--dir", dir, "--timeout", "200ms")
 	require.Equal(t, 1, code, out+errs)
-	require.Contains(t, errs, "server 2 is not a member of epoch 2 (members: 0 1 3 4 5)")
+	require.Contains(t, errs, "epoch 1 is proposed")
+	require.Contains(t, errs, "one change at a time")
+
+	code, out, errs = runServerCmdForTest("server", "push", "--dir", dir, "--timeout", "200ms")
+	require.Equal(t, 5, code, out+errs)
+	require.Contains(t, errs, "endorsed by 0 of the 4 servers of epoch 0")
 
 	code, _, errs = runServerCmdForTest("server", "remove", "x", "--dir", dir)
 	require.Equal(t, 2, code)
@@ -51,7 +55,7 @@ func TestServerChangesWithTheClusterDown(t *testing.T) {
 
 	code, out, errs = runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms")
 	require.Equal(t, 0, code, errs)
-	require.Contains(t, out, "epoch 2; n=5 f=1 q=4")
-	require.Contains(t, out, "127.0.0.1:47600")
-	require.NotContains(t, out, "127.0.0.1:47502")
+	require.Contains(t, out, "epoch 0 (as made by bqserver init); n=4 f=1 q=3")
+	require.Contains(t, out, "epoch 1 is proposed ("+certs.ProposalPath(dir, 1)+") and not yet endorsed by 3 servers of epoch 0")
+	require.Contains(t, out, "127.0.0.1:47502")
 }

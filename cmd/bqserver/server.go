@@ -116,6 +116,10 @@ type serverList struct {
 	// noAdmission says why a closed cluster's servers were probed without
 	// an admission certificate (probeServers), if they were.
 	noAdmission string
+	// Proposed is the number of the epoch proposed and not yet endorsed by
+	// q members of this one (docs/protocol.md change 49), 0 if none.
+	Proposed uint64 `json:"proposed,omitempty"`
+	proposal string // its file
 }
 
 // refused reports whether a member refused the probe.
@@ -154,6 +158,11 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 	l := expiries(cl, chain, members, now)
 	if b := chain.Current(); b != nil {
 		l.Epoch, l.N, l.F, l.Q = b.Number, b.N(), int(b.F), b.Quorum()
+	}
+	if _, ok, err := certs.ReadProposal(dir, chain.Number()+1); err != nil {
+		return nil, err
+	} else if ok {
+		l.Proposed, l.proposal = chain.Number()+1, certs.ProposalPath(dir, chain.Number()+1)
 	}
 	states, noAdmission, err := probeServers(ctx, dir, cl, members, pool)
 	l.noAdmission = noAdmission
@@ -237,6 +246,10 @@ func (l *serverList) print(w io.Writer) error {
 	}
 	if l.noAdmission != "" && l.refused() {
 		fmt.Fprintf(w, "the servers that refused are up, but this command could not enroll an observer to connect: %s\n", l.noAdmission)
+	}
+	if l.Proposed != 0 {
+		fmt.Fprintf(w, "epoch %d is proposed (%s) and not yet endorsed by %d servers of epoch %d: 'bqserver server push --dir DIR' gathers their endorsements\n",
+			l.Proposed, l.proposal, l.Q, l.Epoch)
 	}
 	for _, t := range l.todo {
 		fmt.Fprintln(w, t)

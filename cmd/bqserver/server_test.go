@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/internal/certstest"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -213,7 +214,7 @@ func TestServerListAfterACARotation(t *testing.T) {
 	for _, ch := range []certs.Change{{Remove: &three, Add: true}, {RotateCA: true}} {
 		p, err := certs.PlanChange(dir, ch, now, rand.Reader)
 		require.NoError(t, err)
-		require.NoError(t, p.Write(dir))
+		certstest.WriteEndorsed(t, dir, p)
 	}
 	chain, members, _, err := cl.Newest(dir)
 	require.NoError(t, err)

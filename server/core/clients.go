@@ -55,6 +55,12 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		}
 		return
 	}
+	if m.Endorse != nil {
+		if err := k.onEndorse(now, wire.ClientPeer(c), m.Endorse, e); err != nil {
+			fail(0, wire.ErrCodeRejected, err)
+		}
+		return
+	}
 	if k.sealedClient(c, m, e) {
 		return
 	}

@@ -163,7 +163,7 @@ func (k *Core) startCopy(now time.Time, e *Effects) {
 		}
 	}
 	shown := k.chain.Since(0)
-	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: shown[max(0, len(shown)-wire.MaxEpochNews):]}}
+	news := &wire.Message{EpochNews: wire.NewsOf(shown[max(0, len(shown)-wire.MaxEpochNews):])}
 	for i, key := range run.keys.Servers {
 		s := wire.ServerID(i)
 		if key == nil || s == k.cfg.Self || run.done[s] {

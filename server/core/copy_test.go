@@ -25,12 +25,12 @@ func (c *cluster) withCA() *crypto.PrivateKey {
 
 // addServerFour starts server 4, the member epoch 1 adds (epochOneWith),
 // as an operator starts it with its material: epoch 1 and its key.
-func (c *cluster) addServerFour(ca *crypto.PrivateKey, tune func(*Config)) (*Core, crypto.Signed) {
+func (c *cluster) addServerFour(ca *crypto.PrivateKey, tune func(*Config)) (*Core, wire.Epoch) {
 	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 	require.NoError(c.t, err)
 	one := c.epochOneWith(ca, k4)
 	cfg := DefaultConfig(4, 4, 1, c.keys, k4)
-	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one}
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []wire.Epoch{one}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -79,7 +79,7 @@ func TestSealedServerHandsOutItsState(t *testing.T) {
 	c.fromServer(0, 4, ask)
 	require.Empty(t, c.copyTo(4), "no copy before the seal")
 
-	c.fromClient(0, x.id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{c.epochOne(ca)}}})
+	c.fromClient(0, x.id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{c.epochOne(ca)})})
 	c.drop()
 	c.fromServer(0, 3, ask)
 	require.Empty(t, c.copyTo(3), "server 3 is no member of epoch 1")
@@ -174,7 +174,7 @@ func TestCopyCarriesTheLockAcrossAReplace(t *testing.T) {
 
 	// The operator shows epoch 1 to server 0; the news goes round, and
 	// every member of epoch 1 copies.
-	c.fromClient(0, x.id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	c.fromClient(0, x.id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
 	c.effects(4, s4.Tick(c.now))
 	c.flush()
 	for _, s := range []int{0, 1, 2, 4} {
@@ -274,7 +274,7 @@ func TestCopyNeedsQReportsOfTheSealedEpoch(t *testing.T) {
 	c.toClients = nil
 
 	s4, one := c.addServerFour(ca, func(cfg *Config) { cfg.MaxLocks, cfg.MaxBans = 2, 1 })
-	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}}
+	news := &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})}
 	for s := range 4 {
 		c.fromClient(s, x.id, news)
 	}
@@ -351,7 +351,7 @@ func TestCopyOfALargeStateIsNotRestarted(t *testing.T) {
 	c.drop()
 	c.toClients = nil
 	s4, one := c.addServerFour(ca, nil)
-	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}}
+	news := &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})}
 	for s := range 4 {
 		c.fromServer(s, 4, news)
 	}
@@ -523,7 +523,7 @@ func TestOwnVotesAreSignedAgainAtTheCopysEnd(t *testing.T) {
 // server 4 — and runs it to its end: every member of epoch 1 serves it.
 func (c *cluster) replaceThree(ca *crypto.PrivateKey) {
 	s4, one := c.addServerFour(ca, nil)
-	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
 	c.effects(4, s4.Tick(c.now))
 	c.flush()
 	for _, s := range []int{0, 1, 2, 4} {
@@ -616,17 +616,18 @@ func TestCopyCatchesUpWithAnEpochNobodyServed(t *testing.T) {
 		members = append(members, wire.EpochMember{ID: wire.ServerID(id), Address: "127.0.0.1:7000", Key: c.signers[id].Public.Wire, Cert: []byte{0x30}})
 	}
 	members = append(members, wire.EpochMember{ID: 5, Address: "127.0.0.1:7000", Key: k5.Public.Wire, Cert: []byte{0x30}})
-	two, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(one), Members: members, F: 1})
+	twoSigned, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(one.Signed), Members: members, F: 1})
 	require.NoError(t, err)
+	two := c.endorse(twoSigned, 2, 0, 1, 2)
 	cfg := DefaultConfig(5, 4, 1, c.keys, k5)
-	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one, two}
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []wire.Epoch{one, two}
 	c.cores, c.signers, c.disks = append(c.cores, c.newCoreOf(5, cfg)), append(c.signers, k5), append(c.disks, map[string]map[string][]byte{})
 
 	x := c.newClient()
 	c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000}})
 	c.fromClient(0, x.id, &wire.Message{Submit: &wire.Submit{Req: 1, Statement: x.stmt("L", 1, 1, wire.PhaseDoorway, 0, nil)}})
 	c.drop()
-	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one, two}}}
+	news := &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one, two})}
 	for _, s := range []int{0, 1, 3, 4} {
 		c.fromClient(s, c.newClient().id, news)
 	}

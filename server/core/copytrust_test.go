@@ -24,7 +24,7 @@ type twoEpochs struct {
 	c         *cluster
 	s5        *Core
 	k4, k5    *crypto.PrivateKey
-	one, two  crypto.Signed
+	one, two  wire.Epoch
 	keys1     wire.Keyring
 	newClient func() *client
 }
@@ -41,10 +41,11 @@ func newTwoEpochs(t *testing.T) *twoEpochs {
 	for i, key := range []*crypto.Parsed{c.keys.Servers[0], c.keys.Servers[1], c.keys.Servers[2], k5.Public} {
 		members = append(members, wire.EpochMember{ID: wire.ServerID(i + 2*(i/3)), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
 	}
-	two, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(one), Members: members, F: 1})
+	twoSigned, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(one.Signed), Members: members, F: 1})
 	require.NoError(t, err)
+	two := c.endorse(twoSigned, 2, 0, 1, 2)
 	cfg := DefaultConfig(5, 4, 1, c.keys, k5)
-	cfg.ClusterCA, cfg.Epochs = ca.Public, []crypto.Signed{one, two}
+	cfg.ClusterCA, cfg.Epochs = ca.Public, []wire.Epoch{one, two}
 	s5 := c.newCoreOf(5, cfg)
 	c.cores, c.signers, c.disks = append(c.cores, nil, s5), append(c.signers, k4, k5), append(c.disks, nil, map[string]map[string][]byte{})
 	c.effects(5, s5.Tick(c.now))
@@ -212,7 +213,7 @@ func TestCertificateOfAnEndedEpochCountsForNothing(t *testing.T) {
 	s4, one := c.addServerFour(ca, nil)
 	_ = s4
 	x, y := c.newClient(), c.newClient()
-	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}}
+	news := &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})}
 	for s := range 3 {
 		c.fromClient(s, x.id, news)
 	}

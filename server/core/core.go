@@ -76,7 +76,7 @@ type Config struct {
 	// Epochs are epochs after 0 this server starts knowing (a member added
 	// by server add or replace is given them with its material); with
 	// ClusterCA only. Self must be a member of epoch 0 or of the newest.
-	Epochs []crypto.Signed
+	Epochs []wire.Epoch
 	// VerifyCacheSize bounds the cache of verified statements.
 	VerifyCacheSize int
 	// AnnounceDelay is how long a newly accepted statement waits before it
@@ -240,6 +240,12 @@ type Core struct {
 	// INVARIANT: mirrored in bucketJust (written with the Ticket, deleted
 	// with the register's next statement or a ban), so it survives restarts.
 	justified map[regKey]justifiedTicket
+	// endorsed: the hash of the epoch this server endorsed with each
+	// number (endorse.go, change 49), mirrored in bucketEndorsed; pending:
+	// the one it gathers endorsements of (nil: none).
+	// INVARIANT: pending == nil or endorsed[pending.body.Number] == pending.hash.
+	endorsed map[uint64][32]byte
+	pending  *proposal
 	// hwJ holds the J of each lock's hw Ticket while that J is of the
 	// epoch served or a later one (hwj.go, change 47).
 	// INVARIANT: hwJ[name] justifies locks[name].HW(); mirrored in bucketHWJ.
@@ -371,6 +377,7 @@ func New(cfg Config) (*Core, error) {
 		banned:       make(map[wire.ClientID]*wire.Evidence),
 		justified:    make(map[regKey]justifiedTicket),
 		hwJ:          make(map[string][]wire.SignedView),
+		endorsed:     make(map[uint64][32]byte),
 		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
 		observers:    make(map[wire.ClientID]wire.ClientID),
 		expired:      make(map[wire.ClientID]struct{}),

@@ -57,9 +57,9 @@ func (k *Core) onEpochNews(now time.Time, n *wire.EpochNews, e *Effects) error {
 	}
 	wasSealed := k.sealed()
 	from := k.chain.Number()
-	_, err := k.chain.Extend(n.Epochs)
-	for i, s := range k.chain.Since(from) {
-		e.Persist = append(e.Persist, Record{Bucket: bucketEpoch, Key: epochKey(from + 1 + uint64(i)), Value: mustMarshal(s)})
+	_, err := k.chain.Extend(n.List())
+	for i, ep := range k.chain.Since(from) {
+		e.Persist = append(e.Persist, Record{Bucket: bucketEpoch, Key: epochKey(from + 1 + uint64(i)), Value: mustMarshal(&ep)})
 	}
 	if !wasSealed && k.sealed() {
 		k.seal(e)
@@ -98,7 +98,7 @@ func (k *Core) news() *wire.Message { return k.newsSince(k.cfg.Keys.Epoch) }
 // newsSince shows the oldest MaxEpochNews epochs after epoch from.
 func (k *Core) newsSince(from uint64) *wire.Message {
 	all := k.chain.Since(from)
-	return &wire.Message{EpochNews: &wire.EpochNews{Epochs: all[:min(len(all), wire.MaxEpochNews)]}}
+	return &wire.Message{EpochNews: wire.NewsOf(all[:min(len(all), wire.MaxEpochNews)])}
 }
 
 // tellClient shows client c, which named epoch named in a SessionOpen,
@@ -138,7 +138,7 @@ func (k *Core) showPeer(s wire.ServerID, e *Effects) {
 	if k.chain == nil || k.chain.Number() == 0 {
 		return
 	}
-	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{EpochNews: &wire.EpochNews{Epochs: k.chain.Latest()}}})
+	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{EpochNews: wire.NewsOf(k.chain.Latest())}})
 }
 
 func (k *Core) movedErr() error {
@@ -196,13 +196,13 @@ func (k *Core) peers() []wire.ServerID {
 
 // restoreEpochs adopts the epochs this server persisted, oldest first.
 func (k *Core) restoreEpochs(r Reader) error {
-	var shown []crypto.Signed
-	err := r.ForEach(bucketEpoch, func(_, v []byte) error {
-		var s crypto.Signed
-		if err := crypto.Unmarshal(v, &s); err != nil {
-			return err
+	var shown []wire.Epoch
+	err := r.ForEach(bucketEpoch, func(key, v []byte) error {
+		var ep wire.Epoch
+		if err := crypto.Unmarshal(v, &ep); err != nil {
+			return fmt.Errorf("epoch %x: %w (an epoch adopted before protocol 1.8 carries no endorsements: change 49)", key, err)
 		}
-		shown = append(shown, s)
+		shown = append(shown, ep)
 		return nil
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/testutil"
 
 	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
@@ -58,22 +59,33 @@ func TestViewsJsAndCertificatesOfTheServersEpoch(t *testing.T) {
 	require.Nil(t, c.cores[0].Register("L", cl.id), "a certificate of this epoch resets the session")
 }
 
-// epochOne signs epoch 1 of c: server 3 replaced by a new id 4.
-func (c *cluster) epochOne(ca *crypto.PrivateKey) crypto.Signed {
+// epochOne signs epoch 1 of c — server 3 replaced by a new id 4 — and
+// servers 0–2 endorse it (change 49).
+func (c *cluster) epochOne(ca *crypto.PrivateKey) wire.Epoch {
 	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
 	require.NoError(c.t, err)
 	return c.epochOneWith(ca, k)
 }
 
 // epochOneWith is epochOne with k as server 4's key.
-func (c *cluster) epochOneWith(ca, k *crypto.PrivateKey) crypto.Signed {
+func (c *cluster) epochOneWith(ca, k *crypto.PrivateKey) wire.Epoch {
 	var members []wire.EpochMember
 	for i, key := range []*crypto.Parsed{c.keys.Servers[0], c.keys.Servers[1], c.keys.Servers[2], k.Public} {
 		members = append(members, wire.EpochMember{ID: wire.ServerID(i + i/3), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
 	}
 	s, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 1, Prev: [32]byte(c.keys.Cluster), Members: members, F: 1})
 	require.NoError(c.t, err)
-	return s
+	return c.endorse(s, 1, 0, 1, 2)
+}
+
+// endorse is s, epoch n, endorsed by the given servers (members of epoch
+// n−1) with their keys.
+func (c *cluster) endorse(s crypto.Signed, n uint64, servers ...int) wire.Epoch {
+	signers := map[wire.ServerID]*crypto.PrivateKey{}
+	for _, i := range servers {
+		signers[wire.ServerID(i)] = c.signers[i]
+	}
+	return testutil.Endorse(s, c.keys.Cluster, n, signers)
 }
 
 // sealedAnswer checks that ms is the answer of a server that sealed epoch 0
@@ -117,7 +129,7 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 
 	// An epoch signed by another key seals nothing.
 	forged := c.epochOne(x.key)
-	c.fromClient(0, x.id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{forged}}})
+	c.fromClient(0, x.id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{forged})})
 	require.Equal(t, []wire.ErrorCode{wire.ErrCodeRejected}, errorCodes(c.replies(x.id)))
 	require.False(t, c.cores[0].sealed())
 	require.Empty(t, c.disks[0][bucketEpoch])
@@ -126,7 +138,7 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 
 	// The real one, shown by any client.
 	one := c.epochOne(ca)
-	c.fromClient(0, x.id, &wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	c.fromClient(0, x.id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
 	require.True(t, c.cores[0].sealed())
 	serves, knows := c.cores[0].Epoch()
 	require.Equal(t, [2]uint64{0, 1}, [2]uint64{serves, knows})

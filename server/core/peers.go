@@ -28,6 +28,10 @@ func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Ef
 		k.serveCopy(now, s, m.CopyRequest, e)
 		return
 	}
+	if m.Endorse != nil {
+		_ = k.onEndorse(now, wire.ServerPeer(s), m.Endorse, e) // a faulty server's garbage changes nothing
+		return
+	}
 	if k.sealedServer(s, m, e) {
 		return
 	}

@@ -99,6 +99,9 @@ func (k *Core) Restore(r Reader) error {
 	if err := k.restoreEpochs(r); err != nil {
 		return err
 	}
+	if err := k.restoreEndorsed(r); err != nil {
+		return err
+	}
 	err := r.ForEach(bucketCert, func(_, v []byte) error {
 		var cert wire.ResetCertificate
 		if err := crypto.Unmarshal(v, &cert); err != nil {

@@ -28,7 +28,7 @@ func TestReplaceUnderLockLoops(t *testing.T) {
 
 	out, code := runCLI(t, "bqserver", "server", "replace", "2", "--dir", dir, "--timeout", "20s")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "epoch 1 written")
+	require.Contains(t, out, "epoch 1 endorsed by servers ")
 	require.Contains(t, out, "server 4 is new")
 	require.Contains(t, out, "bqserver run --dir "+dir+" --id 4")
 	for _, i := range []int{0, 1, 3} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/bq-lock/bq/server/core"
 	"github.com/bq-lock/bq/wire"
 )
@@ -40,8 +41,9 @@ func TestReplaceUnderContention(t *testing.T) {
 		}
 		members = append(members, wire.EpochMember{ID: wire.ServerID(id), Address: "127.0.0.1:7000", Key: pub.Wire, Cert: []byte{0x30}})
 	}
-	one, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: keys.Cluster, Number: 1, Prev: [32]byte(keys.Cluster), Members: members, F: 1})
+	oneSigned, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: keys.Cluster, Number: 1, Prev: [32]byte(keys.Cluster), Members: members, F: 1})
 	require.NoError(t, err)
+	one := testutil.Endorse(oneSigned, keys.Cluster, 1, map[wire.ServerID]*crypto.PrivateKey{0: signers[0], 1: signers[1], 2: signers[2]})
 
 	servers := map[wire.ServerID]*core.Core{}
 	for i := range 4 {
@@ -161,11 +163,11 @@ func TestReplaceUnderContention(t *testing.T) {
 	// The operator starts server 4 with its material and shows epoch 1 to
 	// server 0.
 	cfg := core.DefaultConfig(4, 4, 1, keys, k4)
-	cfg.ClusterCA, cfg.Epochs, cfg.DefaultTTL = ca.Public, []crypto.Signed{one}, ttl
+	cfg.ClusterCA, cfg.Epochs, cfg.DefaultTTL = ca.Public, []wire.Epoch{one}, ttl
 	s4, err := core.New(cfg)
 	require.NoError(t, err)
 	servers[4] = s4
-	b, err := wire.Encode(&wire.Message{EpochNews: &wire.EpochNews{Epochs: []crypto.Signed{one}}})
+	b, err := wire.Encode(&wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
 	require.NoError(t, err)
 	queue = append(queue, msg{toServer: true, server: 0, from: wire.ClientPeer(clients[0].ID()), data: b})
 	moved := func() bool {

@@ -293,9 +293,30 @@ func (w *World) knows(i int, e uint64) bool {
 // when it began serving the epoch it serves (0 for epoch 0).
 func (w *World) activeFrom(i int) time.Duration { return w.servedAt[i] }
 
-// replace makes the k-th change: it signs the next epoch, makes the removed
-// member faulty if the change says so, starts the new member and pushes.
+// pendingChange is a change the operator proposed (change 49): it counts
+// once q members of the epoch before endorsed it and one of them adopted it.
+type pendingChange struct {
+	k       int
+	rc      ReplaceChange
+	e       uint64
+	id      int                // the new member, if the change adds one
+	key     *crypto.PrivateKey // its key
+	endorse *wire.Endorse
+}
+
+// replace makes the k-th change, as the operator's command does: it signs
+// the next epoch with the CA in force, approves it with the client CA (a
+// closed run's), makes the removed member faulty if the change says so,
+// and shows the proposal to every server until one adopted it (propose;
+// followAdopted then completes the change). One change at a time, in
+// order: a change due while another is pending, or before the one ahead of
+// it started, waits.
 func (w *World) replace(k int, rc ReplaceChange) {
+	if w.pending != nil || k != w.changesMade {
+		w.after(pushRetry, func() { w.replace(k, rc) })
+		return
+	}
+	w.changesMade++
 	id, adds := w.sc.newMemberID(k)
 	var key *crypto.PrivateKey
 	if adds {
@@ -315,7 +336,7 @@ func (w *World) replace(k int, rc ReplaceChange) {
 	}
 	prev := [32]byte(w.keys.Cluster)
 	if all := w.chain.Since(0); len(all) > 0 {
-		prev = wire.EpochHash(all[len(all)-1])
+		prev = wire.EpochHash(all[len(all)-1].Signed)
 	}
 	e := w.chain.Number() + 1
 	f := w.chain.Faults(e - 1)
@@ -340,17 +361,25 @@ func (w *World) replace(k int, rc ReplaceChange) {
 	if err != nil {
 		panic(fmt.Sprintf("sim: signing epoch %d: %v", e, err))
 	}
-	if _, err := w.chain.Extend([]crypto.Signed{signed}); err != nil {
+	if _, err := w.chain.Check(signed); err != nil {
 		panic(fmt.Sprintf("sim: the world's own epoch %d: %v", e, err))
 	}
-	w.stats.Changes++
+	en := &wire.Endorse{Proposal: signed}
+	if w.ca != nil {
+		a, err := wire.SignApproval(w.ca, w.keys.Cluster, e, signed)
+		if err != nil {
+			panic(fmt.Sprintf("sim: approving epoch %d: %v", e, err))
+		}
+		en.Approval = &a
+	}
+	w.pending = &pendingChange{k: k, rc: rc, e: e, id: id, key: key, endorse: en}
 	if rc.removes() {
 		w.leftOutIn[rc.Server] = e
 	}
 	if rc.Kind == ChangeReplace {
-		w.trace("the operator replaces s%d by s%d: epoch %d (%s)", rc.Server, id, e, rc)
+		w.trace("the operator proposes to replace s%d by s%d: epoch %d (%s)", rc.Server, id, e, rc)
 	} else {
-		w.trace("the operator signs epoch %d: %s (n=%d f=%d)", e, rc, len(members), f)
+		w.trace("the operator proposes epoch %d: %s (n=%d f=%d)", e, rc, len(members), f)
 	}
 
 	if rc.removedFaulty() {
@@ -370,16 +399,52 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		w.stays[rc.Server] = rc.RemovedStays
 		w.trace("s%d is faulty from now on (behaviours %v, stays in epoch %d: %t)", rc.Server, rc.RemovedByzantine, e-1, rc.RemovedStays)
 	}
-	if adds {
-		byz := rc.NewByzantine
-		if len(byz) > 0 {
-			byz = append(slices.Clone(byz), w.sc.variedBehaviors(id)...)
-		}
-		w.startMember(id, key, byz)
-	}
-	news := &wire.Message{EpochNews: &wire.EpochNews{Epochs: w.chain.Since(0)}}
+	msg := &wire.Message{Endorse: en}
 	for i := range w.srv {
-		w.after(w.delay(), func() { w.push(i, e, news) })
+		if w.memberOf(i, e-1) {
+			w.after(w.delay(), func() { w.propose(i, e, msg) })
+		}
+	}
+}
+
+// propose shows member i of the epoch before the proposal, as the
+// operator's command does, and again every pushRetry until the epoch
+// counts (change 49).
+func (w *World) propose(i int, e uint64, msg *wire.Message) {
+	if w.epochNumber() >= e {
+		return
+	}
+	if w.srv[i].up {
+		w.serverStep(i, core.Input{Kind: core.InputMessage, From: wire.ClientPeer(operator), Msg: msg})
+	}
+	w.after(pushRetry, func() { w.propose(i, e, msg) })
+}
+
+// followAdopted completes the pending change once server i adopted its
+// epoch: the world's chain takes it (with the endorsements that made it
+// count), the new member starts with it (as the operator starts it once
+// its command wrote the epoch), and the epoch is pushed to every server.
+func (w *World) followAdopted(i int) {
+	p := w.pending
+	if p == nil || !w.srv[i].up || w.srv[i].core.Chain() == nil || w.srv[i].core.Chain().Number() < p.e {
+		return
+	}
+	if _, err := w.chain.Extend(w.srv[i].core.Chain().Since(w.chain.Number())[:p.e-w.chain.Number()]); err != nil {
+		panic(fmt.Sprintf("sim: s%d's epoch %d does not continue the world's chain: %v", i, p.e, err))
+	}
+	w.pending = nil
+	w.stats.Changes++
+	w.trace("epoch %d counts: endorsed by q members of epoch %d (s%d adopted it)", p.e, p.e-1, i)
+	if p.rc.adds() {
+		byz := p.rc.NewByzantine
+		if len(byz) > 0 {
+			byz = append(slices.Clone(byz), w.sc.variedBehaviors(p.id)...)
+		}
+		w.startMember(p.id, p.key, byz)
+	}
+	news := &wire.Message{EpochNews: wire.NewsOf(w.chain.Since(0))}
+	for j := range w.srv {
+		w.after(w.delay(), func() { w.push(j, p.e, news) })
 	}
 }
 
@@ -433,9 +498,12 @@ func (w *World) leakedKeys() map[wire.ServerID]*crypto.PrivateKey {
 	return out
 }
 
-// servedByAll reports whether every correct member of epoch e is up and
-// serves e or a later epoch.
+// servedByAll reports whether epoch e counts (its change is done) and every
+// correct member of it is up and serves e or a later epoch.
 func (w *World) servedByAll(e uint64) bool {
+	if w.epochNumber() < e {
+		return false
+	}
 	for i, s := range w.srv {
 		if s.byz != nil || !w.memberOf(i, e) {
 			continue

@@ -74,6 +74,7 @@ func (w *World) serverEffects(i int, e core.Effects, sub *wire.Submit, extra []c
 	s := w.srv[i]
 	w.observeResets(i)
 	w.observeEpoch(i)
+	w.followAdopted(i)
 	records, early, late := s.order.Batch(e, tick)
 	if sub != nil && s.byz == nil {
 		w.noteAck(s, sub, core.Effects{Send: early})
@@ -208,11 +209,13 @@ func (w *World) observeResets(i int) {
 			w.resetKnown[[2]int{i, c}] = w.now
 		}
 		w.h.certKnown(at, c, up)
-		// A faulty server's core is honest but may be fed what no correct
-		// one is: a removed member that turned faulty and never left epoch
-		// 0 takes a certificate of epoch 0 made with keys that leaked once
-		// the later epochs were served (leaked-keys, change 47).
-		if cl.alive && s.byz == nil && cl.c.Session() <= up && cl.c.LeaseHolds(w.Now()) {
+		// Over the correct members of the newest epoch: a faulty server's
+		// core is honest but may be fed what no correct one is, and a
+		// removed member frozen in an old epoch takes a certificate of that
+		// epoch made with keys that leaked once the later epochs were
+		// served (leaked-keys, change 47) — its state counts for no one
+		// who knows the newest epoch.
+		if cl.alive && s.byz == nil && w.member(i) && cl.c.Session() <= up && cl.c.LeaseHolds(w.Now()) {
 			w.h.violate(CheckReset, at, "a reset certificate on c%d session %d exists at s%d while c%d's lease guarantee holds", c, up, i, c)
 		}
 	}

@@ -211,7 +211,11 @@ type World struct {
 	// leaked: those whose key may have leaked (leakedKeys).
 	leftOutIn map[int]uint64
 	leaked    map[int]bool
-	foreign   *ForeignCluster
+	// pending: the change proposed and not yet endorsed (change 49);
+	// changesMade: how many changes were proposed.
+	pending     *pendingChange
+	changesMade int
+	foreign     *ForeignCluster
 }
 
 type event struct {

@@ -1,0 +1,28 @@
+package testutil
+
+import (
+	"slices"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Endorse makes signed, epoch n of cluster signed by the cluster CA, an
+// epoch that counts (docs/protocol.md change 49): each of signers — members
+// of epoch n−1, by id — endorses it.
+func Endorse(signed crypto.Signed, cluster wire.ClusterID, n uint64, signers map[wire.ServerID]*crypto.PrivateKey) wire.Epoch {
+	ep := wire.Epoch{Signed: signed}
+	ids := make([]wire.ServerID, 0, len(signers))
+	for id := range signers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		es, err := wire.SignEndorsement(signers[id], cluster, id, n, signed)
+		if err != nil {
+			panic(err) // a test's own keys and struct always sign
+		}
+		ep.Endorsements = append(ep.Endorsements, es)
+	}
+	return ep
+}

@@ -1,0 +1,192 @@
+package core
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// Endorsements, a member's side (docs/protocol.md change 49). A member of the
+// newest epoch e this server holds endorses the epoch after it — signed by
+// the cluster CA in force and, on a closed cluster, approved with a client
+// CA key in force — once per number: it persists which epoch it endorsed
+// before its endorsement leaves, and refuses every other epoch of that
+// number for good. It sends what it gathered to the other members of e and
+// back to whoever sent it, and adopts the epoch (it seals, change 43) once
+// q_e members endorsed it. A server that is no member of e endorses nothing;
+// it learns the epoch whole (an EpochNews) from a peer or the operator.
+
+// bucketEndorsed: epoch number (8 bytes, big-endian) → the EpochHash of the
+// epoch this server endorsed with that number.
+const bucketEndorsed = "endorsed"
+
+// proposal is the epoch after the newest held that this server endorsed,
+// and the endorsements gathered for it.
+// INVARIANT: body.Number == chain.Number()+1; every endorsement in by
+// verified against the newest epoch's members, for this epoch.
+type proposal struct {
+	signed   crypto.Signed
+	approval *crypto.Signed
+	body     *wire.EpochBody
+	hash     [32]byte
+	by       map[wire.ServerID]wire.SignedEndorsement
+}
+
+// Endorsed is the hash of the epoch this server endorsed with number n, if any.
+func (k *Core) Endorsed(n uint64) ([32]byte, bool) {
+	h, ok := k.endorsed[n]
+	return h, ok
+}
+
+// onEndorse takes an Endorse of peer or client from: it checks the proposed
+// epoch as the next one, endorses it if this server may (a member of the
+// newest epoch, the operator's approval on a closed cluster, no other
+// epoch of the number endorsed), adds the endorsements shown, sends on what
+// grew, and adopts the epoch once q of the newest epoch's members
+// endorsed it. The error is for a client: why this server did not endorse.
+func (k *Core) onEndorse(now time.Time, from wire.Peer, m *wire.Endorse, e *Effects) error {
+	if k.chain == nil {
+		return errors.New("core: this server was started without the cluster CA: it endorses no epoch")
+	}
+	n := k.chain.Number() + 1
+	if k.pending != nil && k.pending.body.Number != n {
+		k.pending = nil // the chain moved on without it
+	}
+	h := wire.EpochHash(m.Proposal)
+	p := k.pending
+	if p == nil || p.hash != h {
+		body, err := k.chain.Check(m.Proposal)
+		if err != nil {
+			if held, ok := k.endorsedOrHeld(m.Proposal); ok {
+				// An epoch this server holds already: whoever shows it with
+				// fewer than q endorsements (the operator gathering, a peer
+				// behind) gets the q it counted with. One that shows q gets
+				// nothing: two holders never answer each other for ever.
+				if _, q, _ := k.chain.Keyring(held - 1); len(m.Endorsements) < q {
+					ep := k.chain.Since(held - 1)[0]
+					e.Send = append(e.Send, Outgoing{To: from, Msg: &wire.Message{Endorse: &wire.Endorse{Proposal: ep.Signed, Endorsements: ep.Endorsements}}})
+				}
+				return nil
+			}
+			return err
+		}
+		if prev, ok := k.endorsed[n]; ok && prev != h {
+			return fmt.Errorf("core: this server endorsed another epoch %d (%x…); it endorses one epoch of a number, for good", n, prev[:4])
+		}
+		keys, _, _ := k.chain.Keyring(k.chain.Number())
+		if keys.Key(k.cfg.Self) == nil {
+			return fmt.Errorf("core: this server is no member of epoch %d: only its members endorse epoch %d", n-1, n)
+		}
+		if err := k.approved(n, m); err != nil {
+			return err
+		}
+		p = &proposal{signed: m.Proposal, approval: m.Approval, body: body, hash: h, by: map[wire.ServerID]wire.SignedEndorsement{}}
+		k.pending = p
+	}
+	keys, q, _ := k.chain.Keyring(k.chain.Number())
+	grew := false
+	for i := range m.Endorsements {
+		es := m.Endorsements[i]
+		if _, dup := p.by[es.Server]; dup {
+			continue
+		}
+		if b, err := es.Verify(keys); err == nil && b.Number == n && b.Hash == h {
+			p.by[es.Server], grew = es, true
+		}
+	}
+	if _, own := p.by[k.cfg.Self]; !own {
+		es, err := wire.SignEndorsement(k.cfg.Signer, k.cfg.Keys.Cluster, k.cfg.Self, n, p.signed)
+		if err != nil {
+			panic(fmt.Sprintf("core: signing an endorsement: %v", err)) // our own struct always encodes: a bug
+		}
+		p.by[k.cfg.Self], grew = es, true
+		if _, ok := k.endorsed[n]; !ok {
+			// On disk in the batch the endorsement leaves after: a restart
+			// never endorses another epoch of this number.
+			k.endorsed[n] = h
+			e.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]})
+		}
+	}
+	if grew {
+		out := &wire.Message{Endorse: k.endorseMsg(p)}
+		for _, s := range k.newestPeers() {
+			e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: out})
+		}
+		if from.IsClient {
+			e.Send = append(e.Send, Outgoing{To: from, Msg: out})
+		}
+	} else if from.IsClient {
+		e.Send = append(e.Send, Outgoing{To: from, Msg: &wire.Message{Endorse: k.endorseMsg(p)}})
+	}
+	if len(p.by) >= q {
+		ep := wire.Epoch{Signed: p.signed}
+		for _, id := range slices.Sorted(maps.Keys(p.by)) {
+			ep.Endorsements = append(ep.Endorsements, p.by[id])
+		}
+		k.pending = nil
+		return k.onEpochNews(now, wire.NewsOf([]wire.Epoch{ep}), e)
+	}
+	return nil
+}
+
+// endorsedOrHeld reports whether s is an epoch the chain holds.
+func (k *Core) endorsedOrHeld(s crypto.Signed) (uint64, bool) {
+	var b wire.EpochBody
+	if crypto.Unmarshal(s.Body, &b) != nil || b.Number == 0 || b.Number > k.chain.Number() {
+		return 0, false
+	}
+	held := k.chain.Since(b.Number - 1)
+	return b.Number, len(held) > 0 && string(held[0].Signed.Body) == string(s.Body)
+}
+
+// approved checks the operator's approval of epoch n on a closed cluster:
+// a client CA in force in the newest epoch held signed it (change 49). An
+// open cluster has no client CA: its members endorse what the cluster CA
+// signed.
+func (k *Core) approved(n uint64, m *wire.Endorse) error {
+	if k.cfg.ClientCA == nil {
+		return nil
+	}
+	inForce, _ := k.chain.ClientCAs(k.cfg.ClientCA)
+	return wire.VerifyApproval(inForce, k.cfg.Keys.Cluster, n, m.Proposal, m.Approval)
+}
+
+// endorseMsg is what this server shows of p: the proposal, its approval,
+// and every endorsement gathered, in id order.
+func (k *Core) endorseMsg(p *proposal) *wire.Endorse {
+	out := &wire.Endorse{Proposal: p.signed, Approval: p.approval}
+	for _, id := range slices.Sorted(maps.Keys(p.by)) {
+		out.Endorsements = append(out.Endorsements, p.by[id])
+	}
+	return out
+}
+
+// newestPeers are the other members of the newest epoch this server holds:
+// the ones that endorse the next.
+func (k *Core) newestPeers() []wire.ServerID {
+	keys, _, _ := k.chain.Keyring(k.chain.Number())
+	var out []wire.ServerID
+	for i, key := range keys.Servers {
+		if s := wire.ServerID(i); key != nil && s != k.cfg.Self {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// restoreEndorsed puts back which epoch of each number this server endorsed.
+func (k *Core) restoreEndorsed(r Reader) error {
+	return r.ForEach(bucketEndorsed, func(key, v []byte) error {
+		if len(key) != 8 || len(v) != 32 {
+			return fmt.Errorf("core: an endorsement record of %d and %d bytes", len(key), len(v))
+		}
+		k.endorsed[binary.BigEndian.Uint64(key)] = [32]byte(v)
+		return nil
+	})
+}

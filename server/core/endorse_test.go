@@ -1,0 +1,172 @@
+package core
+
+import (
+	"crypto/rand"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/wire"
+)
+
+// proposeOne is epoch 1 of c (server 3 replaced by a new id 4) as the
+// operator proposes it: signed by ca, not endorsed.
+func (c *cluster) proposeOne(ca *crypto.PrivateKey) crypto.Signed {
+	return c.epochOne(ca).Signed
+}
+
+// errorsIn are the details of the Error replies in ms.
+func errorsIn(ms []*wire.Message) []string {
+	var out []string
+	for _, m := range ms {
+		if m.Error != nil {
+			out = append(out, m.Error.Detail)
+		}
+	}
+	return out
+}
+
+// docs/protocol.md change 49, a member's side: shown a proposed epoch (the
+// cluster CA's signature, the epoch after its newest), a member endorses it
+// once — persisted before its endorsement leaves — sends what it gathered
+// to the other members and back to the operator, and adopts the epoch (it
+// seals) once q members endorsed it. It never endorses another epoch of that
+// number, not after a restart either; endorsements that do not verify add
+// nothing.
+func TestMembersEndorseOnceAndAdoptAtQ(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	op := c.newClient()
+	p := c.proposeOne(ca)
+
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})
+	h, ok := c.cores[0].Endorsed(1)
+	require.True(t, ok)
+	require.Equal(t, wire.EpochHash(p), h)
+	require.Contains(t, c.disks[0][bucketEndorsed], string(epochKey(1)), "persisted with the endorsement")
+	reply := c.replies(op.id)
+	require.Len(t, reply, 1)
+	require.NotNil(t, reply[0].Endorse)
+	require.Len(t, reply[0].Endorse.Endorsements, 1, "the operator hears the endorsement")
+	require.Len(t, c.inflight, 3, "and every other member")
+	_, knows := c.cores[0].Epoch()
+	require.Zero(t, knows, "one endorsement of q = 3: epoch 1 does not count yet")
+
+	// A faulty server shows server 1 endorsements forged in servers 2's
+	// and 3's names: they count for nothing, and server 1 endorses too.
+	outsider, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	var forged []wire.SignedEndorsement
+	for _, s := range []wire.ServerID{2, 3} {
+		es, err := wire.SignEndorsement(outsider, c.keys.Cluster, s, 1, p)
+		require.NoError(t, err)
+		forged = append(forged, es)
+	}
+	c.drop()
+	c.fromServer(1, 3, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Endorsements: forged}})
+	_, knows = c.cores[1].Epoch()
+	require.Zero(t, knows, "forged endorsements add nothing")
+	c.drop()
+
+	// With server 0's and server 1's, server 2's makes three: it adopts.
+	c.fromClient(2, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Endorsements: c.cores[1].endorseMsg(c.cores[1].pending).Endorsements}})
+	_, knows = c.cores[2].Epoch()
+	require.Zero(t, knows, "servers 1 and 2: two")
+	c.fromClient(2, op.id, &wire.Message{Endorse: reply[0].Endorse})
+	_, knows = c.cores[2].Epoch()
+	require.Equal(t, uint64(1), knows, "servers 0, 1 and 2 endorsed it: it counts, and server 2 sealed epoch 0")
+	c.flush()
+	for s := range 4 {
+		_, knows := c.cores[s].Epoch()
+		require.Equal(t, uint64(1), knows, "s%d learns the endorsed epoch", s)
+	}
+
+	// Once it holds the epoch, a member answers whoever shows it with
+	// fewer than q endorsements (the operator gathering late, a peer
+	// behind) with the q it counted with, and one that shows q with
+	// nothing: two holders never answer each other for ever.
+	c.replies(op.id)
+	c.fromClient(3, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})
+	late := c.replies(op.id)
+	require.Len(t, late, 1)
+	require.NotNil(t, late[0].Endorse)
+	require.Len(t, late[0].Endorse.Endorsements, 3, "the operator completes the epoch from any holder")
+	c.drop()
+	c.fromServer(3, 0, late[0])
+	require.Empty(t, c.inflight, "a holder shown q endorsements answers nothing")
+
+	// Another epoch 1, signed by the same CA (its key leaked): no member
+	// endorses it, not even after a restart.
+	other := c.epochOne(ca).Signed
+	c.restart(3)
+	c.replies(op.id)
+	for s := range 4 {
+		c.fromClient(s, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: other}})
+	}
+	require.NotEmpty(t, errorsIn(c.replies(op.id)))
+	c.restart(0)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: other}})
+	for _, m := range c.replies(op.id) {
+		require.Nil(t, m.Endorse, "server 0 endorses nothing else")
+	}
+}
+
+// A member that endorsed one epoch refuses every other of its number, also
+// after a restart: two epochs with one number would need 2q endorsements of
+// n members, so a correct member's twice — the CA's key alone forks nothing.
+func TestAMemberEndorsesOneEpochOfANumber(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	op := c.newClient()
+	a, b := c.proposeOne(ca), c.proposeOne(ca)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: a}})
+	c.replies(op.id)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: b}})
+	errs := errorsIn(c.replies(op.id))
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0], "endorsed another epoch 1")
+	c.restart(0)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: b}})
+	errs = errorsIn(c.replies(op.id))
+	require.Len(t, errs, 1, "its endorsement is on its disk")
+	require.Contains(t, errs[0], "endorsed another epoch 1")
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: a}})
+	ms := c.replies(op.id)
+	require.Len(t, ms, 1)
+	require.NotNil(t, ms[0].Endorse, "the epoch it endorsed it endorses again (the same signature)")
+}
+
+// On a closed cluster a member endorses only what the operator approved
+// with a client CA key in force: the cluster CA's key alone adds no member.
+func TestClosedClusterMembersEndorseOnlyApprovedEpochs(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	cca, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c.clientCA = cca
+	ca := c.withCA()
+	op := c.newClient()
+	c.connect(op, windowed(&wire.AdmissionBody{Name: "operator", Client: op.id, Locks: []string{".bq-operator"}}))
+	p := c.proposeOne(ca)
+
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})
+	errs := errorsIn(c.replies(op.id))
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0], "not approved")
+	_, ok := c.cores[0].Endorsed(1)
+	require.False(t, ok)
+
+	thief, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	bad, err := wire.SignApproval(thief, c.keys.Cluster, 1, p)
+	require.NoError(t, err)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: &bad}})
+	require.Contains(t, errorsIn(c.replies(op.id))[0], "no client CA in force signed")
+
+	good, err := wire.SignApproval(cca, c.keys.Cluster, 1, p)
+	require.NoError(t, err)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: &good}})
+	_, ok = c.cores[0].Endorsed(1)
+	require.True(t, ok, "approved: endorsed")
+	require.Empty(t, errorsIn(c.replies(op.id)))
+}
