@@ -456,7 +456,7 @@ func (c *Client) loop(every time.Duration) {
 					c.statusReply(ev.From.Server, r)
 					break
 				}
-				if c.observe {
+				if c.observe && ev.Msg.EpochNews == nil {
 					c.observerMessage(ev.From.Server, ev.Msg)
 					break
 				}

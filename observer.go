@@ -38,6 +38,11 @@ type watch struct {
 // quorum welcomed it, and every watch subscribes at s again (a new
 // connection has no subscription). c.mu must be held.
 func (c *Client) observerConnected(s wire.ServerID) {
+	// Name the observer's epoch at once: a member that knows later ones
+	// shows them (an observer sends nothing else before a quorum of its
+	// epoch's members welcomed it, which after a change may never come).
+	// Req 0 is a probe: the server answers it with epochs only.
+	_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{Status: &wire.Status{Epoch: c.bk.Epoch()}})
 	n := 0
 	for _, up := range c.up {
 		if up {
@@ -77,7 +82,10 @@ func (c *Client) observerMessage(s wire.ServerID, m *wire.Message) {
 // subscribe asks server s for w's lock's active set and its changes. c.mu
 // must be held.
 func (c *Client) subscribe(s wire.ServerID, w *watch) {
-	_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{GetSet: &wire.GetSet{Req: w.req, Lock: w.lock}})
+	// The GetSet names the observer's epoch: a member that knows a later
+	// one shows it (EpochNews), which the observer follows as a session's
+	// client does (change 43), to the new members and their quorum.
+	_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{GetSet: &wire.GetSet{Req: w.req, Lock: w.lock, Epoch: c.bk.Epoch()}})
 }
 
 // watchLock subscribes to lock at every server (once for all its watchers)

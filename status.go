@@ -146,7 +146,7 @@ func (c *Client) statusReplies(ctx context.Context, lock string, grace time.Dura
 	c.status[req] = w
 	for _, s := range v.ids {
 		w.members[s] = true
-		_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{Status: &wire.Status{Req: req, Lock: lock}})
+		_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{Status: &wire.Status{Req: req, Lock: lock, Epoch: v.epoch}})
 	}
 	c.mu.Unlock()
 	ch := w.ch

@@ -432,6 +432,11 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 	}
 	switch {
 	case m.SessionAck != nil:
+		if m.SessionAck.Epoch != c.cfg.Keys.Epoch {
+			// An ack of a heartbeat of another epoch: its number may be a
+			// newer heartbeat's of this one, sent later (change 50).
+			break
+		}
 		c.lease.Ack(s, m.SessionAck.Session, m.SessionAck.Seq, m.SessionAck.LeaseOK)
 		c.noteMaxHold(s, m.SessionAck)
 		c.checkLease(now, &e)

@@ -353,6 +353,12 @@ type SessionAck struct {
 	// MaxHoldMillis, in the answer to a SessionOpen, is the max-hold this
 	// server applies to the client (change 24); zero is none.
 	MaxHoldMillis uint64 `cbor:"4,keyasint,omitempty"`
+	// Epoch echoes the epoch the SessionOpen or Heartbeat answered named
+	// (protocol 1.8; omitted in epoch 0): heartbeat numbers start again
+	// when a client moves to a new epoch, so an ack of the old epoch still
+	// in flight would otherwise count for the new heartbeat of its number,
+	// sent later (docs/protocol.md change 50).
+	Epoch uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 func (a *SessionAck) String() string {
@@ -648,6 +654,11 @@ func (a *Announce) String() string {
 type Status struct {
 	Req  uint64 `cbor:"1,keyasint"`
 	Lock string `cbor:"2,keyasint,omitempty"`
+	// Epoch is the epoch the asker is in (protocol 1.8, omitted in epoch
+	// 0): a server that knows later ones shows them, as for a SessionOpen,
+	// so that an observer, which opens no session, follows changes too.
+	// A Status with Req 0 is such a probe only: it has no StatusReply.
+	Epoch uint64 `cbor:"3,keyasint,omitempty"`
 }
 
 func (s *Status) String() string { return fmt.Sprintf("Status(req=%d %q)", s.Req, s.Lock) }

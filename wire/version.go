@@ -27,7 +27,9 @@ const (
 	// its client, change 48); 1.8: EpochNews.Endorsements and Endorse (an
 	// epoch counts only with q endorsements of the epoch before's members,
 	// change 49: an epoch without them is refused, so a 1.7 peer's news of
-	// an epoch changes nothing until a 1.8 peer shows it endorsed).
+	// an epoch changes nothing until a 1.8 peer shows it endorsed), and
+	// SessionAck.Epoch (the epoch of the heartbeat acked, change 50), and
+	// Status.Epoch (an observer's epoch, shown the later ones, change 51).
 	ProtocolMinor = 8
 )
 

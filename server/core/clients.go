@@ -94,7 +94,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			e.Persist = append(e.Persist, ttlRecord(c, so.Session, ttl, k.mute.OpenOf(c, so.Session)))
 		}
 		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: so.Session, Seq: 0, LeaseOK: err == nil,
-			MaxHoldMillis: uint64(k.maxHoldOf(c) / time.Millisecond)}})
+			MaxHoldMillis: uint64(k.maxHoldOf(c) / time.Millisecond), Epoch: so.Epoch}})
 	case m.SessionClose != nil:
 		k.mute.Close(c, m.SessionClose.Session, now)
 		reply(&wire.Message{Ack: &wire.Ack{Req: m.SessionClose.Req}})
@@ -102,7 +102,7 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		k.spoke(c, m.Heartbeat.Session, e)
 		k.tellClient(c, m.Heartbeat.Epoch, e)
 		err := k.mute.Heartbeat(c, m.Heartbeat.Session, now)
-		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil}})
+		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil, Epoch: m.Heartbeat.Epoch}})
 	case m.Submit != nil:
 		k.onSubmit(now, c, m.Submit, reply, fail, e)
 	case m.Listen != nil:
@@ -141,8 +141,13 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			rr.Reset = k.mute.Certificate(m.Read.Client)
 		}
 		reply(&wire.Message{ReadReply: rr})
+	case m.Status != nil && m.Status.Req == 0:
+		// An epoch probe (an observer's, as it connects): answered with
+		// the epochs after the one it names, if any, and nothing else.
+		k.tellClient(c, m.Status.Epoch, e)
 	case m.Status != nil:
 		k.Stats.Accesses["status"]++
+		k.tellClient(c, m.Status.Epoch, e)
 		reply(&wire.Message{StatusReply: k.status(c, m.Status)})
 	case m.Proclaim != nil:
 		k.onProclaim(c, m.Proclaim, reply, fail, e)

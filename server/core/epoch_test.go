@@ -189,9 +189,12 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 	require.Equal(t, wire.PhaseDoorway, c.cores[0].Register("L", x.id).Phase, "the Exit was not taken")
 	c.fromClient(0, x.id, &wire.Message{Status: &wire.Status{Req: 15, Lock: "L"}})
 	got = c.replies(x.id)
-	require.Len(t, got, 1)
-	require.NotNil(t, got[0].StatusReply, "a status is still answered")
-	require.Equal(t, [2]uint64{0, 1}, [2]uint64{got[0].StatusReply.Serves, got[0].StatusReply.Knows}, "and says the server sealed epoch 0")
+	require.Len(t, got, 2)
+	require.NotNil(t, got[0].EpochNews, "a Status naming epoch 0 is shown epoch 1 (an observer follows)")
+	require.NotNil(t, got[1].StatusReply, "a status is still answered")
+	require.Equal(t, [2]uint64{0, 1}, [2]uint64{got[1].StatusReply.Serves, got[1].StatusReply.Knows}, "and says the server sealed epoch 0")
+	c.fromClient(0, x.id, &wire.Message{Status: &wire.Status{Lock: "L"}})
+	require.Empty(t, c.replies(x.id), "a probe (Req 0) is answered with epochs only, and those once")
 
 	// A peer's statement of the sealed epoch is dropped; it was told once.
 	c.fromServer(0, 1, &wire.Message{Forward: &wire.Forward{Statement: x.stmt("L", 1, 1, wire.PhaseExit, 0, nil)}})
@@ -280,4 +283,28 @@ func TestTicketOfAnEndedEpochShowsTheEpochs(t *testing.T) {
 	require.Equal(t, wire.ErrCodeEpochMoved, got[1].Error.Code, "no rejection: the client starts over in the newest epoch")
 	require.EqualValues(t, 2, got[1].Error.Req)
 	require.False(t, c.cores[0].Banned(x.id))
+}
+
+// docs/protocol.md change 50: a SessionAck names the epoch of the
+// SessionOpen or Heartbeat it answers, so that a client that moved on,
+// whose heartbeat numbers started again, takes no ack of the epoch before
+// for a newer heartbeat of its number.
+func TestSessionAckNamesTheEpochItAnswers(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	x := c.newClient()
+	c.effects(0, c.cores[0].Step(c.now, Input{Kind: InputConnected, From: wire.ClientPeer(x.id)}))
+	for _, m := range []*wire.Message{
+		{SessionOpen: &wire.SessionOpen{Session: 1, TTLMillis: 5000, Epoch: 3}},
+		{Heartbeat: &wire.Heartbeat{Session: 1, Seq: 1, Epoch: 3}},
+	} {
+		c.fromClient(0, x.id, m)
+		acks := 0
+		for _, r := range c.replies(x.id) {
+			if r.SessionAck != nil {
+				require.EqualValues(t, 3, r.SessionAck.Epoch, "the ack of a %s", m.Body())
+				acks++
+			}
+		}
+		require.Equal(t, 1, acks)
+	}
 }

@@ -323,3 +323,50 @@ func TestFaultyCopierThroughAReplace(t *testing.T) {
 		require.Less(t, len(n), 6, "%s's token %s: the forged hw (2^62−1) counted", lock, last[lock])
 	}
 }
+
+// An observer follows changes as a session's client does (change 43): two
+// servers are replaced and killed, so that of epoch 0's members only two of
+// four still run. One started from the cluster file alone then reads the
+// same leader as before; one started before the changes still sees the
+// next leader, read from the new members.
+func TestObserverFollowsAChange(t *testing.T) {
+	dir := initCluster(t, 4)
+	servers := runServers(t, dir, 4)
+	cluster := filepath.Join(dir, "cluster.yaml")
+	work := t.TempDir()
+	cli := func(key string, args ...string) []string {
+		return append([]string{bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, key)}, args...)
+	}
+	obs := start(t, "observer", nil, cli("o.key", "elect", "svc", "--observe", "--json")...)
+	first := start(t, "leader 1", nil, cli("l1.key", "elect", "svc", "10.0.0.7:8080", "--", "sleep", "600")...)
+	obs.waitFor(20*time.Second, 1, `"value":"10.0.0.7:8080"`, `"leader":true`)
+
+	for i, old := range []int{2, 3} {
+		out, code := runCLI(t, "bqserver", "server", "replace", fmt.Sprint(old), "--dir", dir, "--timeout", "20s")
+		require.Equal(t, 0, code, out)
+		id := 4 + i
+		s := start(t, fmt.Sprintf("s%d", id), nil, bin("bqserver"), "run", "--dir", dir, "--id", fmt.Sprint(id))
+		s.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+		require.NoError(t, servers[old].cmd.Process.Signal(syscall.SIGKILL))
+	}
+
+	// An observer started now, from the cluster file alone (epoch 0, two of
+	// whose four members still run), follows to epoch 2 and reads the
+	// same leader as before the change.
+	only := filepath.Join(t.TempDir(), "only")
+	require.NoError(t, os.MkdirAll(only, 0o755))
+	data, err := os.ReadFile(cluster)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(only, "cluster.yaml"), data, 0o644))
+	leader := start(t, "leader (after)", nil, bin("bqclient"), "--cluster", filepath.Join(only, "cluster.yaml"),
+		"--identity", filepath.Join(work, "r.key"), "elect", "svc", "--leader")
+	require.Equal(t, 0, leader.waitExit(30*time.Second), leader.output())
+	require.Contains(t, leader.output(), "10.0.0.7:8080\n")
+
+	_, _ = first.stop(syscall.SIGTERM, 20*time.Second) // it resigns
+	second := start(t, "leader 2", nil, cli("l2.key", "elect", "svc", "10.0.0.8:8080", "--", "sleep", "600")...)
+	obs.waitFor(60*time.Second, 1, `"value":"10.0.0.8:8080"`)
+	code, _ := obs.stop(syscall.SIGINT, 10*time.Second)
+	require.Equal(t, 0, code, obs.output())
+	_, _ = second.stop(syscall.SIGTERM, 10*time.Second)
+}
