@@ -225,7 +225,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
 				Key: key, Admission: admission, Cluster: c.ID(), Servers: roster.Addresses(nil), CAPool: roster.CAPool(), IdentifyServer: roster.ServerByCert, Logger: cfg.Logger,
-				Observe: cfg.Observe,
+				Observe: cfg.Observe, RenewedAdmission: renewedAdmission(cfg, key),
 			})
 		}
 	}
@@ -715,5 +715,26 @@ func (c *Client) waitIdle(ctx context.Context, names []string) {
 			return
 		}
 		<-t.C
+	}
+}
+
+// renewedAdmission reads, before each connection, the admission
+// certificate in the identity file the client was started with, so that a
+// client renewed while it runs (bqserver client renew, after a client-CA
+// rotation) shows the renewed certificate when it reconnects — as after
+// 'ca retire-clients' closes the connections the retired CA admitted
+// (docs/protocol.md change 52). A certificate given in Config.Admission,
+// or none in the file, or one of another key, leaves the one the client
+// started with.
+func renewedAdmission(cfg Config, key *crypto.PrivateKey) func() *crypto.Signed {
+	if cfg.IdentityFile == "" || cfg.Admission != nil {
+		return nil
+	}
+	return func() *crypto.Signed {
+		id, err := certs.LoadIdentity(cfg.IdentityFile)
+		if err != nil || id.Admission == nil || id.Key.Public.ID != key.Public.ID {
+			return nil
+		}
+		return id.Admission
 	}
 }

@@ -138,3 +138,28 @@ func TestDoorRefusesOtherCAsAndClusters(t *testing.T) {
 	d.refused(id, nil, "no admission certificate")
 	d.welcomed(id, d.cert(d.ca.Key, d.cluster.ID(), k, from, until))
 }
+
+// docs/protocol.md change 52: once the door's client CAs no longer include
+// one, every client whose connections it admitted is named, to be thrown
+// out (it comes back with a certificate of a CA in force, or not at all),
+// and only those: a client admitted by the CA kept, or by both, stays
+// until its retired one is named.
+func TestDoorNamesTheClientsOfARetiredCA(t *testing.T) {
+	d := newDoor(t)
+	newer, err := crypto.GenerateKey(d.cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+	require.Empty(t, d.door.setCAs([]*crypto.Parsed{d.ca.Key.Public, newer.Public}), "nothing retired")
+
+	oldOnly, renewed, newOnly := d.key(), d.key(), d.key()
+	d.welcomed(wire.ClientID(oldOnly.Public.ID), d.good(oldOnly))
+	d.welcomed(wire.ClientID(renewed.Public.ID), d.good(renewed))
+	d.welcomed(wire.ClientID(renewed.Public.ID), d.cert(newer, d.cluster.ID(), renewed, d.now.Add(-time.Hour), d.now.Add(time.Hour)))
+	d.welcomed(wire.ClientID(newOnly.Public.ID), d.cert(newer, d.cluster.ID(), newOnly, d.now.Add(-time.Hour), d.now.Add(time.Hour)))
+
+	gone := d.door.setCAs([]*crypto.Parsed{newer.Public})
+	require.ElementsMatch(t, []wire.ClientID{wire.ClientID(oldOnly.Public.ID), wire.ClientID(renewed.Public.ID)}, gone,
+		"every client a connection of which the retired CA admitted")
+	d.refused(wire.ClientID(oldOnly.Public.ID), d.good(oldOnly), "not signed by")
+	d.welcomed(wire.ClientID(renewed.Public.ID), d.cert(newer, d.cluster.ID(), renewed, d.now.Add(-time.Hour), d.now.Add(time.Hour)))
+	require.Empty(t, d.door.setCAs([]*crypto.Parsed{newer.Public}), "named once")
+}

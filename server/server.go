@@ -186,6 +186,7 @@ func Start(cfg Config) (*Server, error) {
 			revoked = r.Revoked()
 		}
 		s.admission = newAdmission(c, revoked)
+		s.admission.log = s.log
 		s.admitCAs()
 		admit = s.admission.admit
 	}
@@ -530,7 +531,12 @@ func (s *Server) admitCAs() {
 		return
 	}
 	inForce, _ := k.Chain().ClientCAs(s.Material.Cluster.ClientCA)
-	s.admission.setCAs(inForce)
+	for _, c := range s.admission.setCAs(inForce) {
+		s.log.Warn("a connected client's certificate is of a client CA now retired: closing its connection", "client", c.String())
+		if d, ok := s.transport.(clientDisconnecter); ok {
+			d.DisconnectClient(c, "its admission certificate's client CA was retired (bqserver ca retire-clients): connect with a certificate of the CA in force")
+		}
+	}
 }
 
 // followEpochs dials the servers of a newly adopted epoch and stops dialing

@@ -56,6 +56,11 @@ type ServerConfig struct {
 type ClientConfig struct {
 	Key       *crypto.PrivateKey // the client's signing key; its ClientID is the client's identity
 	Admission *crypto.Signed     // its admission certificate, for a closed cluster (nil: none)
+	// RenewedAdmission, if set, is asked before each connection's Hello: a
+	// certificate it returns is shown instead of Admission (an identity
+	// file renewed while the client runs, change 52); nil: Admission. It
+	// must be safe for concurrent use.
+	RenewedAdmission func() *crypto.Signed
 	// Observe makes every connection an observer connection (docs/protocol.md
 	// change 32): it only reads, and each server binds it to an id of its
 	// own (wire.ObserverID), so it never displaces this key's session
@@ -163,6 +168,7 @@ func DialClient(cfg ClientConfig) (Transport, error) {
 	n := newNode(lim, cfg.Logger, udp)
 	n.key = cfg.Key
 	n.admission = cfg.Admission
+	n.renewedAdmission = cfg.RenewedAdmission
 	n.cluster = cfg.Cluster
 	n.clientID = wire.ClientID(cfg.Key.Public.ID)
 	n.observe = cfg.Observe
@@ -279,18 +285,19 @@ type node struct {
 	log *slog.Logger
 	lim Limits
 
-	server    bool
-	cluster   wire.ClusterID
-	version   wire.Version    // what this node speaks: its major is the ALPN
-	self      wire.ServerID   // servers
-	cert      tls.Certificate // servers
-	admit     func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
-	key       *crypto.PrivateKey            // clients
-	admission *crypto.Signed                // clients
-	clientID  wire.ClientID                 // clients
-	observe   bool                          // clients: observer connections (change 32)
-	caPool    atomic.Pointer[x509.CertPool] // the CAs trusted now (SetCAPool)
-	identify  func(*x509.Certificate) (wire.ServerID, bool)
+	server           bool
+	cluster          wire.ClusterID
+	version          wire.Version    // what this node speaks: its major is the ALPN
+	self             wire.ServerID   // servers
+	cert             tls.Certificate // servers
+	admit            func(wire.ClientID, *crypto.Signed) (*wire.AdmissionBody, error)
+	key              *crypto.PrivateKey            // clients
+	admission        *crypto.Signed                // clients
+	renewedAdmission func() *crypto.Signed         // clients: asked at each Hello (nil: none)
+	clientID         wire.ClientID                 // clients
+	observe          bool                          // clients: observer connections (change 32)
+	caPool           atomic.Pointer[x509.CertPool] // the CAs trusted now (SetCAPool)
+	identify         func(*x509.Certificate) (wire.ServerID, bool)
 
 	udp *net.UDPConn
 	tr  *quic.Transport

@@ -526,6 +526,11 @@ func (d *dialer) hello(conn *quic.Conn, s *quic.Stream, nonce []byte) error {
 	}
 	h.Version = n.version
 	h.Admission = n.admission
+	if n.renewedAdmission != nil {
+		if a := n.renewedAdmission(); a != nil {
+			h.Admission = a
+		}
+	}
 	if err := writeMsg(s, &wire.Message{Hello: h}); err != nil {
 		return describeRefusal(err)
 	}

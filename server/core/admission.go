@@ -132,9 +132,23 @@ func (k *Core) revoke(c wire.ClientID, signed crypto.Signed) {
 	}
 }
 
-// revocationCAs are the client CAs a revocation may be signed by: every one
-// the chain ever named (change 43; a revocation only takes rights away).
+// revocationCAs are the client CAs a revocation taken now may be signed
+// by: those in force (change 52). A retired CA revokes nothing, as it
+// admits nothing: its key may leak once retired, and would otherwise lock
+// out any client it names.
 func (k *Core) revocationCAs() []*crypto.Parsed {
+	if k.chain == nil {
+		return []*crypto.Parsed{k.cfg.ClientCA}
+	}
+	inForce, _ := k.chain.ClientCAs(k.cfg.ClientCA)
+	return inForce
+}
+
+// restoredRevocationCAs are the client CAs a revocation read back from
+// this server's disk may be signed by: every one the chain ever named. It
+// was in force when this server took the revocation, and what a server
+// wrote itself it verified then (change 52).
+func (k *Core) restoredRevocationCAs() []*crypto.Parsed {
 	if k.chain == nil {
 		return []*crypto.Parsed{k.cfg.ClientCA}
 	}
@@ -151,7 +165,7 @@ func (k *Core) restoreRevocation(v []byte) error {
 	if k.cfg.ClientCA == nil {
 		return nil // the cluster was opened since: a revocation means nothing
 	}
-	r, err := wire.VerifyRevocationAny(k.revocationCAs(), k.cfg.Keys.Cluster, signed)
+	r, err := wire.VerifyRevocationAny(k.restoredRevocationCAs(), k.cfg.Keys.Cluster, signed)
 	if err != nil {
 		return err
 	}

@@ -200,3 +200,67 @@ func TestForgedRevocationIsRefused(t *testing.T) {
 	}
 	require.Empty(t, c.inflight, "nothing passed on")
 }
+
+// docs/protocol.md change 52: a retired client CA revokes nothing. Epoch 1
+// lists a second client CA beside the first, epoch 2 retires the first;
+// a server that holds epoch 2 refuses a revocation the first signed, live
+// or from a peer, and takes one the CA in force signed. One the first
+// signed while it was in force, on this server's disk, is kept through a
+// restart.
+func TestARetiredClientCARevokesNothing(t *testing.T) {
+	c := newClosedCluster(t, 4, 1)
+	ca := c.withCA()
+	old := c.clientCA
+	renewed, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	op := c.newClient()
+	c.connect(op, windowed(&wire.AdmissionBody{Name: "operator", Client: op.id, Locks: []string{".bq-operator"}}))
+	early, late, victim := c.newClient(), c.newClient(), c.newClient()
+
+	c.fromClient(0, op.id, &wire.Message{Revoke: &wire.Revoke{Req: 1, Revocation: c.revocation(early, old)}})
+	require.Empty(t, errorCodes(c.replies(op.id)), "in force: taken")
+
+	one := c.clientCAEpoch(ca, 1, [32]byte(c.keys.Cluster), old, renewed)
+	two := c.clientCAEpoch(ca, 2, wire.EpochHash(one.Signed), renewed)
+	for s := range 4 {
+		c.fromServer(s, wire.ServerID((s+1)%4), &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one, two})})
+	}
+	for range 10 { // each seals and copies from the others, epoch by epoch
+		c.flush()
+		c.tick(time.Second)
+	}
+	c.flush()
+	serves, _ := c.cores[0].Epoch()
+	require.EqualValues(t, 2, serves)
+	c.replies(op.id)
+
+	c.fromClient(0, op.id, &wire.Message{Revoke: &wire.Revoke{Req: 2, Revocation: c.revocation(victim, old)}})
+	require.Equal(t, []wire.ErrorCode{wire.ErrCodeRejected}, errorCodes(c.replies(op.id)), "the retired CA's, live")
+	c.fromServer(0, 1, &wire.Message{Revoke: &wire.Revoke{Revocation: c.revocation(victim, old)}})
+	require.NotContains(t, c.cores[0].Revoked(), victim.id, "nor from a peer")
+	c.fromClient(0, op.id, &wire.Message{Revoke: &wire.Revoke{Req: 3, Revocation: c.revocation(late, renewed)}})
+	require.Empty(t, errorCodes(c.replies(op.id)), "the CA in force's")
+	require.Contains(t, c.cores[0].Revoked(), late.id)
+
+	c.restart(0)
+	require.Contains(t, c.cores[0].Revoked(), early.id, "taken while its CA was in force: kept")
+	require.Contains(t, c.cores[0].Revoked(), late.id)
+	require.NotContains(t, c.cores[0].Revoked(), victim.id)
+}
+
+// clientCAEpoch is epoch n of c after the one whose hash is prev: the same
+// four members, the client CAs cas, signed by ca and endorsed by servers
+// 0–2.
+func (c *cluster) clientCAEpoch(ca *crypto.PrivateKey, n uint64, prev [32]byte, cas ...*crypto.PrivateKey) wire.Epoch {
+	var members []wire.EpochMember
+	for i, key := range c.keys.Servers {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
+	}
+	b := &wire.EpochBody{Cluster: c.keys.Cluster, Number: n, Prev: prev, Members: members, F: 1}
+	for _, k := range cas {
+		b.ClientCAs = append(b.ClientCAs, k.Public.Wire)
+	}
+	s, err := wire.SignEpoch(ca, b)
+	require.NoError(c.t, err)
+	return c.endorse(s, n, 0, 1, 2)
+}

@@ -370,3 +370,51 @@ func TestObserverFollowsAChange(t *testing.T) {
 	require.Equal(t, 0, code, obs.output())
 	_, _ = second.stop(syscall.SIGTERM, 10*time.Second)
 }
+
+// docs/protocol.md change 52, issue 43's holder: a client renewed during a
+// client-CA rotation keeps its lock through retire-clients. The servers
+// close the connections the retired CA admitted; the holder, running all
+// along, reconnects showing the renewed certificate its identity file now
+// holds, and every server takes it back. A contender waits in vain; the
+// holder releases when its command ends, exit 0.
+func TestRenewedHolderKeepsItsLockThroughRetireClients(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	out, err := exec.Command(bin("bqserver"), "init", "--dir", dir, "--servers", "4",
+		"--port-base", fmt.Sprint(freePortBase(t, 4))).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	servers := runServers(t, dir, 4)
+	work := t.TempDir()
+	id := func(name string) string { return filepath.Join(work, name+".identity") }
+	cli := func(name string, args ...string) []string {
+		return append([]string{bin("bqclient"), "--cluster", filepath.Join(dir, "cluster.yaml"), "--identity", id(name)}, args...)
+	}
+	for _, name := range []string{"h", "y"} {
+		o, code := runCLI(t, "bqserver", "client", "add", name, "--dir", dir, "--out", id(name))
+		require.Equal(t, 0, code, o)
+	}
+	o, code := runCLI(t, "bqserver", "ca", "rotate-clients", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+
+	stop := filepath.Join(work, "stop")
+	holder := start(t, "holder", nil, cli("h", "lock", "ci/held", "--ttl", "2s", "--",
+		"sh", "-c", fmt.Sprintf("echo held; while [ ! -e '%s' ]; do sleep 0.05; done", stop))...)
+	holder.waitFor(20*time.Second, 1, "held")
+	for _, name := range []string{"h", "y"} {
+		o, code := runCLI(t, "bqserver", "client", "renew", name, "--dir", dir, "--identity", id(name))
+		require.Equal(t, 0, code, o)
+	}
+	o, code = runCLI(t, "bqserver", "ca", "retire-clients", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+	for _, s := range servers {
+		s.waitFor(20*time.Second, 1, "a connected client's certificate is of a client CA now retired")
+		s.waitFor(20*time.Second, 1, "came back with a certificate of a CA in force", `name=h`)
+	}
+
+	y := func(args ...string) (string, int) { return runCLI(t, "bqclient", cli("y", args...)[1:]...) }
+	o, code = y("lock", "ci/held", "--timeout", "3s", "--", "true")
+	require.Equal(t, 3, code, "the holder still holds: %s", o)
+	require.NoError(t, os.WriteFile(stop, nil, 0o644))
+	require.Equal(t, 0, holder.waitExit(20*time.Second), holder.output())
+	o, code = y("lock", "ci/held", "--timeout", "20s", "--", "true")
+	require.Equal(t, 0, code, o)
+}
