@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -147,7 +148,7 @@ func (l *Leadership) Proclaim(ctx context.Context, value string) error {
 	c.mu.Lock()
 	v := c.view()
 	c.mu.Unlock()
-	if err := c.proclaim(ctx, l, v.ids, sp, v.q); err != nil {
+	if err := c.proclaim(ctx, l, v.ids, sp, v.q, true); err != nil {
 		return err
 	}
 	l.vmu.Lock()
@@ -375,7 +376,7 @@ func (c *Client) reproclaim(s wire.ServerID) {
 		go func(p *proclaimedValue) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_ = c.proclaim(ctx, p.lead, []wire.ServerID{s}, p.signed, 1)
+			_ = c.proclaim(ctx, p.lead, []wire.ServerID{s}, p.signed, 1, false)
 		}(p)
 	}
 }
@@ -383,8 +384,12 @@ func (c *Client) reproclaim(s wire.ServerID) {
 // proclaim sends sp to servers until need of them acknowledge it, the lead
 // ends, ctx ends, or so many refuse that need cannot be reached. A server
 // that answers "resend" has not seen the Held yet: it gets sp again 25 ms
-// later; one that does not answer, every 250 ms.
-func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.ServerID, sp wire.SignedProclamation, need int) error {
+// later; one that does not answer, every 250 ms. With follow, servers and
+// need are the client's epoch's members and q, and follow it across a
+// change (docs/protocol.md change 43): a member that answers epoch-moved
+// sealed the client's epoch, and gets sp again once it serves the next (if
+// it is a member of it); the new members get it too.
+func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.ServerID, sp wire.SignedProclamation, need int, follow bool) error {
 	began := time.Now()
 	c.mu.Lock()
 	c.nextProclaim++
@@ -406,6 +411,16 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 	acked := make(map[wire.ServerID]bool)
 	refused := make(map[wire.ServerID]*wire.Error)
 	resend := make(map[wire.ServerID]bool)
+	// ackedOf counts the acks of the servers that count now.
+	ackedOf := func() int {
+		n := 0
+		for _, s := range servers {
+			if acked[s] {
+				n++
+			}
+		}
+		return n
+	}
 	soon := time.NewTicker(25 * time.Millisecond)
 	defer soon.Stop()
 	lastAll := time.Now()
@@ -418,10 +433,10 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 			switch {
 			case r.err == nil:
 				acked[r.server] = true
-				if len(acked) >= need {
+				if ackedOf() >= need {
 					return nil
 				}
-			case r.err.Code == wire.ErrCodeResend:
+			case r.err.Code == wire.ErrCodeResend, follow && r.err.Code == wire.ErrCodeEpochMoved:
 				resend[r.server] = true
 			default:
 				refused[r.server] = r.err
@@ -433,6 +448,17 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 			all := time.Since(lastAll) >= 250*time.Millisecond
 			if all {
 				lastAll = time.Now()
+			}
+			if follow {
+				c.mu.Lock()
+				v := c.view()
+				c.mu.Unlock()
+				if !slices.Equal(v.ids, servers) {
+					servers, need, all = v.ids, v.q, true // the client moved: its new epoch's members count
+					if ackedOf() >= need {
+						return nil
+					}
+				}
 			}
 			for _, s := range servers {
 				if !acked[s] && refused[s] == nil && (resend[s] || all) {

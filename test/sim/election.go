@@ -230,6 +230,17 @@ func (w *World) electionAnswer(c, server int, m *wire.Message) bool {
 	if m.Ack != nil && p != nil && p.onAck != nil {
 		p.onAck(server)
 	}
+	if m.Error != nil && m.Error.Code == wire.ErrCodeEpochMoved && p != nil {
+		// The server sealed the client's epoch (change 43): once the
+		// client moved, the proclamation goes to every member of its new
+		// epoch — the refusing one again, if it is one (it serves the new
+		// epoch once it copied), and the new members it never reached.
+		w.after(proclaimRetryDly, func() {
+			if hd := w.h.openHold(p.c, p.lock); hd != nil && hd.Attempt == p.att && w.cli[p.c].alive {
+				w.toMembers(p.c, p.msg)
+			}
+		})
+	}
 	if m.Error != nil && m.Error.Code == wire.ErrCodeResend && p != nil {
 		// The server has not seen the Held yet: again, while it lasts.
 		w.after(proclaimRetryDly, func() {

@@ -152,8 +152,11 @@ func (w *World) omegaWrite(cd *simCandidate) {
 		if cd.acks == nil || cd.acks[server] {
 			return
 		}
+		if !w.dials(cd.c, server) {
+			return // no member of the candidate's epoch (it moved since it wrote)
+		}
 		cd.acks[server] = true
-		if len(cd.acks) == w.q {
+		if _, _, q := w.cli[cd.c].c.Members(); len(cd.acks) == q { // its epoch's q (it follows changes)
 			cd.acks = nil
 			w.omegaRead(cd)
 		}
@@ -170,7 +173,7 @@ func (w *World) omegaRead(cd *simCandidate) {
 		}
 		w.readStatus(cd.c, regLockOf(c), func(replies map[int]*wire.StatusReply) {
 			rs := make([]*wire.StatusReply, 0, len(replies))
-			for s := range w.sc.N {
+			for s := range w.srv { // the members of the reader's epoch (leaderReply counted those)
 				if r := replies[s]; r != nil {
 					rs = append(rs, r)
 				}

@@ -110,3 +110,27 @@ func TestOmegaOracleNoByzantineCandidate(t *testing.T) {
 		})
 	}
 }
+
+// The oracle across membership changes (issue 43, "left by the last
+// round"): as in TestOmegaOracle, c0 meets the assumption and c3 is
+// Byzantine, while a member is replaced, then one added (n=4 → 5). Each
+// candidate writes to and reads from its own epoch's members, counting
+// that epoch's q, and every correct candidate still ends up trusting c0.
+// A run with a change where a candidate counted a fixed server set would
+// wait for ever on the removed member's acks, or count its replies.
+func TestOmegaOracleAcrossChanges(t *testing.T) {
+	for i, rcs := range [][]ReplaceChange{
+		{{At: 1500 * time.Millisecond, Server: 1}},
+		{{At: 1000 * time.Millisecond, Server: 2}, {At: 3 * time.Second, Kind: ChangeAdd}},
+	} {
+		sc := omegaScenario(uint64(8_100_000+i), 1, 3, 20*ms, 60*ms, 150*ms, 150*ms)
+		sc.Replace = rcs
+		res := Run(sc, RunOptions{})
+		report(t, res, fmt.Sprintf("go test ./test/sim -run TestOmegaOracleAcrossChanges -v (seed %d)", sc.Seed))
+		for _, c := range []int{0, 1, 2} {
+			if res.OmegaTrust[c] != 0 {
+				t.Errorf("seed %d: c%d trusts c%d, want c0", sc.Seed, c, res.OmegaTrust[c])
+			}
+		}
+	}
+}

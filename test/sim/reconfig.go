@@ -72,9 +72,6 @@ func (w *World) checkChanges() error {
 	if len(sc.Replace) == 0 {
 		return nil
 	}
-	if sc.Omega != nil {
-		return fmt.Errorf("sim: membership changes with the oracle are not simulated (its candidates' reads count a fixed set of servers)")
-	}
 	members := make([]int, sc.N)
 	for i := range members {
 		members[i] = i

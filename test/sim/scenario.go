@@ -375,7 +375,7 @@ type Scenario struct {
 	Faults        []Fault
 	ClientCrashes []ClientCrash
 	// Replace: membership changes, in order of At (reconfig.go); the k-th
-	// brings in server id N+k. Not with Omega.
+	// brings in server id N+k.
 	Replace []ReplaceChange
 	// Vary is what a campaign run with changes varies beyond its first
 	// changes (generate.go, varyChanges); inert without changes.
