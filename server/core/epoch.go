@@ -166,6 +166,21 @@ func (k *Core) sealedClient(c wire.ClientID, m *wire.Message, e *Effects) bool {
 	if !k.sealed() || m.Status != nil || m.EpochNews != nil || m.SessionClose != nil {
 		return false
 	}
+	// The client spoke in that session here, over its own connection, even
+	// if this server serves nothing now (change 53): once it serves the
+	// next epoch it takes that session's statements from the members that
+	// served it first, probation or not. Found by the campaign (seed
+	// 3000190): a client opened its session at the one member already
+	// serving the new epoch, was refused by the three still copying, and
+	// went silent; the copy had put it on probation at those three, which
+	// then never took its Doorway from the first, so only that one voted
+	// and the Doorway stayed there for ever.
+	switch {
+	case m.SessionOpen != nil:
+		k.spoke(c, m.SessionOpen.Session, e)
+	case m.Heartbeat != nil:
+		k.spoke(c, m.Heartbeat.Session, e)
+	}
 	k.Stats.Rejected++
 	e.Send = append(e.Send, Outgoing{To: wire.ClientPeer(c), Msg: k.news()},
 		Outgoing{To: wire.ClientPeer(c), Msg: errorMsg(requestID(m), wire.ErrCodeEpochMoved, k.movedErr())})

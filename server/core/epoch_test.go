@@ -176,6 +176,8 @@ func TestSealAnswersNothingOfTheSealedEpoch(t *testing.T) {
 		c.fromClient(0, x.id, m)
 		sealedAnswer(t, c.replies(x.id), requestID(m), m.Body().String())
 	}
+	require.EqualValues(t, 2, c.cores[0].mute.SpokeUpTo(x.id),
+		"the refused SessionOpen still says its client spoke in session 2 here (change 53): probation will not refuse that session's statements")
 	// A SessionClose is taken: it ends the client's own lease here, which
 	// the copy's end would otherwise start afresh for a whole TTL.
 	require.True(t, c.cores[0].mute.LeaseOK(w.id, 1, c.now))

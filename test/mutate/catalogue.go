@@ -367,6 +367,8 @@ var Catalogue = []Mutant{
 		"if b.Server != e.Server {", "if false && b.Server != e.Server {"},
 	{"endorsement-cluster-unchecked", "§1 cluster binding: an endorsement of another cluster is refused", "wire/endorse.go",
 		`checkCluster("endorsement", b.Cluster, keys.Cluster)`, `checkCluster("endorsement", keys.Cluster, keys.Cluster)`},
+	{"sealed-forgets-spoke", "change 53: a client that opens a session at a sealed server spoke in it there", "server/core/epoch.go",
+		"\tcase m.SessionOpen != nil:\n\t\tk.spoke(c, m.SessionOpen.Session, e)\n", "\tcase m.SessionOpen != nil:\n"},
 	{"copy-reset-unsettled", "change 47: the copy's reset counter ends the sessions up to it", "server/core/copier.go",
 		"if v := vouched(r.reset); k.mute.Settle(c, v) {", "if v := vouched(r.reset); false && k.mute.Settle(c, v) {"},
 	{"removed-copies", "change 43: a removed member copies nothing and stays sealed", "server/core/copier.go",
