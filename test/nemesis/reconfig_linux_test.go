@@ -18,7 +18,9 @@ func TestChangeWhileAServerIsCutOff(t *testing.T) {
 	c.topo.Isolate("s3")
 	op := startProc(t, "replace", c.topo.node("op").ns, nil, bin("bqserver"), "server", "replace", "1", "--dir", c.dir,
 		"--host", c.topo.node("s4").ip, "--port", "7404", "--timeout", "60s")
-	op.waitFor(30*time.Second, 1, "server 4 is new")
+	// The new member starts once the epoch naming it counts: endorsed by q
+	// members of epoch 0 (change 49), which the command says.
+	op.waitFor(30*time.Second, 1, "epoch 1 endorsed by servers")
 	s4 := startProc(t, "s4", c.topo.node("s4").ns, nil, bin("bqserver"), "run", "--dir", c.dir, "--id", "4")
 	if code := op.wait(90 * time.Second); code != 0 {
 		t.Fatalf("server replace exited %d:\n%s", code, op.output())
