@@ -426,7 +426,7 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 	type reports struct {
 		spoke, reset []uint64
 		named        map[uint64]int              // reporters that name the session
-		ttls         map[uint64]uint32           // the longest TTL named for it
+		ttls         map[uint64][]uint32         // the TTLs named for it, one per reporter that names one
 		opens        map[uint64]*wire.SignedOpen // its client's signed open, the longest TTL signed
 		openTTL      map[uint64]uint32           // that TTL
 		closed       map[uint64]int              // reporters that say the client closed the session
@@ -435,7 +435,7 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 	get := func(c wire.ClientID) *reports {
 		r := all[c]
 		if r == nil {
-			r = &reports{named: map[uint64]int{}, ttls: map[uint64]uint32{}, opens: map[uint64]*wire.SignedOpen{},
+			r = &reports{named: map[uint64]int{}, ttls: map[uint64][]uint32{}, opens: map[uint64]*wire.SignedOpen{},
 				openTTL: map[uint64]uint32{}, closed: map[uint64]int{}}
 			all[c] = r
 		}
@@ -452,7 +452,9 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 				}
 				seen[cs.Session] = true
 				r.named[cs.Session]++
-				r.ttls[cs.Session] = max(r.ttls[cs.Session], cs.TTLMillis)
+				if cs.TTLMillis > 0 {
+					r.ttls[cs.Session] = append(r.ttls[cs.Session], cs.TTLMillis)
+				}
 				if cs.Closed {
 					r.closed[cs.Session]++
 				}
@@ -500,18 +502,24 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 			if sess <= k.mute.ResetUpTo(c) || k.banned[c] != nil {
 				continue
 			}
-			// Its client's signed TTL, if a member kept it; else a correct
-			// member that acked the client in this session is among any q
-			// reporters if the client's guarantee rests on it (F1), and
-			// names the TTL the client told it: the longest named is never
-			// shorter. With none named, no guarantee does.
+			// Its client's signed TTL, if a member kept it: every client
+			// of protocol 1.7 or later signs its opens, and a correct
+			// member that acked it in this session is among any q
+			// reporters if its guarantee rests on that member (F1). Else
+			// (no open shown: a session known by its statements only, or
+			// a client before 1.7) the (f+1)-th highest TTL named, so that
+			// one faulty member raises none (change 54; the longest named
+			// let it keep a sybil's Doorway for max_ttl); with fewer than
+			// f+1 naming one, the default.
 			d := k.cfg.DefaultTTL
 			open := r.opens[sess]
 			switch {
 			case open != nil:
 				d = time.Duration(r.openTTL[sess]) * time.Millisecond
-			case r.ttls[sess] > 0:
-				d = time.Duration(r.ttls[sess]) * time.Millisecond
+			case len(r.ttls[sess]) > run.f:
+				ttls := r.ttls[sess]
+				slices.SortFunc(ttls, func(a, b uint32) int { return cmp.Compare(b, a) })
+				d = time.Duration(ttls[run.f]) * time.Millisecond
 			}
 			d = min(max(d, k.cfg.MinTTL), k.cfg.MaxTTL)
 			// Closed if f+1 reporters, one of them correct, saw the client

@@ -152,8 +152,8 @@ func TestCopiedHWNeedsItsJOrFPlusOneReports(t *testing.T) {
 	require.Zero(t, e.hw("N"), "reported by one member only")
 }
 
-// A session counts when f+1 members name it, with the longest TTL named
-// for it, clamped to this server's bounds; one member's session 2^63 with a
+// A session counts when f+1 members name it, with the (f+1)-th highest TTL
+// named for it (change 54), clamped to this server's bounds; one member's session 2^63 with a
 // TTL of 2^32−1 ms is not taken (it would have locked the identity out: its
 // next sessions "superseded"), nor are its counters, and a certificate in a
 // copy counts for nothing — what it ended comes with the (f+1)-th highest
@@ -192,7 +192,7 @@ func TestCopiedSessionsNeedFPlusOneReports(t *testing.T) {
 	require.Equal(t, []uint64{3}, e.s5.mute.SessionTTLs(x.id), "x's session 3 only: 2^63 and 4 were named by one member")
 	d, ok := ttl(x, 3)
 	require.True(t, ok)
-	require.Equal(t, 9*time.Second, d, "the longest TTL named for a session named by f+1")
+	require.Equal(t, 5*time.Second, d, "the (f+1)-th highest TTL of 9 s and 5 s: one faulty member raises none (change 54)")
 	require.Equal(t, uint64(4), e.s5.mute.SpokeUpTo(x.id), "the (f+1)-th highest of 2^63, 4 and 3")
 	require.Equal(t, uint64(2), e.s5.mute.ResetUpTo(y.id), "the reset counter of f+1 ends y's session 2")
 	require.Empty(t, e.s5.mute.SessionTTLs(y.id), "y's session 3 was named by one member, its session 2 ended")
@@ -310,9 +310,9 @@ func TestCopiedLeaseGivesWayToFPlusOneVotes(t *testing.T) {
 
 // A session a taken register value is in gets a lease however few members
 // name it: its client signed that value, so the session is real, and a
-// value no lease ever ends would stay for good. Its TTL is the longest any
-// member named for it (a correct member that acked the client in it names
-// the TTL the client asked), or the default if none names it.
+// value no lease ever ends would stay for good. Without its client's
+// signed open, its TTL is the (f+1)-th highest named, or the default if
+// fewer than f+1 name one (change 54): one member names none alone.
 func TestCopiedRegisterSessionGetsALease(t *testing.T) {
 	e := newTwoEpochs(t)
 	x, y := e.newClient(), e.newClient()
@@ -330,7 +330,7 @@ func TestCopiedRegisterSessionGetsALease(t *testing.T) {
 		require.True(t, ok)
 		return d
 	}
-	require.Equal(t, 9*time.Second, ttl(x, 7), "the longest TTL named, by one member")
+	require.Equal(t, e.s5.cfg.DefaultTTL, ttl(x, 7), "named by one member only: the default (change 54)")
 	require.Equal(t, e.s5.cfg.DefaultTTL, ttl(y, 3), "the default, named by none")
 }
 
@@ -367,7 +367,7 @@ func TestCopiedSessionTTLIsTheOneItsClientSigned(t *testing.T) {
 	require.False(t, ok, "an open of another session vouches for nothing")
 	d, ok = e.s5.mute.TTLOf(y.id, 6)
 	require.True(t, ok, "named by f+1")
-	require.Equal(t, 9*time.Second, d, "unsigned: the longest named")
+	require.Equal(t, 7*time.Second, d, "unsigned: the (f+1)-th highest named (change 54), not the longest")
 
 	require.Contains(t, e.c.disks[5][bucketTTL], string(voteKey(x.id, 5)), "a signed TTL goes to disk")
 	require.NotContains(t, e.c.disks[5][bucketTTL], string(voteKey(y.id, 6)), "an unsigned copied one does not")

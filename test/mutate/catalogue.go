@@ -369,6 +369,8 @@ var Catalogue = []Mutant{
 		`checkCluster("endorsement", b.Cluster, keys.Cluster)`, `checkCluster("endorsement", keys.Cluster, keys.Cluster)`},
 	{"sealed-forgets-spoke", "change 53: a client that opens a session at a sealed server spoke in it there", "server/core/epoch.go",
 		"\tcase m.SessionOpen != nil:\n\t\tk.spoke(c, m.SessionOpen.Session, e)\n", "\tcase m.SessionOpen != nil:\n"},
+	{"copy-ttl-longest", "change 54: an unsigned copied TTL is the (f+1)-th highest named", "server/core/copier.go",
+		"d = time.Duration(ttls[run.f]) * time.Millisecond", "d = time.Duration(ttls[0]) * time.Millisecond"},
 	{"copy-reset-unsettled", "change 47: the copy's reset counter ends the sessions up to it", "server/core/copier.go",
 		"if v := vouched(r.reset); k.mute.Settle(c, v) {", "if v := vouched(r.reset); false && k.mute.Settle(c, v) {"},
 	{"removed-copies", "change 43: a removed member copies nothing and stays sealed", "server/core/copier.go",

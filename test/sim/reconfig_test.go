@@ -157,6 +157,7 @@ func TestChangeRegressions(t *testing.T) {
 		{8435661, 0, "a read answered by the removed faulty member and a stale correct one before the move, and by a faulty new member after it, returned a value older than a completed write (a move starts a pending access afresh, with the new epoch's q)", false, false},
 		{8517460, 0, "a client whose session failed after its workload's end sent nothing naming its epoch, and the end-of-run check asked it to know the newest (the check asks it of clients that keep a session open)", false, false},
 		{8441704, 0, "a getSet re-sent after a CA rotation took a push of the old subscription, still in flight, for the new one's snapshot and missed a completed Doorway (a move sends a pending access again under a new request id)", false, false},
+		{3001877, 0, "a sybil's Doorway, of a session never opened, was named by the faulty member with a TTL of 2^32-1 ms, and the copiers took the longest named: every waiter behind it waited max_ttl (an unsigned copied TTL is the (f+1)-th highest named, change 54)", false, true},
 		{3000190, 0, "a client opened its session at the one member already serving the new epoch, was refused by the three still copying, and went silent; the copy had put it on probation there, so they never took its Doorway and it stayed for ever (a sealed server notes that the client spoke, change 53)", false, true},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
