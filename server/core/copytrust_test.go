@@ -358,11 +358,13 @@ func TestCopiedSessionTTLIsTheOneItsClientSigned(t *testing.T) {
 		{Client: x.id, Sessions: []wire.CopySession{{Session: 5, TTLMillis: 1<<32 - 1, Open: forged}, {Session: 9, TTLMillis: 1<<32 - 1, Open: open(x, 8, 1000)}}},
 		{Client: y.id, Sessions: []wire.CopySession{{Session: 6, TTLMillis: 9000}}},
 	}})
-	e.report(2, wire.Copy{})
+	// A third report names x's session 5 with a minute, unsigned: with the
+	// faulty one's, f+1 name a TTL above the signed one, which still wins.
+	e.report(2, wire.Copy{Clients: []wire.CopyClient{{Client: x.id, Sessions: []wire.CopySession{{Session: 5, TTLMillis: 60_000}}}}})
 	require.True(t, e.serving())
 	d, ok := e.s5.mute.TTLOf(x.id, 5)
 	require.True(t, ok, "one member's report with the client's signed open")
-	require.Equal(t, 5*time.Second, d, "the TTL the client signed, not the faulty member's")
+	require.Equal(t, 5*time.Second, d, "the TTL the client signed, not the (f+1)-th highest named")
 	_, ok = e.s5.mute.TTLOf(x.id, 9)
 	require.False(t, ok, "an open of another session vouches for nothing")
 	d, ok = e.s5.mute.TTLOf(y.id, 6)
