@@ -310,3 +310,45 @@ func TestSessionAckNamesTheEpochItAnswers(t *testing.T) {
 		require.Equal(t, 1, acks)
 	}
 }
+
+// docs/protocol.md change 55: a sealed server shows a client the epochs
+// after the one the client names, not after its own. Server 0 served epoch
+// 1 and sealed it for epoch 2; a client of epoch 0 that opens its session
+// there is shown epochs 1 and 2 (epoch 2 alone it could not adopt), and
+// one of epoch 2 is still shown what follows epoch 1.
+func TestSealedServerShowsTheEpochsAfterTheClients(t *testing.T) {
+	c := newClosedCluster(t, 4, 1)
+	ca := c.withCA()
+	one := c.clientCAEpoch(ca, 1, [32]byte(c.keys.Cluster), c.clientCA)
+	two := c.clientCAEpoch(ca, 2, wire.EpochHash(one.Signed), c.clientCA)
+	for s := range 4 {
+		c.fromServer(s, wire.ServerID((s+1)%4), &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
+	}
+	for range 10 {
+		c.flush()
+		c.tick(time.Second)
+	}
+	serves, _ := c.cores[0].Epoch()
+	require.EqualValues(t, 1, serves)
+	c.fromServer(0, 1, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{two})})
+	serves, knows := c.cores[0].Epoch()
+	require.Equal(t, [2]uint64{1, 2}, [2]uint64{serves, knows}, "sealed epoch 1, copying into 2")
+
+	x := c.newClient()
+	c.connect(x, windowed(&wire.AdmissionBody{Name: "x", Client: x.id, Locks: []string{"*"}}))
+	for _, named := range []uint64{0, 2} {
+		c.fromClient(0, x.id, &wire.Message{SessionOpen: &wire.SessionOpen{Session: 1 + named, TTLMillis: 5000, Epoch: named}})
+		var news *wire.EpochNews
+		for _, m := range c.replies(x.id) {
+			if m.EpochNews != nil {
+				news = m.EpochNews
+			}
+		}
+		require.NotNil(t, news, "epoch %d", named)
+		want := 2
+		if named == 2 {
+			want = 1 // never fewer than the epochs after this server's own
+		}
+		require.Len(t, news.Epochs, want, "a client of epoch %d", named)
+	}
+}

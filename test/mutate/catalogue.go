@@ -371,6 +371,8 @@ var Catalogue = []Mutant{
 		"\tcase m.SessionOpen != nil:\n\t\tk.spoke(c, m.SessionOpen.Session, e)\n", "\tcase m.SessionOpen != nil:\n"},
 	{"copy-ttl-longest", "change 54: an unsigned copied TTL is the (f+1)-th highest named", "server/core/copier.go",
 		"d = time.Duration(ttls[run.f]) * time.Millisecond", "d = time.Duration(ttls[0]) * time.Millisecond"},
+	{"sealed-news-from-own-epoch", "change 55: a sealed server shows a client the epochs after the one it names", "server/core/epoch.go",
+		"Msg: k.newsSince(min(clientEpoch(m, k.chain.Number()), k.cfg.Keys.Epoch))},", "Msg: k.news()},"},
 	{"copy-reset-unsettled", "change 47: the copy's reset counter ends the sessions up to it", "server/core/copier.go",
 		"if v := vouched(r.reset); k.mute.Settle(c, v) {", "if v := vouched(r.reset); false && k.mute.Settle(c, v) {"},
 	{"removed-copies", "change 43: a removed member copies nothing and stays sealed", "server/core/copier.go",

@@ -158,6 +158,7 @@ func TestChangeRegressions(t *testing.T) {
 		{8517460, 0, "a client whose session failed after its workload's end sent nothing naming its epoch, and the end-of-run check asked it to know the newest (the check asks it of clients that keep a session open)", false, false},
 		{8441704, 0, "a getSet re-sent after a CA rotation took a push of the old subscription, still in flight, for the new one's snapshot and missed a completed Doorway (a move sends a pending access again under a new request id)", false, false},
 		{3001877, 0, "a sybil's Doorway, of a session never opened, was named by the faulty member with a TTL of 2^32-1 ms, and the copiers took the longest named: every waiter behind it waited max_ttl (an unsigned copied TTL is the (f+1)-th highest named, change 54)", false, true},
+		{3012996, 0, "two clients of epoch 0 met only members that had served epoch 1 and sealed a later one; each showed them the epochs after its own, never epoch 1, and they stayed in epoch 0 for good (a sealed server shows the epochs after the client's, change 55)", false, true},
 		{3000190, 0, "a client opened its session at the one member already serving the new epoch, was refused by the three still copying, and went silent; the copy had put it on probation there, so they never took its Doorway and it stayed for ever (a sealed server notes that the client spoke, change 53)", false, true},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
