@@ -10,9 +10,18 @@ import (
 
 func errorCodes(ms []*wire.Message) []wire.ErrorCode {
 	var out []wire.ErrorCode
+	for _, err := range errorReplies(ms) {
+		out = append(out, err.Code)
+	}
+	return out
+}
+
+// errorReplies are the Error replies among ms, in order.
+func errorReplies(ms []*wire.Message) []*wire.Error {
+	var out []*wire.Error
 	for _, m := range ms {
 		if m.Error != nil {
-			out = append(out, m.Error.Code)
+			out = append(out, m.Error)
 		}
 	}
 	return out

@@ -19,10 +19,8 @@ func (c *cluster) proposeOne(ca *crypto.PrivateKey) crypto.Signed {
 // errorsIn are the details of the Error replies in ms.
 func errorsIn(ms []*wire.Message) []string {
 	var out []string
-	for _, m := range ms {
-		if m.Error != nil {
-			out = append(out, m.Error.Detail)
-		}
+	for _, err := range errorReplies(ms) {
+		out = append(out, err.Detail)
 	}
 	return out
 }
