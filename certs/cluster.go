@@ -207,7 +207,7 @@ func loadCluster(path string, now time.Time) (*Cluster, error) {
 	data, err := readLimited(path, maxClusterFileSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("certs: cluster file %s does not exist: create one with \"bqserver init\", or point --dir at the directory that holds it", path)
+			return nil, fmt.Errorf("certs: cluster file %s does not exist: \"bqserver init\" makes one; bqserver takes the directory that holds it (--dir), bqclient the file itself (--cluster or BQ_CLUSTER)", path)
 		}
 		return nil, fmt.Errorf("certs: reading cluster file: %w", err)
 	}

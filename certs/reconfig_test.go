@@ -46,6 +46,15 @@ func TestPlanChangeReplaceAddRemove(t *testing.T) {
 	m2, err := LoadServer(dir, 2)
 	require.NoError(t, err, "a removed member still starts: it seals and hands its state over")
 	require.Len(t, m2.Epochs, 1)
+	require.Equal(t, uint64(1), m2.LeftIn, "it knows the change that left it out")
+	require.Zero(t, m4.LeftIn)
+	// Its keys destroyed as the runbook says, it is told to stay stopped,
+	// never to restore them (issue 44).
+	require.NoError(t, os.RemoveAll(ServerDir(dir, 2)))
+	_, err = LoadServer(dir, 2)
+	require.ErrorContains(t, err, "server 2 left the cluster in epoch 1")
+	require.ErrorContains(t, err, "must stay stopped")
+	require.NotContains(t, err.Error(), "copy the whole")
 
 	p, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: 7100}, now, rand.Reader)
 	require.NoError(t, err)

@@ -46,6 +46,32 @@ type ServerMaterial struct {
 	// Epochs are the signed epochs after the cluster file (DIR/epochs),
 	// verified as a chain (docs/protocol.md change 43).
 	Epochs []wire.Epoch
+	// LeftIn is the epoch that left this server out (replaced or removed),
+	// 0 while the newest epoch names it: such a server runs only to seal
+	// and hand its state to the new members.
+	LeftIn uint64
+}
+
+// leftIn is the newest epoch of chain that names no server id although the
+// epoch before it (the cluster file for 1) does: the change that left id
+// out. 0 if the newest epoch names id or id was never a member.
+func leftIn(c *Cluster, chain *wire.Chain, id int) uint64 {
+	member := func(e uint64) bool {
+		if e == 0 {
+			return id >= 0 && id < c.N
+		}
+		_, ok := chain.Body(e).Member(wire.ServerID(id))
+		return ok
+	}
+	for e := chain.Number(); e >= 1; e-- {
+		if member(e) {
+			return 0
+		}
+		if member(e - 1) {
+			return e
+		}
+	}
+	return 0
 }
 
 // findServer is server id's entry: the newest epoch's if it names it, else
@@ -99,6 +125,12 @@ func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
 		return nil, err
 	}
 	sdir := ServerDir(dir, id)
+	left := leftIn(c, chain, id)
+	if _, err := os.Stat(filepath.Join(sdir, SigningKeyFile)); left > 0 && errors.Is(err, fs.ErrNotExist) {
+		// Its keys were destroyed as the runbook says: never invite the
+		// operator to restore them.
+		return nil, fmt.Errorf("certs: server %d left the cluster in epoch %d (bqserver server replace or remove): it must stay stopped, and its retired keys must not be restored", id, left)
+	}
 	var errs []error
 	fail := func(file, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("certs: %s: %s", file, fmt.Sprintf(format, args...)))
@@ -160,6 +192,7 @@ func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
 		TLS:        tls.Certificate{Certificate: [][]byte{srv.Cert.Raw}, PrivateKey: tlsKey, Leaf: srv.Cert},
 		SigningKey: signing,
 		Dir:        sdir,
+		LeftIn:     left,
 	}, nil
 }
 

@@ -206,13 +206,23 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	log.Info("server started", "addr", m.Address, "cluster", c.ID().String(), "n", c.N, "f", c.F, "quorum", c.Quorum,
-		"closed", c.Closed(), "incarnation", s.Incarnation, "dir", m.Dir)
+	epoch, knows, n, f, q := uint64(0), uint64(0), c.N, c.F, c.Quorum
 	if k, ok := s.core.(epochCore); ok && k.Chain() != nil {
-		serves, knows := k.Epoch()
-		if knows > 0 {
-			log.Info("epoch", "serves", serves, "knows", knows, "peers", len(s.roster.Addresses(&m.ID)))
+		epoch, knows = k.Epoch()
+		if b := k.Chain().Body(epoch); b != nil {
+			n, f, q = b.N(), int(b.F), b.Quorum()
 		}
+	}
+	// The numbers are those of the epoch served, not the cluster file's
+	// (issue 44): a server that joined a grown cluster serves a larger n.
+	log.Info("server started", "addr", m.Address, "cluster", c.ID().String(), "epoch", epoch, "n", n, "f", f, "quorum", q,
+		"closed", c.Closed(), "incarnation", s.Incarnation, "dir", m.Dir)
+	if m.LeftIn > 0 {
+		log.Warn("this server left the cluster in a change: it runs only to seal its epoch and hand its state to the new members; stop it once they serve ('bqserver server list' shows them serving), and destroy its keys",
+			"left_in_epoch", m.LeftIn)
+	}
+	if knows > epoch {
+		log.Info("the cluster has a newer epoch: copying its state before serving it", "serves", epoch, "knows", knows, "peers", len(s.roster.Addresses(&m.ID)))
 	}
 	if given := cfg.Settings.Given(); len(given) > 0 {
 		log.Info("settings", given...)
@@ -554,7 +564,11 @@ func (s *Server) followEpochs() error {
 	case serves != s.serves && serves < knows:
 		s.log.Info("took the state of an epoch already sealed; copying the next", "epoch", serves, "newest", knows)
 	case serves != s.serves:
-		s.log.Info("serving the cluster's epoch", "epoch", serves)
+		if b := k.Chain().Body(serves); b != nil {
+			s.log.Info("serving the cluster's epoch", "epoch", serves, "n", b.N(), "f", b.F, "quorum", b.Quorum())
+		} else {
+			s.log.Info("serving the cluster's epoch", "epoch", serves)
+		}
 	}
 	s.serves, s.knows = serves, knows
 	with := []uint64{knows - min(knows, 1)}

@@ -151,7 +151,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 		return err
 	}
 	defer unlockIdentity()
-	c, err := dial(ctx, g, &o.ttl, o.ttlSet, std.err)
+	c, err := dialSaying(ctx, g, &o, std.err)
 	if err != nil {
 		return timedOut(err, o.timeout)
 	}
@@ -291,6 +291,29 @@ func runWhileHeld(h held, cmd, lost string, env, argv []string, ttl time.Duratio
 			ch.signal(s.(syscall.Signal))
 		}
 	}
+}
+
+// dialSaying dials as dial does; if no quorum answers within tryTimeout
+// and the command may wait longer, it says on stderr, once, what it waits
+// for, and waits on (issue 44: a lock must not wait silently for a cluster
+// that is down).
+func dialSaying(ctx context.Context, g *globals, o *lockOpts, stderr io.Writer) (*bq.Client, error) {
+	if o.try || (o.timeout > 0 && o.timeout <= tryTimeout) {
+		return dial(ctx, g, &o.ttl, o.ttlSet, stderr)
+	}
+	first, cancel := context.WithTimeout(ctx, tryTimeout)
+	c, err := dial(first, g, &o.ttl, o.ttlSet, stderr)
+	cancel()
+	var e *bq.Error
+	if err == nil || ctx.Err() != nil || !errors.Is(err, bq.ErrUnavailable) || !errors.As(err, &e) || e.WaitingFor() == "" {
+		return c, err
+	}
+	until := "for ever (--timeout bounds it)"
+	if o.timeout > 0 {
+		until = fmt.Sprintf("up to --timeout %v", o.timeout)
+	}
+	fmt.Fprintf(stderr, "bqclient: waiting %s for %s\n", until, e.WaitingFor())
+	return dial(ctx, g, &o.ttl, o.ttlSet, stderr)
 }
 
 // dial connects with the global flags; it creates the identity on first use

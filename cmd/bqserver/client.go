@@ -34,7 +34,7 @@ certificate of its client CA, kept in DIR/ca/client-ca.key: the operator's secre
 need that directory; the servers need no restart.`,
 	}
 	cmd.AddCommand(clientAddCmd(stdout, stderr), clientListCmd(stdout), clientRenewCmd(stdout, stderr), clientRevokeCmd(stdout, stderr))
-	return cmd
+	return cli.Group(cmd)
 }
 
 func clientAddCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -205,8 +205,9 @@ valid for --valid-for from now, and record it in DIR/clients/NAME.cert. Nothing 
 certificate stays valid until its own end, and the client uses the new one from its next
 connection (bqclient reads its identity file at each run; an SDK program opens a new Client).
 
-With --identity, the certificate is appended to that identity file (the last one in the file
-counts); otherwise it goes to standard output, to append to the client's identity file. A revoked
+With --identity, the new certificate takes the old one's place in that identity file (rewritten
+whole: its key and exactly one certificate, the new one); otherwise it goes to standard output, to
+append to the client's identity file (where the last certificate in the file counts). A revoked
 client is not renewed.`,
 		Example: `  bqserver client renew ci --dir /etc/bq --identity ci.identity
   bqserver client renew worker --dir /etc/bq >> worker.key     # or send it to the worker`,

@@ -80,6 +80,15 @@ func runDev(o devOpts, stdout, stderr io.Writer) error {
 			return &cli.Exit{Code: 1, Msg: err.Error()}
 		}
 		o.dir = tmp
+		// A cluster nobody asked to keep goes with dev: its keys, data and
+		// logs (--dir keeps them between runs).
+		defer func() {
+			if err := os.RemoveAll(tmp); err != nil {
+				fmt.Fprintf(stderr, "bqserver dev: could not remove %s: %v\n", tmp, err)
+				return
+			}
+			fmt.Fprintf(stdout, "removed %s, the temporary cluster directory (--dir DIR keeps a cluster between runs)\n", tmp)
+		}()
 	}
 	clusterFile := filepath.Join(o.dir, certs.ClusterFileName)
 	if _, err := os.Stat(clusterFile); errors.Is(err, fs.ErrNotExist) {
@@ -292,7 +301,10 @@ try it (from the repository root, in another shell):
   go run ./cmd/bqclient lock demo -- echo still works
   kill -9 $(cat %s)   # %d down: no quorum of %d
   go run ./cmd/bqclient lock demo --try; echo "exit $?"   # 5: cluster unavailable
-`, cluster.F, pidFile(o.dir, last), pidFile(o.dir, next), cluster.N-next, cluster.Quorum)
+  go run ./cmd/bqserver run --dir %s --id %d 2>> %s &   # restart one: it catches up from the others
+                         # (dev does not stop a server you restarted: kill it yourself when done)
+`, cluster.F, pidFile(o.dir, last), pidFile(o.dir, next), cluster.N-next, cluster.Quorum,
+			o.dir, last, filepath.Join(o.dir, fmt.Sprintf("server-%d.log", last)))
 	} else {
 		fmt.Fprintf(&b, "to run the servers as separate processes (and kill some): go run ./cmd/bqserver dev --processes --dir %s\n", o.dir)
 	}

@@ -23,7 +23,13 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 const exitCodesHelp = `
-Exit codes: 0 ok (also after SIGINT or SIGTERM), 1 error, 2 usage.
+Exit codes:
+  0  ok (also after SIGINT or SIGTERM)
+  1  error
+  2  usage: a mistake on the command line
+  5  too few servers answered: a change ('server add', 'remove', 'replace', 'push', 'ca ...') is
+     written but not yet taken by a quorum (run 'bqserver server push' when they are up), or
+     'server list' and 'status' found fewer than a quorum of the members answering
 `
 
 func run(args []string, stdout, stderr io.Writer) int {

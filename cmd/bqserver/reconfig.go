@@ -404,7 +404,7 @@ func caCmd(stdout io.Writer) *cobra.Command {
 		Short: "Rotate the cluster CA and the client CA",
 	}
 	cmd.AddCommand(caRotateCmd(stdout), caRotateClientsCmd(stdout), caRetireClientsCmd(stdout))
-	return cmd
+	return cli.Group(cmd)
 }
 
 func caRotateClientsCmd(stdout io.Writer) *cobra.Command {

@@ -36,7 +36,7 @@ whether it answers, and when its TLS certificate expires, and when the cluster C
 DIR's CA key and pushes it to the running servers, which hand the state to the new members.`,
 	}
 	cmd.AddCommand(serverListCmd(stdout), serverAddCmd(stdout), serverRemoveCmd(stdout), serverReplaceCmd(stdout), serverPushCmd(stdout))
-	return cmd
+	return cli.Group(cmd)
 }
 
 func serverListCmd(stdout io.Writer) *cobra.Command {

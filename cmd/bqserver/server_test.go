@@ -235,3 +235,25 @@ func TestServerListAfterACARotation(t *testing.T) {
 	require.Contains(t, todo, "bqserver server replace")
 	require.NotContains(t, todo, "the cluster CA expires")
 }
+
+// A mistyped subcommand is named as such, not blamed on a flag meant for
+// the command the operator had in mind, and a group without a command is a
+// usage error (issue 44).
+func TestGroupCommandsNameTheUnknownCommand(t *testing.T) {
+	code, out, errs := runServerCmdForTest("server", "lsit", "--dir", "D")
+	require.Equal(t, 2, code)
+	require.Empty(t, out)
+	require.Contains(t, errs, `unknown command "lsit" for "bqserver server"; did you mean "list"?`)
+	require.NotContains(t, errs, "unknown flag")
+
+	for _, group := range []string{"server", "client", "ca"} {
+		code, out, errs = runServerCmdForTest(group)
+		require.Equal(t, 2, code, group)
+		require.Empty(t, out, group)
+		require.Contains(t, errs, "Available Commands:", group)
+		require.Contains(t, errs, "name one of its commands", group)
+	}
+	code, out, _ = runServerCmdForTest("--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "5  too few servers answered", "the change commands' exit 5 is documented")
+}

@@ -46,3 +46,26 @@ func NoArgs(_ *cobra.Command, args []string) error {
 	}
 	return nil
 }
+
+// Group makes cmd a command that only groups subcommands: given none it
+// prints its help to standard error and exits 2, and given an unknown one
+// it names that word ("unknown command") rather than a flag meant for the
+// subcommand the operator mistyped.
+func Group(cmd *cobra.Command) *cobra.Command {
+	cmd.FParseErrWhitelist = cobra.FParseErrWhitelist{UnknownFlags: true}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			c.SetOut(c.ErrOrStderr())
+			_ = c.Help()
+			return &Exit{Code: 2, Msg: "name one of its commands"}
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return Usagef("%s", msg)
+	}
+	return cmd
+}
