@@ -144,6 +144,9 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 		if id == 0 {
 			return nil, fmt.Errorf("certs: every server id has been used")
 		}
+		if err := checkPlace(net.JoinHostPort(host, strconv.Itoa(port)), next.Members); err != nil {
+			return nil, err
+		}
 		if p.Added, err = ca.IssueMember(c, NewMemberOptions{ID: id, Host: host, Port: port}, now, rand); err != nil {
 			return nil, err
 		}
@@ -273,6 +276,46 @@ func defaultPlace(members []wire.EpochMember, removed *wire.EpochMember, host st
 		}
 	}
 	return host, port
+}
+
+// TakesAddressOf is the member that leaves in p whose address the new
+// member takes (a replacement in place), if there is one: the leaving
+// server must stop before the new one can start.
+func (p *Plan) TakesAddressOf() (wire.EpochMember, bool) {
+	if p.Added == nil {
+		return wire.EpochMember{}, false
+	}
+	norm, err := checkAddress(p.Added.Entry.Address)
+	if err != nil {
+		return wire.EpochMember{}, false
+	}
+	for _, m := range p.Before.Members {
+		if _, kept := p.Next.Member(m.ID); kept {
+			continue
+		}
+		if mn, err := checkAddress(m.Address); err == nil && mn == norm {
+			return m, true
+		}
+	}
+	return wire.EpochMember{}, false
+}
+
+// checkPlace refuses a new member's address that is not host:port with a
+// dialable host, or that another member of the next epoch serves at (issue
+// 44): two members at one address leave one of them unable to bind, and
+// the peers dialing it meet the other's certificate. The same address
+// spelled otherwise (an IPv6 form, a host's case) counts as the same.
+func checkPlace(addr string, members []wire.EpochMember) error {
+	norm, err := checkAddress(addr)
+	if err != nil {
+		return fmt.Errorf("certs: the new server's address %q %v", addr, err)
+	}
+	for _, m := range members {
+		if mn, err := checkAddress(m.Address); err == nil && mn == norm {
+			return fmt.Errorf("certs: %s is server %d's address: a new server needs an address of its own (--host, --port)", addr, m.ID)
+		}
+	}
+	return nil
 }
 
 func idList(ms []wire.EpochMember) string {

@@ -399,3 +399,33 @@ func TestAChangeIsAProposalUntilEndorsed(t *testing.T) {
 	_, err = PlanChange(dir, Change{Add: true, Host: "127.0.0.1", Port: 7100}, now, rand.Reader)
 	require.NoError(t, err, "the next change may start")
 }
+
+// A new member's address must be its own (issue 44): one a member of the
+// next epoch serves at, however it is spelled, is refused before anything
+// is signed; the address of the member it replaces is its to take.
+func TestPlanChangeRefusesAMembersAddress(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	now := time.Now()
+	_, err := Init(InitOptions{Dir: dir, Servers: 4, F: 1, Host: "127.0.0.1", PortBase: 7000}, now, rand.Reader)
+	require.NoError(t, err)
+
+	for _, place := range []struct {
+		host string
+		port int
+	}{{"127.0.0.1", 7001}, {"127.0.0.1", 7003}} {
+		_, err = PlanChange(dir, Change{Add: true, Host: place.host, Port: place.port}, now, rand.Reader)
+		require.ErrorContains(t, err, fmt.Sprintf("127.0.0.1:%d is server %d's address", place.port, place.port-7000))
+	}
+	_, err = PlanChange(dir, Change{Remove: sid(0), Add: true, Host: "127.0.0.1", Port: 7001}, now, rand.Reader)
+	require.ErrorContains(t, err, "is server 1's address")
+	_, err = PlanChange(dir, Change{Add: true, Host: "", Port: 7002}, now, rand.Reader)
+	require.ErrorContains(t, err, "is server 2's address", "the default host is the first member's")
+	_, err = PlanChange(dir, Change{Add: true, Host: "0.0.0.0", Port: 7100}, now, rand.Reader)
+	require.ErrorContains(t, err, "the new server's address")
+	_, err = os.Stat(ProposalPath(dir, 1))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing written")
+
+	p, err := PlanChange(dir, Change{Remove: sid(2), Add: true, Host: "127.0.0.1", Port: 7002}, now, rand.Reader)
+	require.NoError(t, err, "a replacement may take the replaced member's address")
+	require.Equal(t, "127.0.0.1:7002", p.Added.Entry.Address)
+}

@@ -36,14 +36,14 @@ DIR/server-<id>/ as 'bqserver init' writes it, with the next id never used), sig
 with it as a member (f = ⌊(n−1)/3⌋ of the new n), write it to DIR/epochs/ and push it to the
 running servers. Start the new server with 'bqserver run --dir DIR --id <id>' on its machine, with
 DIR's cluster.yaml and epochs/ beside its server-<id>/. While the new epoch needs the new server
-to reach its quorum, the cluster waits for it: start it at once.`,
+to reach its quorum, the cluster waits for it: start it at once.`+checksHelp,
 		Example: `  bqserver server add --dir /etc/bq --host 10.0.0.5 --port 7000`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), stdout, certs.Change{Add: true, Host: o.host, Port: o.port})
 		},
 	}
-	o.flags(cmd, true)
+	o.flags(cmd, true, true)
 	return cmd
 }
 
@@ -55,7 +55,8 @@ func serverRemoveCmd(stdout io.Writer) *cobra.Command {
 		Long: `Sign the next epoch without server ID (f = ⌊(n−1)/3⌋ of the new n), write it to DIR/epochs/
 and push it to the running servers. The removed server seals: it serves nothing more and hands
 its state to the remaining members; stop it once they serve the new epoch and destroy its keys
-(DIR/server-<ID>/). Its signatures count for nobody who knows the new epoch.`,
+(DIR/server-<ID>/). Its signatures count for nobody who knows the new epoch. A removal that
+lowers f (7 → 6 members tolerate one faulty server, not two) needs --fewer-faults.`+checksHelp,
 		Example: `  bqserver server remove 2 --dir /etc/bq`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -66,7 +67,8 @@ its state to the remaining members; stop it once they serve the new epoch and de
 			return o.run(cmd.Context(), stdout, certs.Change{Remove: &id})
 		},
 	}
-	o.flags(cmd, false)
+	o.flags(cmd, false, true)
+	cmd.Flags().BoolVar(&o.fewerFaults, "fewer-faults", false, "remove even though the new n tolerates fewer faulty servers (7 → 6 members: f 2 → 1)")
 	return cmd
 }
 
@@ -79,7 +81,7 @@ func serverReplaceCmd(stdout io.Writer) *cobra.Command {
 (n and f stay). This is how a compromised or dead server is replaced, and how a member's keys are
 rotated and its certificate renewed: the new member has a new id, since an id names one key for
 ever. Start the new server with 'bqserver run --dir DIR --id <new id>'; stop the old one once the
-new epoch is served, and destroy its keys.`,
+new epoch is served, and destroy its keys.`+checksHelp,
 		Example: `  bqserver server replace 2 --dir /etc/bq --host 10.0.0.9 --port 7000`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -90,7 +92,7 @@ new epoch is served, and destroy its keys.`,
 			return o.run(cmd.Context(), stdout, certs.Change{Remove: &id, Add: true, Host: o.host, Port: o.port})
 		},
 	}
-	o.flags(cmd, true)
+	o.flags(cmd, true, true)
 	return cmd
 }
 
@@ -107,9 +109,25 @@ servers. Servers also learn it from each other and from clients.`,
 			return o.run(cmd.Context(), stdout, certs.Change{})
 		},
 	}
-	o.flags(cmd, false)
+	o.flags(cmd, false, false)
 	return cmd
 }
+
+// checksHelp ends the help of every command that signs a change.
+const checksHelp = `
+
+Before anything is signed, the change is checked (nothing is written if a check fails): a new
+server's address must be its own (no member's, and, on this machine, a free UDP port; a
+replacement may take the address of the server it replaces, which must then stop first), a
+removal must not lower f unasked, and a quorum of the current members must answer, since they
+must endorse the change (exit 5 if not; --force proposes it anyway, for 'server push' to complete
+once they are up). --dry-run runs the checks and prints the epoch that would be signed.`
+
+// caChecksHelp ends the help of the CA commands, which sign a change too.
+const caChecksHelp = `
+
+Before anything is signed, a quorum of the current members must answer, since they must endorse
+the change (exit 5 if not); --dry-run runs the check and prints the epoch that would be signed.`
 
 func serverIDArg(s string) (wire.ServerID, error) {
 	n, err := strconv.ParseUint(s, 10, 16)
@@ -124,13 +142,26 @@ type changeOpts struct {
 	host    string
 	port    int
 	timeout time.Duration
+	// The checks before signing (preflight.go): dryRun signs and writes
+	// nothing, force proposes with fewer than q members answering, and
+	// fewerFaults lets a removal lower f.
+	dryRun, force, fewerFaults bool
 }
 
-func (o *changeOpts) flags(cmd *cobra.Command, place bool) {
+// flags registers the flags of a change command; place: it adds a server
+// (--host, --port); change: it signs a change (not push), so it is checked
+// first (--dry-run, --force).
+func (o *changeOpts) flags(cmd *cobra.Command, place, change bool) {
 	cmd.Flags().StringVar(&o.dir, "dir", "", "cluster directory made by 'bqserver init', with its CA key (required)")
 	if place {
 		cmd.Flags().StringVar(&o.host, "host", "", "the new server's host (default: the replaced server's, or the first member's)")
 		cmd.Flags().IntVar(&o.port, "port", 0, "the new server's UDP port (default: the next above every member's on that host)")
+	}
+	if change {
+		cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "check the change and print the epoch it would sign, then stop: nothing is signed or written")
+		if cmd.Flags().Lookup("force") == nil {
+			cmd.Flags().BoolVar(&o.force, "force", false, "propose the change even though fewer members answer than must endorse it ('server push' completes it when they are up)")
+		}
 	}
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for the running servers to take the new epoch")
 }
@@ -155,10 +186,28 @@ func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change)
 		if err != nil {
 			return &cli.Exit{Code: 1, Msg: err.Error()}
 		}
+		// Checked before anything is signed for good or written (issue 44).
+		pf, err := checkChange(ctx, o.dir, p, o)
+		if o.dryRun {
+			describePlan(stdout, o.dir, p, true)
+			printMembers(stdout, p)
+			if pf != nil {
+				pf.print(stdout, p)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "dry run: the checks pass; nothing was signed or written\n")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 		if err := p.Write(o.dir); err != nil {
 			return &cli.Exit{Code: 1, Msg: err.Error()}
 		}
-		describePlan(stdout, o.dir, p)
+		describePlan(stdout, o.dir, p, false)
+		pf.print(stdout, p)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -179,18 +228,29 @@ func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change)
 	return nil
 }
 
-func describePlan(w io.Writer, dir string, p *certs.Plan) {
+// describePlan says what plan p proposes and what to do about it; dry: it
+// was not written (a dry run).
+func describePlan(w io.Writer, dir string, p *certs.Plan, dry bool) {
 	ids := make([]string, len(p.Next.Members))
 	for i, m := range p.Next.Members {
 		ids[i] = strconv.Itoa(int(m.ID))
 	}
-	fmt.Fprintf(w, "epoch %d proposed in %s: members %s (n=%d f=%d q=%d; epoch %d had n=%d f=%d); it counts once %d servers of epoch %d endorse it\n",
-		p.Next.Number, certs.ProposalPath(dir, p.Next.Number), strings.Join(ids, " "), p.Next.N(), p.Next.F, p.Next.Quorum(),
+	where := "proposed in " + certs.ProposalPath(dir, p.Next.Number)
+	if dry {
+		where = "would be proposed (dry run: nothing signed or written)"
+	}
+	fmt.Fprintf(w, "epoch %d %s: members %s (n=%d f=%d q=%d; epoch %d had n=%d f=%d); it counts once %d servers of epoch %d endorse it\n",
+		p.Next.Number, where, strings.Join(ids, " "), p.Next.N(), p.Next.F, p.Next.Quorum(),
 		p.Before.Number, p.Before.N(), p.Before.F, p.Before.Quorum(), p.Before.Number)
 	for _, m := range p.Before.Members {
 		if _, ok := p.Next.Member(m.ID); !ok {
-			fmt.Fprintf(w, "server %d (%s) leaves: once the new epoch is served, stop it and destroy %s\n", m.ID, m.Address, certs.ServerDir(dir, int(m.ID)))
+			fmt.Fprintf(w, "server %d (%s) leaves: stop it once 'bqserver server list' shows epoch %d served by %d members, then destroy %s\n",
+				m.ID, m.Address, p.Next.Number, p.Next.Quorum(), certs.ServerDir(dir, int(m.ID)))
 		}
+	}
+	if m, ok := p.TakesAddressOf(); ok {
+		fmt.Fprintf(w, "server %d takes server %d's address %s: once server %d has sealed epoch %d (this command's table says so), stop it, then start server %d\n",
+			p.Added.Entry.ID, m.ID, m.Address, m.ID, p.Before.Number, p.Added.Entry.ID)
 	}
 	if p.NextClientCA != nil {
 		fmt.Fprintf(w, "a new client CA is in force, its key in %s: client add, renew and revoke use it; clients of the older ones are admitted until 'bqserver ca retire-clients'\n",
@@ -416,14 +476,14 @@ func caRotateClientsCmd(stdout io.Writer) *cobra.Command {
 on 'client add', 'renew' and 'revoke' use the new key (DIR/ca/client-ca.key; the old key is gone),
 and the servers admit certificates of both. Renew every client ('bqserver client renew NAME'), then
 retire the old CA with 'bqserver ca retire-clients'. A revocation signed by any client CA the
-cluster ever listed stays valid.`,
+cluster ever listed stays valid.`+caChecksHelp,
 		Example: `  bqserver ca rotate-clients --dir /etc/bq`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), stdout, certs.Change{RotateClientCA: true})
 		},
 	}
-	o.flags(cmd, false)
+	o.flags(cmd, false, true)
 	return cmd
 }
 
@@ -435,7 +495,7 @@ func caRetireClientsCmd(stdout io.Writer) *cobra.Command {
 		Short: "Stop admitting certificates of every client CA but the newest",
 		Long: `Sign the next epoch listing only the newest client CA: the servers refuse admission certificates
 of the older ones from then on. It refuses while an enrolled client (not revoked, not expired) has
-a certificate of an older CA, and names them: renew them first, or pass --force to lock them out.`,
+a certificate of an older CA, and names them: renew them first, or pass --force to lock them out.`+caChecksHelp,
 		Example: `  bqserver ca retire-clients --dir /etc/bq`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -457,8 +517,10 @@ a certificate of an older CA, and names them: renew them first, or pass --force 
 			return o.run(cmd.Context(), stdout, certs.Change{RetireClientCAs: true})
 		},
 	}
-	o.flags(cmd, false)
+	// Its --force is its own (lock the stale clients out), registered first:
+	// the quorum check has no override here.
 	cmd.Flags().BoolVar(&force, "force", false, "retire even though enrolled clients still hold certificates of an older client CA")
+	o.flags(cmd, false, true)
 	return cmd
 }
 
@@ -472,13 +534,13 @@ every later epoch is signed by the new CA, and every server added after it gets 
 the new CA. The new key takes the place of the old in DIR/ca/ca.key; the old key is gone. The
 servers and clients trust both CAs: a member's certificate issued by the old CA stays valid to
 its end. To retire the old CA entirely (it expires, or its key leaked), replace each member with
-'bqserver server replace' after the rotation.`,
+'bqserver server replace' after the rotation.`+caChecksHelp,
 		Example: `  bqserver ca rotate --dir /etc/bq`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), stdout, certs.Change{RotateCA: true})
 		},
 	}
-	o.flags(cmd, false)
+	o.flags(cmd, false, true)
 	return cmd
 }

@@ -25,7 +25,33 @@ func TestServerChangesWithTheClusterDown(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errs, "holds no epoch after the cluster file")
 
+	// Checked first: no member answers, so nothing is signed (issue 44).
 	code, out, errs := runServerCmdForTest("server", "replace", "2", "--dir", dir, "--timeout", "300ms")
+	require.Equal(t, 5, code, out+errs)
+	require.Contains(t, errs, "only 0 of the 4 servers of epoch 0 answer, and 3 must endorse the change: nothing was signed")
+	_, err := os.Stat(certs.ProposalPath(dir, 1))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Stat(certs.ServerDir(dir, 4))
+	require.ErrorIs(t, err, os.ErrNotExist, "no new member's material either")
+
+	code, out, errs = runServerCmdForTest("server", "replace", "2", "--dir", dir, "--timeout", "300ms", "--dry-run")
+	require.Equal(t, 5, code, out+errs)
+	require.Contains(t, out, "epoch 1 would be proposed (dry run: nothing signed or written): members 0 1 3 4 (n=4 f=1 q=3")
+	require.Contains(t, out, "4   127.0.0.1:47504  new")
+	require.Contains(t, out, "2   127.0.0.1:47502  leaves")
+	require.Contains(t, out, "down: server 3 (127.0.0.1:47503) unreachable")
+	_, err = os.Stat(certs.ProposalPath(dir, 1))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	code, out, errs = runServerCmdForTest("server", "remove", "1", "--dir", dir, "--timeout", "300ms", "--force")
+	require.Equal(t, 1, code, out+errs)
+	require.Contains(t, errs, "the change leaves n=3, which tolerates f=0 faulty servers where epoch 0 (n=4) tolerates 1: nothing was signed; pass --fewer-faults")
+	code, out, errs = runServerCmdForTest("server", "add", "--dir", dir, "--port", "47501", "--timeout", "300ms", "--force")
+	require.Equal(t, 1, code, out+errs)
+	require.Contains(t, errs, "127.0.0.1:47501 is server 1's address")
+
+	// --force proposes it all the same, for 'server push' to complete.
+	code, out, errs = runServerCmdForTest("server", "replace", "2", "--dir", dir, "--timeout", "300ms", "--force")
 	require.Equal(t, 5, code, out+errs)
 	require.Contains(t, out, "epoch 1 proposed in "+certs.ProposalPath(dir, 1))
 	require.Contains(t, out, "members 0 1 3 4 (n=4 f=1 q=3")
@@ -35,12 +61,12 @@ func TestServerChangesWithTheClusterDown(t *testing.T) {
 	require.Contains(t, out, "bqserver run --dir "+dir+" --id 4")
 	require.Contains(t, errs, "epoch 1 is proposed but endorsed by 0 of the 4 servers of epoch 0 (3 must")
 	require.Contains(t, errs, "bqserver server push --dir "+dir)
-	_, err := os.Stat(filepath.Join(certs.ServerDir(dir, 4), certs.SigningKeyFile))
+	_, err = os.Stat(filepath.Join(certs.ServerDir(dir, 4), certs.SigningKeyFile))
 	require.NoError(t, err)
 	_, err = os.Stat(certs.EpochPath(dir, 1))
 	require.ErrorIs(t, err, os.ErrNotExist, "no epoch file before q endorsements")
 
-	code, out, errs = runServerCmdForTest("server", "add", "--dir", dir, "--port", "47600", "--timeout", "200ms")
+	code, out, errs = runServerCmdForTest("server", "add", "--dir", dir, "--port", "47600", "--timeout", "200ms", "--force")
 	require.Equal(t, 1, code, out+errs)
 	require.Contains(t, errs, "epoch 1 is proposed")
 	require.Contains(t, errs, "one change at a time")
