@@ -36,7 +36,7 @@ DIR/server-<id>/ as 'bqserver init' writes it, with the next id never used), sig
 with it as a member (f = ⌊(n−1)/3⌋ of the new n), write it to DIR/epochs/ and push it to the
 running servers. Start the new server with 'bqserver run --dir DIR --id <id>' on its machine, with
 DIR's cluster.yaml and epochs/ beside its server-<id>/. While the new epoch needs the new server
-to reach its quorum, the cluster waits for it: start it at once.`+checksHelp,
+to reach its quorum, the cluster waits for it: start it at once.` + checksHelp,
 		Example: `  bqserver server add --dir /etc/bq --host 10.0.0.5 --port 7000`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,7 +56,7 @@ func serverRemoveCmd(stdout io.Writer) *cobra.Command {
 and push it to the running servers. The removed server seals: it serves nothing more and hands
 its state to the remaining members; stop it once they serve the new epoch and destroy its keys
 (DIR/server-<ID>/). Its signatures count for nobody who knows the new epoch. A removal that
-lowers f (7 → 6 members tolerate one faulty server, not two) needs --fewer-faults.`+checksHelp,
+lowers f (7 → 6 members tolerate one faulty server, not two) needs --fewer-faults.` + checksHelp,
 		Example: `  bqserver server remove 2 --dir /etc/bq`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -81,7 +81,7 @@ func serverReplaceCmd(stdout io.Writer) *cobra.Command {
 (n and f stay). This is how a compromised or dead server is replaced, and how a member's keys are
 rotated and its certificate renewed: the new member has a new id, since an id names one key for
 ever. Start the new server with 'bqserver run --dir DIR --id <new id>'; stop the old one once the
-new epoch is served, and destroy its keys.`+checksHelp,
+new epoch is served, and destroy its keys.` + checksHelp,
 		Example: `  bqserver server replace 2 --dir /etc/bq --host 10.0.0.9 --port 7000`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -476,7 +476,7 @@ func caRotateClientsCmd(stdout io.Writer) *cobra.Command {
 on 'client add', 'renew' and 'revoke' use the new key (DIR/ca/client-ca.key; the old key is gone),
 and the servers admit certificates of both. Renew every client ('bqserver client renew NAME'), then
 retire the old CA with 'bqserver ca retire-clients'. A revocation signed by any client CA the
-cluster ever listed stays valid.`+caChecksHelp,
+cluster ever listed stays valid.` + caChecksHelp,
 		Example: `  bqserver ca rotate-clients --dir /etc/bq`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -495,7 +495,7 @@ func caRetireClientsCmd(stdout io.Writer) *cobra.Command {
 		Short: "Stop admitting certificates of every client CA but the newest",
 		Long: `Sign the next epoch listing only the newest client CA: the servers refuse admission certificates
 of the older ones from then on. It refuses while an enrolled client (not revoked, not expired) has
-a certificate of an older CA, and names them: renew them first, or pass --force to lock them out.`+caChecksHelp,
+a certificate of an older CA, and names them: renew them first, or pass --force to lock them out.` + caChecksHelp,
 		Example: `  bqserver ca retire-clients --dir /etc/bq`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -534,7 +534,7 @@ every later epoch is signed by the new CA, and every server added after it gets 
 the new CA. The new key takes the place of the old in DIR/ca/ca.key; the old key is gone. The
 servers and clients trust both CAs: a member's certificate issued by the old CA stays valid to
 its end. To retire the old CA entirely (it expires, or its key leaked), replace each member with
-'bqserver server replace' after the rotation.`+caChecksHelp,
+'bqserver server replace' after the rotation.` + caChecksHelp,
 		Example: `  bqserver ca rotate --dir /etc/bq`,
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
