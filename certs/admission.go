@@ -266,23 +266,29 @@ func (ca *ClientCA) Enrollment(name string) (*wire.AdmissionBody, error) {
 }
 
 func (ca *ClientCA) enrolled(name string) (*wire.AdmissionBody, error) {
+	b, _, err := ca.enrolledSigned(name)
+	return b, err
+}
+
+// enrolledSigned is enrolled with the recorded certificate itself.
+func (ca *ClientCA) enrolledSigned(name string) (*wire.AdmissionBody, crypto.Signed, error) {
 	path := filepath.Join(ca.dir, ClientsDirName, name+".cert")
 	data, err := readLimited(path, maxKeyFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("certs: no client named %q is enrolled in %s (see \"bqserver client list\")", name, ca.dir)
+		return nil, crypto.Signed{}, fmt.Errorf("certs: no client named %q is enrolled in %s (see \"bqserver client list\")", name, ca.dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("certs: %w", err)
+		return nil, crypto.Signed{}, fmt.Errorf("certs: %w", err)
 	}
 	s, err := ParseAdmission(data)
 	if err != nil {
-		return nil, fmt.Errorf("certs: %s: %v", path, err)
+		return nil, crypto.Signed{}, fmt.Errorf("certs: %s: %v", path, err)
 	}
 	b, err := wire.VerifyAdmissionAny(ca.ever, ca.Cluster.ID(), s)
 	if err != nil {
-		return nil, fmt.Errorf("certs: %s: %v", path, err)
+		return nil, crypto.Signed{}, fmt.Errorf("certs: %s: %v", path, err)
 	}
-	return b, nil
+	return b, s, nil
 }
 
 // NotRenewed lists the enrolled clients, neither revoked nor expired at
@@ -298,15 +304,7 @@ func (ca *ClientCA) NotRenewed(now time.Time) ([]string, error) {
 		if en.Revoked != nil || en.Admission.ValidAt(now) != nil {
 			continue
 		}
-		data, err := readLimited(filepath.Join(ca.dir, ClientsDirName, en.Name+".cert"), maxKeyFileSize)
-		if err != nil {
-			return nil, fmt.Errorf("certs: %w", err)
-		}
-		s, err := ParseAdmission(data)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := wire.VerifyAdmission(ca.Key.Public, ca.Cluster.ID(), s); err != nil {
+		if en.Issuer != IssuerNewest {
 			out = append(out, en.Name)
 		}
 	}
@@ -318,6 +316,30 @@ type Enrollment struct {
 	Name      string
 	Admission *wire.AdmissionBody
 	Revoked   *wire.RevocationBody // nil unless revoked
+	// Issuer is which client CA signed the recorded certificate:
+	// IssuerNewest, IssuerOlder (in force until retire-clients) or
+	// IssuerRetired (the servers refuse it).
+	Issuer string
+}
+
+// The client CAs an Enrollment's certificate may be of.
+const (
+	IssuerNewest  = "newest"
+	IssuerOlder   = "older"
+	IssuerRetired = "retired"
+)
+
+// issuer says which of the cluster's client CAs signed s.
+func (ca *ClientCA) issuer(s crypto.Signed) string {
+	if _, err := wire.VerifyAdmission(ca.Key.Public, ca.Cluster.ID(), s); err == nil {
+		return IssuerNewest
+	}
+	for _, k := range ca.inForce {
+		if _, err := wire.VerifyAdmission(k, ca.Cluster.ID(), s); err == nil {
+			return IssuerOlder
+		}
+	}
+	return IssuerRetired
 }
 
 // Enrollments lists the clients enrolled in the cluster, by name.
@@ -336,11 +358,11 @@ func (ca *ClientCA) Enrollments() ([]Enrollment, error) {
 		if !ok || CheckClientName(name) != nil {
 			continue
 		}
-		b, err := ca.enrolled(name)
+		b, signed, err := ca.enrolledSigned(name)
 		if err != nil {
 			return nil, err
 		}
-		en := Enrollment{Name: name, Admission: b}
+		en := Enrollment{Name: name, Admission: b, Issuer: ca.issuer(signed)}
 		if _, r, err := ca.revoked(name); err == nil {
 			en.Revoked = r
 		}

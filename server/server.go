@@ -209,13 +209,14 @@ func Start(cfg Config) (*Server, error) {
 	epoch, knows, n, f, q := uint64(0), uint64(0), c.N, c.F, c.Quorum
 	if k, ok := s.core.(epochCore); ok && k.Chain() != nil {
 		epoch, knows = k.Epoch()
-		if b := k.Chain().Body(epoch); b != nil {
+		if b := k.Chain().Body(knows); b != nil {
 			n, f, q = b.N(), int(b.F), b.Quorum()
 		}
 	}
-	// The numbers are those of the epoch served, not the cluster file's
-	// (issue 44): a server that joined a grown cluster serves a larger n.
-	log.Info("server started", "addr", m.Address, "cluster", c.ID().String(), "epoch", epoch, "n", n, "f", f, "quorum", q,
+	// The numbers are those of the newest epoch known, not the cluster
+	// file's (issue 44): a server that joined a grown cluster serves a
+	// larger n.
+	log.Info("server started", "addr", m.Address, "cluster", c.ID().String(), "epoch", knows, "n", n, "f", f, "quorum", q,
 		"closed", c.Closed(), "incarnation", s.Incarnation, "dir", m.Dir)
 	if m.LeftIn > 0 {
 		log.Warn("this server left the cluster in a change: it runs only to seal its epoch and hand its state to the new members; stop it once they serve ('bqserver server list' shows them serving), and destroy its keys",

@@ -149,8 +149,13 @@ func clientListCmd(stdout io.Writer) *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "list --dir DIR",
-		Short: "List the enrolled clients, their lock patterns and whether they were revoked",
-		Args:  cli.NoArgs,
+		Short: "List the enrolled clients, their lock patterns, which client CA certified them, and whether they were revoked",
+		Long: `List the clients enrolled in DIR: name, client id, lock patterns, max-hold, the end of the
+certificate recorded for each, which client CA signed it, and its state. The client CA is "newest"
+(the one in DIR/ca/client-ca.key), "older" (after 'bqserver ca rotate-clients': still admitted until
+'bqserver ca retire-clients'; renew the client first) or "retired" (the servers refuse it: renew
+the client).`,
+		Args: cli.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if dir == "" {
 				return cli.Usagef("--dir is required")
@@ -164,7 +169,7 @@ func clientListCmd(stdout io.Writer) *cobra.Command {
 				return &cli.Exit{Code: 1, Msg: err.Error()}
 			}
 			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tCLIENT ID\tLOCKS\tMAX HOLD\tVALID UNTIL\tSTATE")
+			fmt.Fprintln(w, "NAME\tCLIENT ID\tLOCKS\tMAX HOLD\tVALID UNTIL\tCLIENT CA\tSTATE")
 			now := time.Now()
 			for _, en := range ens {
 				state := "enrolled"
@@ -182,7 +187,15 @@ func clientListCmd(stdout io.Writer) *cobra.Command {
 				if ms := en.Admission.MaxHoldMillis; ms > 0 {
 					hold = (time.Duration(ms) * time.Millisecond).String()
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", en.Name, en.Admission.Client.Hex()[:16], en.Admission.Patterns(), hold, until(en.Admission), state)
+				issuer := en.Issuer
+				switch {
+				case en.Revoked != nil:
+				case issuer == certs.IssuerOlder:
+					issuer += " (renew it, then retire-clients)"
+				case issuer == certs.IssuerRetired:
+					issuer += " (refused: renew it)"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", en.Name, en.Admission.Client.Hex()[:16], en.Admission.Patterns(), hold, until(en.Admission), issuer, state)
 			}
 			return w.Flush()
 		},

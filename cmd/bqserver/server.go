@@ -46,18 +46,34 @@ func serverListCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --dir DIR [--json] [--timeout DUR]",
 		Short: "List the servers, whether each answers, and every certificate's expiry",
-		Long: `List the cluster in DIR: its newest epoch (0 is the one 'bqserver init' made), n, f and the quorum q; for each server its id, address, state and when its TLS certificate expires;
-then when the cluster CA expires. A certificate that expires within 30 days is marked "expires in N
-days" (JSON: "expires_soon": true): renew it before then, or the servers and clients refuse it.
+		Long: `List the cluster in DIR, the operator's dashboard: its newest epoch E (0 is the one 'bqserver
+init' made), n, f and the quorum q; for each member its id, address, state, what it says of the
+epochs, which cluster CA issued its TLS certificate and when that expires; then when the cluster
+CA does, and a one-line verdict. The members of the epoch before that E left out are listed too,
+as long as E is the newest: they seal and hand their state over.
 
-The state is "reachable" (it answered as this cluster's server within --timeout), "unreachable", or
-"refused" (it answered and refused this command's connection; the text says why). On a closed
-cluster the command connects with an observer identity it enrolls for ten minutes with DIR's client
-CA key (nothing is recorded), as 'bqserver status' does; without that key a closed cluster's servers
-show as refused. It never waits longer than --timeout.
+STATE is "reachable" (it answered as this cluster's server within --timeout), "unreachable", or
+"refused" (it answered and refused this command's connection; the text says why). EPOCH is what
+the server says: "serving E"; "copying into E" (it knows E and copies its state before serving
+it); "behind" (it does not know E: 'bqserver server push --dir DIR' shows it); "ahead" (it knows
+an epoch after E: DIR is out of date); for a leaving member "sealed", with whether it may be
+stopped now (once q members serve E) or must keep running. ISSUED BY names the cluster CA; after
+'bqserver ca rotate' a member whose issuer was retired is marked: replace it.
 
-JSON fields: name, epoch, n, f, q, reachable, members [{id, address, state, detail, cert_not_after,
-days_left, expires_soon}], ca_not_after, ca_days_left, ca_expires_soon.`,
+A certificate that expires within 30 days is marked "expires in N days" (JSON: "expires_soon":
+true): renew it before then, or the servers and clients refuse it.
+
+On a closed cluster the command connects with an observer identity it enrolls for ten minutes
+with DIR's client CA key (nothing is recorded), as 'bqserver status' does; without that key a
+closed cluster's servers show as refused. It never waits longer than --timeout.
+
+Exit 0 when at least q members serve E, 5 when fewer do (the verdict says how many more must),
+1 when it cannot tell (the servers refused this command's connection).
+
+JSON fields: name, epoch, n, f, q, reachable, serving, available, verdict, members [{id,
+address, role, state, detail, epoch_state, serves, knows, issuer, issuer_in_force,
+cert_not_after, days_left, expires_soon}], ca_not_after, ca_days_left, ca_expires_soon,
+proposed.`,
 		Example: `  bqserver server list --dir /etc/bq
   bqserver server list --dir /etc/bq --json | jq '.members[] | select(.expires_soon)'`,
 		Args: cli.NoArgs,
@@ -77,9 +93,19 @@ days_left, expires_soon}], ca_not_after, ca_days_left, ca_expires_soon.`,
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(l)
+				err = enc.Encode(l)
+			} else {
+				err = l.print(stdout)
 			}
-			return l.print(stdout)
+			switch {
+			case err != nil:
+				return err
+			case l.unknown && !l.Available:
+				return &cli.Exit{Code: 1}
+			case !l.Available:
+				return &cli.Exit{Code: 5}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -120,6 +146,14 @@ type serverList struct {
 	// q members of this one (docs/protocol.md change 49), 0 if none.
 	Proposed uint64 `json:"proposed,omitempty"`
 	proposal string // its file
+	// Serving counts the members that serve the newest epoch; Available:
+	// at least q do, so locks are served. Verdict says it in a line.
+	Serving   int    `json:"serving"`
+	Available bool   `json:"available"`
+	Verdict   string `json:"verdict"`
+	// unknown: the servers refused this command's connection, so whether
+	// they serve is not known (exit 1 rather than 5).
+	unknown bool
 }
 
 // refused reports whether a member refused the probe.
@@ -134,18 +168,49 @@ func (l *serverList) refused() bool {
 
 // memberLine is one server in a serverList.
 type memberLine struct {
-	ID           int       `json:"id"`
-	Address      string    `json:"address"`
-	State        string    `json:"state"`
-	Detail       string    `json:"detail,omitempty"`
-	CertNotAfter time.Time `json:"cert_not_after"`
-	DaysLeft     int       `json:"days_left"`
-	ExpiresSoon  bool      `json:"expires_soon"`
-	note         string    // the expiry for the text listing
+	ID      int    `json:"id"`
+	Address string `json:"address"`
+	// Role is roleMember, or roleLeaves for a member of the epoch before
+	// that the newest left out: it seals and hands its state over, and may
+	// be stopped once the newest is served by q members.
+	Role   string `json:"role"`
+	State  string `json:"state"`
+	Detail string `json:"detail,omitempty"`
+	// EpochState is what the server said of the epochs (epochServing,
+	// epochCopying, epochSealed, epochBehind, epochAhead), with the
+	// epochs it serves and knows; empty if it did not answer.
+	EpochState string `json:"epoch_state,omitempty"`
+	Serves     uint64 `json:"serves,omitempty"`
+	Knows      uint64 `json:"knows,omitempty"`
+	// Issuer is the common name of the cluster CA that issued the
+	// member's TLS certificate; IssuerInForce is false once a rotation
+	// retired that CA ('server replace' the member to retire it for good).
+	Issuer        string    `json:"issuer"`
+	IssuerInForce bool      `json:"issuer_in_force"`
+	CertNotAfter  time.Time `json:"cert_not_after"`
+	DaysLeft      int       `json:"days_left"`
+	ExpiresSoon   bool      `json:"expires_soon"`
+	note          string    // the expiry for the text listing
 }
 
-// listServers reads the cluster in dir and asks each server whether it
-// answers until ctx ends; now is the time the expiries are counted from.
+// A member's role in server list.
+const (
+	roleMember = "member"
+	roleLeaves = "leaves"
+)
+
+// What a server said of the newest epoch E in DIR, in server list.
+const (
+	epochServing = "serving" // it serves E
+	epochCopying = "copying" // it knows E and copies its state before serving it
+	epochSealed  = "sealed"  // a leaving member that knows E: it serves nothing more
+	epochBehind  = "behind"  // it does not know E yet: 'server push' shows it
+	epochAhead   = "ahead"   // it knows an epoch after E: DIR is out of date
+)
+
+// listServers reads the cluster in dir and asks each server, and each
+// server the newest epoch left out, which epochs it serves and knows,
+// until ctx ends; now is the time the expiries are counted from.
 func listServers(ctx context.Context, dir string, now time.Time) (*serverList, error) {
 	cl, err := certs.InspectCluster(filepath.Join(dir, certs.ClusterFileName))
 	if err != nil {
@@ -164,21 +229,77 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 	} else if ok {
 		l.Proposed, l.proposal = chain.Number()+1, certs.ProposalPath(dir, chain.Number()+1)
 	}
-	states, noAdmission, err := probeServers(ctx, dir, cl, members, pool)
+	probed := members
+	if e := chain.Number(); e > 0 {
+		before, err := cl.MembersOf(chain, e-1)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range before.Servers {
+			if _, ok := members.Member(s.ID); !ok {
+				l.Members = append(l.Members, memberLine{ID: int(s.ID), Address: s.Address, Role: roleLeaves, State: stateUnreachable})
+			}
+		}
+		probed = before.Union(members)
+	}
+	states, noAdmission, err := probeServers(ctx, dir, cl, probed, pool)
 	l.noAdmission = noAdmission
 	if err != nil {
 		return nil, err
 	}
 	for i := range l.Members {
 		m := &l.Members[i]
-		if p, ok := states[wire.ServerID(m.ID)]; ok {
-			m.State, m.Detail = p.state, p.detail
+		p, ok := states[wire.ServerID(m.ID)]
+		if !ok {
+			continue
 		}
-		if m.State == stateReachable {
+		m.State, m.Detail = p.state, p.detail
+		if m.State == stateReachable && m.Role == roleMember {
 			l.Reachable++
 		}
+		if p.answered {
+			m.Serves, m.Knows = p.serves, p.knows
+			m.EpochState = epochStateOf(l.Epoch, m.Role, p)
+			if m.EpochState == epochServing {
+				l.Serving++
+			}
+		}
+		if p.state == stateRefused && m.Role == roleMember && noAdmission != "" {
+			l.unknown = true
+		}
 	}
+	l.verdict()
 	return l, nil
+}
+
+// epochStateOf is what p says of newest epoch e for a server of role.
+func epochStateOf(e uint64, role string, p probe) string {
+	switch {
+	case p.knows > e || p.serves > e:
+		return epochAhead
+	case p.knows < e:
+		return epochBehind
+	case role == roleLeaves:
+		return epochSealed
+	case p.serves == e:
+		return epochServing
+	}
+	return epochCopying
+}
+
+// verdict sets Available and Verdict from the members' states.
+func (l *serverList) verdict() {
+	l.Available = l.Serving >= l.Q
+	switch {
+	case l.unknown && !l.Available:
+		l.Verdict = fmt.Sprintf("unknown: the servers refused this command's connection, so whether %d of them serve epoch %d is not known", l.Q, l.Epoch)
+	case !l.Available:
+		l.Verdict = fmt.Sprintf("UNAVAILABLE: %d of %d members serve epoch %d and %d must: locks wait until %d more serve", l.Serving, l.N, l.Epoch, l.Q, l.Q-l.Serving)
+	case l.Serving < l.N:
+		l.Verdict = fmt.Sprintf("available, degraded: %d of %d members serve epoch %d (q=%d): %d more may fail", l.Serving, l.N, l.Epoch, l.Q, l.Serving-l.Q)
+	default:
+		l.Verdict = fmt.Sprintf("available: every member serves epoch %d (q=%d): %d may fail", l.Epoch, l.Q, l.Serving-l.Q)
+	}
 }
 
 // expiries is the part of server list that is the cluster directory alone,
@@ -216,7 +337,10 @@ func expiries(cl *certs.Cluster, chain *wire.Chain, members certs.Members, now t
 			retired = issuer
 		}
 		c := metrics.MemberCertificate(fmt.Sprintf("server %d's", s.ID), s.Cert, retired)
-		m := memberLine{ID: int(s.ID), Address: s.Address, State: stateUnreachable, CertNotAfter: c.NotAfter.UTC()}
+		m := memberLine{ID: int(s.ID), Address: s.Address, Role: roleMember, State: stateUnreachable, CertNotAfter: c.NotAfter.UTC()}
+		if issuer, inForce := cl.IssuerOf(chain, s.Cert); issuer != nil {
+			m.Issuer, m.IssuerInForce = issuer.Subject.CommonName, inForce
+		}
 		m.DaysLeft, m.ExpiresSoon, m.note = mark(c)
 		l.Members = append(l.Members, m)
 	}
@@ -231,9 +355,16 @@ func (l *serverList) print(w io.Writer) error {
 	fmt.Fprintf(w, "cluster %q: epoch %d%s; n=%d f=%d q=%d; %d of %d servers reachable\n",
 		l.Name, l.Epoch, made, l.N, l.F, l.Q, l.Reachable, l.N)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tCERTIFICATE EXPIRES")
+	fmt.Fprintln(tw, "ID\tROLE\tADDRESS\tSTATE\tEPOCH\tISSUED BY\tCERTIFICATE EXPIRES")
 	for _, m := range l.Members {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.ID, m.Address, m.State, m.CertNotAfter.Format(time.RFC3339), m.note)
+		issuer := m.Issuer
+		if m.Role == roleMember && !m.IssuerInForce {
+			issuer += " (retired: replace it)"
+		}
+		if m.Role == roleLeaves {
+			issuer = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Role, m.Address, m.State, l.epochWords(m), issuer, m.certWords())
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -242,6 +373,9 @@ func (l *serverList) print(w io.Writer) error {
 	for _, m := range l.Members {
 		if m.Detail != "" {
 			fmt.Fprintf(w, "server %d %s: %s\n", m.ID, m.State, m.Detail)
+		}
+		if m.EpochState == epochAhead {
+			fmt.Fprintf(w, "server %d knows epoch %d, later than this directory's %d: this directory is out of date (copy epochs/ from the operator's cluster directory)\n", m.ID, m.Knows, l.Epoch)
 		}
 	}
 	if l.noAdmission != "" && l.refused() {
@@ -254,18 +388,55 @@ func (l *serverList) print(w io.Writer) error {
 	for _, t := range l.todo {
 		fmt.Fprintln(w, t)
 	}
+	fmt.Fprintln(w, l.Verdict)
 	return nil
 }
 
-// probe is what one server's connection came to.
-type probe struct{ state, detail string }
+// epochWords is the EPOCH column for m.
+func (l *serverList) epochWords(m memberLine) string {
+	switch m.EpochState {
+	case "":
+		return "-"
+	case epochServing:
+		return fmt.Sprintf("serving %d", m.Serves)
+	case epochCopying:
+		return fmt.Sprintf("copying into %d (serves %d)", m.Knows, m.Serves)
+	case epochBehind:
+		return fmt.Sprintf("behind: knows %d ('server push')", m.Knows)
+	case epochAhead:
+		return fmt.Sprintf("ahead: knows %d", m.Knows)
+	case epochSealed:
+		if l.Available {
+			return fmt.Sprintf("sealed %d: may be stopped now", m.Serves)
+		}
+		return fmt.Sprintf("sealed %d: keep it running until %d members serve %d", m.Serves, l.Q, l.Epoch)
+	}
+	return m.EpochState
+}
 
-// probeServers connects to every server of cl as an observer (reading
-// nothing) and returns, for each that answered before ctx ended, whether it
-// took the connection or refused it. On a closed cluster the observer shows
-// an admission certificate enrolled for ten minutes with dir's client CA
-// key, as bqserver status does; without the key (noAdmission says why) the
-// servers refuse it, which still shows they are up.
+// certWords is the CERTIFICATE EXPIRES column for m.
+func (m memberLine) certWords() string {
+	if m.Role == roleLeaves {
+		return "-"
+	}
+	return m.CertNotAfter.Format(time.RFC3339) + "  " + m.note
+}
+
+// probe is what one server's connection came to: its state and, for a
+// server that answered, the epochs it serves and knows.
+type probe struct {
+	state, detail string
+	answered      bool
+	serves, knows uint64
+}
+
+// probeServers connects to every server of members as an observer and asks
+// each for the epochs it serves and knows (a Status that reads nothing),
+// until every one answered or refused or ctx ended. On a closed cluster the
+// observer shows an admission certificate enrolled for ten minutes with
+// dir's client CA key, as bqserver status does; without the key
+// (noAdmission says why) the servers refuse it, which still shows they are
+// up.
 func probeServers(ctx context.Context, dir string, cl *certs.Cluster, members certs.Members, pool *x509.CertPool) (_ map[wire.ServerID]probe, noAdmission string, _ error) {
 	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
 	if err != nil {
@@ -293,7 +464,16 @@ func probeServers(ctx context.Context, dir string, cl *certs.Cluster, members ce
 	}
 	defer tr.Close()
 	out := make(map[wire.ServerID]probe, len(members.Servers))
-	for len(out) < len(members.Servers) {
+	final := func() int {
+		n := 0
+		for _, p := range out {
+			if p.state == stateRefused || p.answered {
+				n++
+			}
+		}
+		return n
+	}
+	for final() < len(members.Servers) {
 		select {
 		case <-ctx.Done():
 			return out, noAdmission, nil
@@ -304,10 +484,23 @@ func probeServers(ctx context.Context, dir string, cl *certs.Cluster, members ce
 			switch in.Kind {
 			case transport.EventConnected:
 				out[in.From.Server] = probe{state: stateReachable}
+				_ = tr.Send(wire.ServerPeer(in.From.Server), &wire.Message{Status: &wire.Status{Req: 1, Lock: probeLock}})
 			case transport.EventRefused:
 				out[in.From.Server] = probe{state: stateRefused, detail: in.Err.Error()}
+			case transport.EventMessage:
+				if r := in.Msg.StatusReply; r != nil {
+					if p, ok := out[in.From.Server]; ok && p.state == stateReachable {
+						p.answered, p.serves, p.knows = true, r.Serves, r.Knows
+						out[in.From.Server] = p
+					}
+				}
 			}
 		}
 	}
 	return out, noAdmission, nil
 }
+
+// probeLock is the lock a probe's Status names, so that a server answers
+// with that lock's members (none) rather than a summary of every lock: the
+// one name the operator's identity may use on a closed cluster.
+const probeLock = operatorPattern

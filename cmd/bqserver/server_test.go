@@ -34,18 +34,22 @@ func TestServerListJSONOfInit(t *testing.T) {
 	began := time.Now()
 	code, out, errs := runServerCmdForTest("server", "list", "--dir", dir, "--json", "--timeout", "300ms")
 	took := time.Since(began)
-	require.Equal(t, 0, code, errs)
+	require.Equal(t, 5, code, "fewer than q members serve: exit 5 (issue 44)")
 	require.Empty(t, errs)
 	require.Less(t, took, 3*time.Second, "a dead server never holds list up past --timeout")
 
 	// The fields are a stable interface: exactly these.
 	var raw map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(out), &raw))
-	require.ElementsMatch(t, []string{"name", "epoch", "n", "f", "q", "reachable", "members", "ca_not_after", "ca_days_left", "ca_expires_soon"}, keys(raw))
+	require.ElementsMatch(t, []string{"name", "epoch", "n", "f", "q", "reachable", "serving", "available", "verdict", "members", "ca_not_after", "ca_days_left", "ca_expires_soon"}, keys(raw))
+	require.JSONEq(t, `"UNAVAILABLE: 0 of 4 members serve epoch 0 and 3 must: locks wait until 3 more serve"`, string(raw["verdict"]))
+	require.JSONEq(t, `false`, string(raw["available"]))
 	var members []map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(raw["members"], &members))
 	require.Len(t, members, 4)
-	require.ElementsMatch(t, []string{"id", "address", "state", "cert_not_after", "days_left", "expires_soon"}, keys(members[0]), "no detail when nothing refused")
+	require.ElementsMatch(t, []string{"id", "role", "address", "state", "issuer", "issuer_in_force", "cert_not_after", "days_left", "expires_soon"}, keys(members[0]),
+		"no detail when nothing refused, no epochs when nothing answered")
+	require.JSONEq(t, `true`, string(members[0]["issuer_in_force"]))
 
 	var l struct {
 		Name      string `json:"name"`
@@ -111,7 +115,7 @@ func TestServerListMarksCertificatesExpiringSoon(t *testing.T) {
 	initAged(t, dir, certs.ServerValidity-(10*24+12)*time.Hour) // 10.5 days left
 
 	code, out, errs := runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms")
-	require.Equal(t, 0, code, errs)
+	require.Equal(t, 5, code, errs)
 	require.Contains(t, out, `cluster "bq": epoch 0 (as made by bqserver init); n=4 f=1 q=3; 0 of 4 servers reachable`)
 	require.Equal(t, 4, strings.Count(out, "unreachable  "), out)
 	require.Equal(t, 4, strings.Count(out, "expires in 10 days\n"), out)
@@ -120,7 +124,7 @@ func TestServerListMarksCertificatesExpiringSoon(t *testing.T) {
 	require.Regexp(t, `cluster CA expires \S+  \d+ days left\n`, out, "the CA has years left: not marked")
 
 	code, out, errs = runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms", "--json")
-	require.Equal(t, 0, code, errs)
+	require.Equal(t, 5, code, errs)
 	var l serverList
 	require.NoError(t, json.Unmarshal([]byte(out), &l))
 	for _, m := range l.Members {
@@ -198,7 +202,7 @@ func TestServerListShowsExpiredCertificates(t *testing.T) {
 	require.ErrorContains(t, err, "expired on", "the member does not start")
 
 	code, out, errs := runServerCmdForTest("server", "list", "--dir", dir, "--timeout", "200ms")
-	require.Equal(t, 0, code, errs)
+	require.Equal(t, 5, code, errs)
 	require.Equal(t, 4, strings.Count(out, "EXPIRED"), out)
 }
 

@@ -90,6 +90,10 @@ func TestAChangeIsCheckedBeforeItIsSigned(t *testing.T) {
 		require.NoError(t, servers[i].cmd.Process.Signal(syscall.SIGKILL))
 		servers[i].waitExit(10 * time.Second)
 	}
+	// The dashboard says so in a line, and exits 5.
+	out, code = runCLI(t, "bqserver", "server", "list", "--dir", dir, "--timeout", "2s")
+	require.Equal(t, 5, code, out)
+	require.Contains(t, out, "UNAVAILABLE: 2 of 4 members serve epoch 0 and 3 must: locks wait until 1 more serve")
 	out, code = runCLI(t, "bqserver", "server", "replace", "2", "--dir", dir, "--timeout", "2s")
 	require.Equal(t, 5, code, out)
 	require.Contains(t, out, "only 2 of the 4 servers of epoch 0 answer, and 3 must endorse the change: nothing was signed")

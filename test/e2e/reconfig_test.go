@@ -52,6 +52,13 @@ func TestReplaceUnderLockLoops(t *testing.T) {
 	out, code = runCLI(t, "bqserver", "server", "list", "--dir", dir, "--timeout", "5s")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "epoch 3; n=4 f=1 q=3; 4 of 4 servers reachable")
+	// The dashboard (issue 44): every member serves epoch 3; the three the
+	// first CA issued are marked for a replace, the one the new CA issued
+	// is not; server 0, left out by epoch 3, has sealed and may stop.
+	require.Equal(t, 4, strings.Count(out, "serving 3"), out)
+	require.Equal(t, 3, strings.Count(out, "(retired: replace it)"), out)
+	require.Regexp(t, `(?m)^0 +leaves +\S+ +reachable +sealed 2: may be stopped now`, out)
+	require.Contains(t, out, "available: every member serves epoch 3 (q=3): 1 may fail")
 	st := bqc{t: t, cluster: filepath.Join(dir, "cluster.yaml"), work: t.TempDir()}.run("look.key", "status")
 	require.Equal(t, 0, st.code, st.out+st.err)
 	require.Contains(t, st.out, "epoch 3; servers: 4 of 4 reachable (quorum 3)")
