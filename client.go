@@ -95,6 +95,11 @@ type Client struct {
 	// roster is who the client dials: the members of the newest epoch it
 	// knows (docs/protocol.md change 43); the loop follows the bakery's.
 	roster *certs.Roster
+	// started is the newest epoch the client was given (its cluster file
+	// and the epochs beside it, or Config.Epochs); clusterFile the file,
+	// if it was given one.
+	started     uint64
+	clusterFile string
 	// observe: an observer client (Config.Observe): no session, no bakery
 	// steps; ready once a quorum welcomed it.
 	observe bool
@@ -112,6 +117,7 @@ type Client struct {
 	// connRefused: servers that refused our connection for a reason
 	// retrying cannot mend (another protocol version, another cluster).
 	connRefused map[wire.ServerID]string
+	saidStale   bool // the warning that started is out of date was logged
 	// status routes StatusReply by request id.
 	status     map[uint64]*statusWait
 	nextStatus uint64
@@ -217,8 +223,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq: the epochs given do not continue the cluster file: %w", err)
 	}
 	clientCAs, _ := chain.ClientCAs(cluster.ClientCA)
-	if err := checkAdmission(cluster, clientCAs, key, admission, cfg.IdentityFile); err != nil {
+	admissionNote, err := checkAdmission(cluster, clientCAs, key, admission, cfg.IdentityFile, chain.Number(), cfg.ClusterFile)
+	if err != nil {
 		return nil, err
+	}
+	if admissionNote != "" {
+		cfg.Logger.Warn(admissionNote)
 	}
 	newTransport := cfg.newTransport
 	if newTransport == nil {
@@ -273,7 +283,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		status:      make(map[uint64]*statusWait),
 		proclaims:   make(map[uint64]*proclaimWait), proclaimed: make(map[string]*proclaimedValue),
 		leaseReady: make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
-		counter: counter,
+		counter: counter, started: chain.Number(), clusterFile: cfg.ClusterFile,
 	}
 	c.mu.Lock()
 	c.apply(start)
@@ -285,7 +295,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return c, nil
 	case <-c.refused:
 		c.abort()
-		return nil, mapBakeryErr(c.refusedErr)
+		err := mapBakeryErr(c.refusedErr)
+		var e *Error
+		if admissionNote != "" && errors.Is(err, ErrNotPermitted) && errors.As(err, &e) {
+			err = &Error{msg: e.msg + "; " + admissionNote, kinds: e.kinds, cause: e.cause}
+		}
+		return nil, err
 	case <-ctx.Done():
 		reach := c.reachable()
 		c.mu.Lock()
@@ -295,7 +310,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		c.mu.Unlock()
 		c.abort()
 		what := fmt.Sprintf("a quorum of the cluster: %d of %d servers answered, need %d (is the cluster running? check %s)",
-			reach, len(v.ids), v.q, clusterWhere(cfg))
+			reach, len(v.ids), v.q, clusterWhere(cfg, c.started))
 		if reach >= v.q && !cfg.Observe {
 			// Connected, yet no quorum acknowledged the session: say so.
 			what = fmt.Sprintf("a quorum of the cluster to acknowledge this client's session: %d of %d servers connected, %d acknowledged it and %d suspected it, need %d acknowledgements",
@@ -338,11 +353,14 @@ type noCounter struct{}
 
 func (noCounter) Close() error { return nil }
 
-func clusterWhere(cfg Config) string {
+// clusterWhere says where the addresses a client dials came from, and how
+// a client given an old epoch finds the cluster again.
+func clusterWhere(cfg Config, epoch uint64) string {
 	if cfg.ClusterFile != "" {
-		return "the addresses in " + cfg.ClusterFile
+		return fmt.Sprintf("the addresses of epoch %d, from %s and the epochs beside it; if the cluster changed its members since, copy its epochs/ directory beside %s",
+			epoch, cfg.ClusterFile, cfg.ClusterFile)
 	}
-	return "the cluster's addresses"
+	return fmt.Sprintf("the cluster's addresses, of epoch %d", epoch)
 }
 
 func tickEvery(ttl time.Duration) time.Duration {
@@ -365,6 +383,19 @@ func sortedValues(m map[wire.ServerID]string) []string {
 
 // ID is the client's id (the hash of its public key).
 func (c *Client) ID() wire.ClientID { return wire.ClientID(c.key.Public.ID) }
+
+// Epochs reports the epoch the client was started in (its cluster file and
+// the epochs beside it, or Config.Epochs) and the newest it has learned
+// from the servers since (docs/protocol.md change 43). When now is later,
+// what the client was given is out of date: a client started with it finds
+// the cluster only while some member of the started epoch still runs, so
+// give the program the newer epochs (copy the cluster directory's epochs/
+// beside its cluster file).
+func (c *Client) Epochs() (started, now uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started, c.bk.Epoch()
+}
 
 // Cluster is the cluster the client is connected to.
 func (c *Client) Cluster() *certs.Cluster { return c.cluster }
@@ -535,6 +566,11 @@ func (c *Client) followEpochs() {
 		r.SetServers(addrs)
 	}
 	c.log.Info("the cluster is in a new epoch: dialing its members", "epoch", c.bk.Epoch(), "servers", len(addrs))
+	if c.bk.Epoch() > c.started && !c.saidStale {
+		c.saidStale = true
+		c.log.Warn("the epochs this client was started with are out of date: give it the cluster directory's epochs/ beside its cluster file, or it will not find the cluster once no member of its epoch remains",
+			"started", c.started, "cluster_epoch", c.bk.Epoch(), "cluster_file", c.clusterFile)
+	}
 }
 
 // apply carries out a bakery step's effects. c.mu must be held.

@@ -226,13 +226,10 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 		return nil, fmt.Errorf("bq: %w", err)
 	}
 	began := time.Now()
-	replies, err := e.c.statusReplies(ctx, e.name, leaderGrace)
+	replies, v, err := e.c.statusReplies(ctx, e.name, leaderGrace)
 	if err != nil {
 		return nil, err
 	}
-	e.c.mu.Lock()
-	v := e.c.view()
-	e.c.mu.Unlock()
 	if len(replies) < v.q {
 		what := fmt.Sprintf("a quorum of servers (%d of %d answered, need %d)", len(replies), len(v.ids), v.q)
 		if ctx.Err() != nil {

@@ -182,7 +182,7 @@ func TestElectionValueSurvivesRestarts(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(waitTimeout)
 		for {
-			rs, err := watcher.statusReplies(ctx, "svc", -1)
+			rs, _, err := watcher.statusReplies(ctx, "svc", -1)
 			require.NoError(t, err)
 			if r := rs[s]; r != nil && len(r.Proclamations) == 1 {
 				b, err := r.Proclamations[0].Verify(tc.cluster.ID())

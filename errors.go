@@ -1,6 +1,7 @@
 package bq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,10 +165,14 @@ func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
 
 // checkAdmission fails at once, with what to do, when a closed cluster
 // would refuse the identity anyway: no admission certificate, one of
-// another key or CA, or one out of its validity (docs/protocol.md change 23).
-func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.PrivateKey, admission *crypto.Signed, file string) error {
+// another key or cluster, or one out of its validity (docs/protocol.md
+// change 23). A certificate of this key and cluster that no client CA the
+// client knows of signed may be of a client CA the cluster listed since
+// (a rotation the client's epochs do not show yet): the servers decide, and
+// note says so, for their refusal if they refuse (issue 44).
+func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.PrivateKey, admission *crypto.Signed, file string, epoch uint64, clusterFile string) (note string, _ error) {
 	if !c.Closed() {
-		return nil
+		return "", nil
 	}
 	where := "this identity"
 	if file != "" {
@@ -181,19 +186,30 @@ func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.Pr
 		if file != "" {
 			pub = file + certs.PublicKeySuffix
 		}
-		return refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
+		return "", refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
 			c.Name, where, wire.ClientID(key.Public.ID).Hex()[:16], pub, where)
 	}
 	b, err := wire.VerifyAdmissionAny(clientCAs, c.ID(), *admission)
 	if err != nil {
-		return refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
+		var u wire.AdmissionBody
+		if crypto.UnmarshalCanonical(admission.Body, &u) != nil || u.Cluster != c.ID() {
+			return "", refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
+		}
+		// Unverified, only to word what the servers will decide.
+		b = &u
+		files := "the cluster given to this client"
+		if clusterFile != "" {
+			files = clusterFile + " and the epochs beside it"
+		}
+		note = fmt.Sprintf("the admission certificate in %s is signed by a client CA that %s (epoch %d) do not list: if the cluster rotated its client CA since, they are out of date: copy epochs/ from the cluster directory beside %s",
+			where, files, epoch, cmp.Or(clusterFile, "the cluster file"))
 	}
 	if b.Client != wire.ClientID(key.Public.ID) {
-		return refuse("the admission certificate in %s (%q) is for another key, client id %s, not this one (%s)",
+		return "", refuse("the admission certificate in %s (%q) is for another key, client id %s, not this one (%s)",
 			where, b.Name, b.Client.Hex(), wire.ClientID(key.Public.ID).Hex())
 	}
 	if err := b.ValidAt(time.Now()); err != nil {
-		return refuse("%v: ask the cluster's operator for a new one (bqserver client renew %s)", err, b.Name)
+		return "", refuse("%v: ask the cluster's operator for a new one (bqserver client renew %s)", err, b.Name)
 	}
-	return nil
+	return note, nil
 }

@@ -186,11 +186,8 @@ func (o *Omega) run(ctx context.Context, lead *Leadership) {
 // read is candidate cand's register as q servers show it (omega.Newest).
 func (o *Omega) read(ctx context.Context, cand wire.ClientID) *omega.Register {
 	lock := omegaRegister(o.name, cand)
-	replies, err := o.c.statusReplies(ctx, lock, leaderGrace)
-	o.c.mu.Lock()
-	q := o.c.view().q
-	o.c.mu.Unlock()
-	if err != nil || len(replies) < q {
+	replies, v, err := o.c.statusReplies(ctx, lock, leaderGrace)
+	if err != nil || len(replies) < v.q {
 		return nil
 	}
 	rs := make([]*wire.StatusReply, 0, len(replies))

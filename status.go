@@ -122,60 +122,102 @@ func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	replies, err := c.statusReplies(ctx, lock, -1)
+	replies, v, err := c.statusReplies(ctx, lock, -1)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	v := c.view()
-	c.mu.Unlock()
 	return c.combine(lock, replies, v, c.roster.Addresses(nil)), nil
 }
 
-// statusReplies asks every server for its account of lock and returns the
-// replies once all servers answered, or grace after the q-th reply (grace <
-// 0: never), or when ctx ends or 2 s pass, whichever comes first.
-func (c *Client) statusReplies(ctx context.Context, lock string, grace time.Duration) (map[wire.ServerID]*wire.StatusReply, error) {
+// statusReplies asks every server of the client's epoch for its account of
+// lock and returns the replies, with the view they are of, once all of
+// them answered, or grace after the q-th reply (grace < 0: never), or when
+// ctx ends or 2 s pass, whichever comes first. A server that connects
+// meanwhile is asked then; if the client moves to a later epoch meanwhile
+// (an observer learns it from the servers it asks, change 51), it asks the
+// new epoch's members again, and the sealed epoch's replies are dropped
+// (issue 44: a status must not mix two epochs, nor miss a new member that
+// was not connected yet).
+func (c *Client) statusReplies(ctx context.Context, lock string, grace time.Duration) (map[wire.ServerID]*wire.StatusReply, view, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c.mu.Lock()
-	c.nextStatus++
-	req := statusReqBase + c.nextStatus
-	v := c.view()
-	w := &statusWait{ch: make(chan *wire.StatusReply, len(v.ids)), seen: make(map[wire.ServerID]bool, len(v.ids)), members: make(map[wire.ServerID]bool, len(v.ids))}
-	c.status[req] = w
-	for _, s := range v.ids {
-		w.members[s] = true
-		_ = c.tr.Send(wire.ServerPeer(s), &wire.Message{Status: &wire.Status{Req: req, Lock: lock, Epoch: v.epoch}})
+	var (
+		req     uint64
+		w       *statusWait
+		v       view
+		sent    map[wire.ServerID]bool
+		replies map[wire.ServerID]*wire.StatusReply
+		graceUp <-chan time.Time
+		// ahead counts the replies that know an epoch after v's: once
+		// f+1 do, a correct server does, and the news it sends moves the
+		// client, so the replies of v (sealed) are not the answer.
+		ahead int
+	)
+	// ask starts over in the client's epoch now; c.mu must be held.
+	ask := func() {
+		if w != nil {
+			delete(c.status, req)
+		}
+		c.nextStatus++
+		req = statusReqBase + c.nextStatus
+		v = c.view()
+		w = &statusWait{ch: make(chan *wire.StatusReply, len(v.ids)), seen: make(map[wire.ServerID]bool, len(v.ids)), members: make(map[wire.ServerID]bool, len(v.ids))}
+		c.status[req] = w
+		sent, replies, graceUp, ahead = make(map[wire.ServerID]bool, len(v.ids)), make(map[wire.ServerID]*wire.StatusReply, len(v.ids)), nil, 0
+		for _, s := range v.ids {
+			w.members[s] = true
+		}
 	}
+	// send asks the members not asked yet that are connected; c.mu held.
+	send := func() {
+		for _, s := range v.ids {
+			if !sent[s] && c.tr.Send(wire.ServerPeer(s), &wire.Message{Status: &wire.Status{Req: req, Lock: lock, Epoch: v.epoch}}) == nil {
+				sent[s] = true
+			}
+		}
+	}
+	c.mu.Lock()
+	ask()
+	send()
 	c.mu.Unlock()
-	ch := w.ch
 	defer func() {
 		c.mu.Lock()
 		delete(c.status, req)
 		c.mu.Unlock()
 	}()
-
-	replies := make(map[wire.ServerID]*wire.StatusReply)
-	var graceUp <-chan time.Time
-	for len(replies) < len(v.ids) {
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for len(replies) < len(v.ids) || ahead > v.f {
 		select {
-		case r := <-ch:
+		case r := <-w.ch:
 			replies[r.Server] = r
-			if grace >= 0 && graceUp == nil && len(replies) >= v.q {
+			if r.Knows > v.epoch {
+				ahead++
+			}
+			if grace >= 0 && graceUp == nil && len(replies) >= v.q && ahead <= v.f {
 				t := time.NewTimer(grace)
 				defer t.Stop()
 				graceUp = t.C
 			}
+		case <-tick.C:
+			c.mu.Lock()
+			if c.bk.Epoch() != v.epoch {
+				ask()
+			}
+			send()
+			c.mu.Unlock()
 		case <-graceUp:
-			return replies, nil
+			if ahead > v.f {
+				continue // the move is coming: wait for it (within ctx)
+			}
+			return replies, v, nil
 		case <-ctx.Done():
-			return replies, nil
+			return replies, v, nil
 		case <-c.closed:
-			return nil, ErrClosed
+			return nil, v, ErrClosed
 		}
 	}
-	return replies, nil
+	return replies, v, nil
 }
 
 // combine makes a Status of the replies of the servers of v (at addrs).

@@ -343,6 +343,7 @@ func dial(ctx context.Context, g *globals, ttl *time.Duration, set bool, stderr 
 	if err != nil {
 		return nil, err
 	}
+	g.dialed = c
 	mh := c.MaxHold()
 	err = holdFits(mh, *ttl)
 	if err == nil || !takes {
@@ -356,7 +357,10 @@ func dial(ctx context.Context, g *globals, ttl *time.Duration, set bool, stderr 
 	// The default TTL does not fit this identity's max-hold: take one that does.
 	fmt.Fprintf(stderr, "bqclient: a lease TTL of %v to fit this identity's max-hold (%v); --ttl chooses another\n", fit, mh)
 	*ttl = fit
-	return bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: fit, LossGrace: lossGrace(fit), ExitLostOnUnlock: true})
+	if c, err = bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: fit, LossGrace: lossGrace(fit), ExitLostOnUnlock: true}); err == nil {
+		g.dialed = c
+	}
+	return c, err
 }
 
 // fitTTL is the longest TTL up to ttl, in steps of 50 ms, whose margin

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/bq-lock/bq"
 	"github.com/bq-lock/bq/cmd/internal/cli"
 )
 
@@ -24,6 +25,22 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 type globals struct {
 	cluster, identity string
 	identityDefault   bool // --identity was neither given nor set in BQ_IDENTITY
+	// dialed is the client the command connected with, if it did: once
+	// the command ends, whether its epochs were out of date is said.
+	dialed *bq.Client
+}
+
+// sayOutOfDate says, once the command is done, that the cluster file and
+// the epochs beside it are of an older epoch than the servers showed
+// (issue 44): the command still worked, but the next may not.
+func (g *globals) sayOutOfDate(stderr io.Writer) {
+	if g.dialed == nil {
+		return
+	}
+	if started, now := g.dialed.Epochs(); now > started {
+		fmt.Fprintf(stderr, "bqclient: %s and the epochs beside it are epoch %d, the cluster is at epoch %d: copy epochs/ from the cluster directory beside %s (once no server of epoch %d runs, this file finds no server)\n",
+			g.cluster, started, now, g.cluster, started)
+	}
 }
 
 // io is where a command reads and writes (tests pass buffers).
@@ -36,10 +53,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == superviseArg {
 		return supervise(args[1:])
 	}
-	return cli.Execute(newRoot(stdio{in: stdin, out: stdout, err: stderr}), args, stderr)
+	root, g := newRoot(stdio{in: stdin, out: stdout, err: stderr})
+	code := cli.Execute(root, args, stderr)
+	g.sayOutOfDate(stderr)
+	return code
 }
 
-func newRoot(std stdio) *cobra.Command {
+func newRoot(std stdio) (*cobra.Command, *globals) {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:   "bqclient",
@@ -65,7 +85,7 @@ It needs the cluster's file (--cluster, or BQ_CLUSTER) and a client identity, a 
 		}
 	}
 	root.AddCommand(lockCmd(g, std), unlockCmd(g, std), electCmd(g, std), statusCmd(g, std), keygenCmd(g, std), versionCmd(std))
-	return root
+	return root, g
 }
 
 func versionCmd(std stdio) *cobra.Command {

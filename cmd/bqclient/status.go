@@ -101,7 +101,11 @@ func dialObserver(ctx context.Context, g *globals) (*bq.Client, error) {
 		}
 		cfg.IdentityFile = "" // open cluster: a throwaway key
 	}
-	return bq.Dial(ctx, cfg)
+	c, err := bq.Dial(ctx, cfg)
+	if err == nil {
+		g.dialed = c
+	}
+	return c, err
 }
 
 // expiring lists the certificates this client depends on that end within

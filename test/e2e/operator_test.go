@@ -108,3 +108,74 @@ func TestAChangeIsCheckedBeforeItIsSigned(t *testing.T) {
 	require.Contains(t, out, "checked: 3 of the 4 servers of epoch 0 answer (3 must endorse)")
 	require.Contains(t, out, "epoch 1 endorsed by servers")
 }
+
+// A client with only the cluster.yaml of epoch 0, on a closed cluster that
+// changes under it (issue 44): status follows the epochs as lock does, and
+// both say the file is out of date; after a client-CA rotation the client
+// renewed in place is admitted (the servers decide: its file does not list
+// the new CA) and told the same; once no member of epoch 0 runs, the
+// failure names the file's epoch and what to copy. With epochs/ beside it,
+// nothing is said.
+func TestAnOutOfDateClusterFileSaysSo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	out, code := runCLI(t, "bqserver", "init", "--dir", dir, "--servers", "4", "--port-base", fmt.Sprint(freePortBase(t, 4)))
+	require.Equal(t, 0, code, out)
+	servers := runServers(t, dir, 4)
+	old := filepath.Join(t.TempDir(), "cluster.yaml") // the file alone, as first handed out
+	data, err := os.ReadFile(filepath.Join(dir, "cluster.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(old, data, 0o644))
+	identity := filepath.Join(t.TempDir(), "c1.identity")
+	out, code = runCLI(t, "bqserver", "client", "add", "c1", "--dir", dir, "--out", identity)
+	require.Equal(t, 0, code, out)
+	client := func(args ...string) (string, int) {
+		return runCLI(t, "bqclient", append([]string{"--cluster", old, "--identity", identity}, args...)...)
+	}
+
+	replace := func(id, next int) {
+		t.Helper()
+		out, code := runCLI(t, "bqserver", "server", "replace", fmt.Sprint(id), "--dir", dir, "--timeout", "20s")
+		require.Equal(t, 0, code, out)
+		s := start(t, fmt.Sprintf("s%d", next), nil, bin("bqserver"), "run", "--dir", dir, "--id", fmt.Sprint(next))
+		s.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+		servers = append(servers, s)
+	}
+	replace(3, 4)
+	stale := func(at int) string {
+		return fmt.Sprintf("bqclient: %s and the epochs beside it are epoch 0, the cluster is at epoch %d: copy epochs/ from the cluster directory", old, at)
+	}
+	out, code = client("status")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "epoch 1;", "status follows the epochs")
+	require.NotContains(t, out, "UNREACHABLE")
+	require.Contains(t, out, stale(1))
+	out, code = client("lock", "x", "--", "true")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, stale(1))
+
+	out, code = runCLI(t, "bqserver", "ca", "rotate-clients", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, out)
+	out, code = runCLI(t, "bqserver", "client", "renew", "c1", "--dir", dir, "--identity", identity)
+	require.Equal(t, 0, code, out)
+	out, code = client("lock", "x", "--", "true")
+	require.Equal(t, 0, code, "the servers admit the renewed certificate the old file does not know: %s", out)
+	require.Contains(t, out, stale(2))
+
+	// Every member of epoch 0 replaced and stopped: the old file finds no one.
+	for i, id := range []int{0, 1, 2} {
+		replace(id, 5+i)
+	}
+	for _, i := range []int{0, 1, 2, 3} {
+		require.NoError(t, servers[i].cmd.Process.Signal(syscall.SIGKILL))
+		servers[i].waitExit(10 * time.Second)
+	}
+	out, code = client("lock", "x", "--timeout", "2s", "--", "true")
+	require.Equal(t, 5, code, out)
+	require.Contains(t, out, "0 of 4 servers answered")
+	require.Contains(t, out, "the addresses of epoch 0, from "+old+" and the epochs beside it; if the cluster changed its members since, copy its epochs/ directory beside "+old)
+
+	// The operator's file, with epochs/ beside it: nothing to say.
+	out, code = runCLI(t, "bqclient", "--cluster", filepath.Join(dir, "cluster.yaml"), "--identity", identity, "lock", "x", "--", "true")
+	require.Equal(t, 0, code, out)
+	require.NotContains(t, out, "are epoch")
+}
