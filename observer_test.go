@@ -136,3 +136,34 @@ func TestStatusNamesNeedFPlusOne(t *testing.T) {
 	got = agreedNames(2, []int{1, 2, 3}, replies)
 	require.Empty(t, got, "f=2: two reports are not enough")
 }
+
+// A certificate no client CA of the client's epochs signed may be of a CA
+// listed since (issue 44): the client lets the servers decide, and their
+// refusal says the files may be out of date. A certificate of another
+// cluster is still refused at once, by the client.
+func TestAnUnknownClientCAIsTheServersToJudge(t *testing.T) {
+	tc := newClosedCluster(t, 4)
+	ctx := ctxFor(t, waitTimeout)
+	key, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+	rogue, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+	now := time.Now()
+	body := func() *wire.AdmissionBody {
+		return &wire.AdmissionBody{Client: wire.ClientID(key.Public.ID), Name: "x", NotBefore: now.Add(-time.Minute).UnixMilli(), NotAfter: now.Add(time.Hour).UnixMilli()}
+	}
+	adm, err := wire.SignAdmission(rogue, tc.cluster.ID(), body())
+	require.NoError(t, err)
+	_, err = Dial(ctx, Config{ClusterFile: tc.clusterFile(), Identity: key, Admission: &adm, TTL: time.Second})
+	require.ErrorIs(t, err, ErrNotPermitted, "the servers refuse it")
+	require.ErrorContains(t, err, "refused", "the servers' word")
+	require.ErrorContains(t, err, "is signed by a client CA that "+tc.clusterFile()+" and the epochs beside it (epoch 0) do not list")
+
+	other, err := wire.SignAdmission(rogue, wire.ClusterID{1}, body())
+	require.NoError(t, err)
+	began := time.Now()
+	_, err = Dial(ctx, Config{Cluster: tc.cluster, Identity: key, Admission: &other, TTL: time.Second})
+	require.ErrorIs(t, err, ErrNotPermitted)
+	require.ErrorContains(t, err, "is not valid for cluster")
+	require.Less(t, time.Since(began), time.Second, "refused by the client, before any connection")
+}

@@ -431,8 +431,10 @@ wait:
 			l.state = "refused: " + refused[m.ID]
 		case rep == nil && l.role == "new":
 			l.state = "not answering: start it"
+		case rep == nil && up[m.ID]:
+			l.state = "connected, no answer yet ('server list' shows it)"
 		case rep == nil:
-			l.state = "not answering"
+			l.state = "not answering (yet)"
 		case rep.Serves >= n:
 			l.state = fmt.Sprintf("serves epoch %d", rep.Serves)
 		case rep.Knows >= n && !cur:
