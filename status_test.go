@@ -9,6 +9,7 @@ import (
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/certstest"
 	"github.com/bq-lock/bq/transport"
 	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
@@ -147,4 +148,79 @@ func TestStatusLocksTruncated(t *testing.T) {
 	require.Equal(t, []LockSummary{{Name: "a", Members: 2}, {Name: "b", Members: 1}}, st.Locks)
 	delete(replies, 1)
 	require.False(t, c.combine("", replies, v, cl.Addresses()).LocksTruncated)
+}
+
+// A Status that the news of a change reaches while it waits asks the new
+// epoch's members and shows their replies, not the sealed epoch's (issue
+// 44, docs/protocol.md change 56): the old members all answer first, f+1 of
+// them knowing epoch 1, and one of them shows it. One server alone naming a
+// later epoch delays nothing.
+func TestStatusFollowsAMoveWhileItWaits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	cl, err := certs.Init(certs.InitOptions{Dir: dir, Servers: 4, F: -1, Host: "127.0.0.1", PortBase: 7400}, time.Now(), rand.Reader)
+	require.NoError(t, err)
+	three := wire.ServerID(3)
+	p, err := certs.PlanChange(dir, certs.Change{Remove: &three, Add: true}, time.Now(), rand.Reader)
+	require.NoError(t, err)
+	certstest.WriteEndorsed(t, dir, p)
+	epochs, err := certs.ReadEpochs(dir)
+	require.NoError(t, err)
+	holder, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	require.NoError(t, err)
+	held, err := wire.SignStatement(holder, cl.ID(), &wire.Statement{Lock: "x", Client: wire.ClientID(holder.Public.ID), Session: 1, Attempt: 1, Phase: wire.PhaseHeld, N: 7})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	aheadOf0 := 2 // how many epoch-0 members name epoch 1 (f+1 = 2)
+	servers := newScriptedServers(func(to wire.ServerID, req *wire.Status) []transport.Inbound {
+		mu.Lock()
+		defer mu.Unlock()
+		reply := func(r *wire.StatusReply) transport.Inbound {
+			return transport.Inbound{Kind: transport.EventMessage, From: wire.ServerPeer(to), Msg: &wire.Message{StatusReply: r}}
+		}
+		if req.Epoch == 0 {
+			r := &wire.StatusReply{Req: req.Req, Server: to, Lock: req.Lock}
+			if int(to) < aheadOf0 {
+				r.Knows = 1
+			}
+			out := []transport.Inbound{reply(r)}
+			if to == 0 && aheadOf0 > 1 {
+				out = append(out, transport.Inbound{Kind: transport.EventMessage, From: wire.ServerPeer(to), Msg: &wire.Message{EpochNews: wire.NewsOf(epochs)}})
+			}
+			return out
+		}
+		return []transport.Inbound{reply(&wire.StatusReply{Req: req.Req, Server: to, Lock: req.Lock, Serves: 1, Knows: 1, Members: []wire.SignedStatement{held}})}
+	})
+	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	require.NoError(t, err)
+
+	// One alone names epoch 1, and shows nothing: the status is epoch 0's, at once.
+	mu.Lock()
+	aheadOf0 = 1
+	mu.Unlock()
+	obs, err := Dial(ctxFor(t, waitTimeout), Config{Cluster: cl, Identity: key, TTL: time.Second,
+		newTransport: func(*crypto.PrivateKey, *certs.Cluster) (transport.Transport, error) { return servers, nil }})
+	require.NoError(t, err)
+	defer obs.Close()
+	began := time.Now()
+	st, err := obs.Status(ctxFor(t, waitTimeout), "x")
+	require.NoError(t, err)
+	require.Less(t, time.Since(began), time.Second, "one server naming a later epoch delays nothing")
+	require.Equal(t, uint64(0), st.Epoch)
+
+	mu.Lock()
+	aheadOf0 = 2
+	mu.Unlock()
+	st, err = obs.Status(ctxFor(t, waitTimeout), "x")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), st.Epoch)
+	require.Equal(t, 4, st.Reachable)
+	var ids []wire.ServerID
+	for _, s := range st.Servers {
+		require.True(t, s.Reachable, "server %d", s.ID)
+		ids = append(ids, s.ID)
+	}
+	require.Equal(t, []wire.ServerID{0, 1, 2, 4}, ids)
+	require.NotNil(t, st.Lock.Holder, "the new epoch's replies are the ones shown")
+	require.Equal(t, 4, st.Lock.Holder.ReportedBy)
 }

@@ -30,6 +30,8 @@ var ownTests = map[string]string{
 	"observers-unbounded":          "^TestQUICObserver",
 	"observers-survive-revocation": "^TestQUICObserver",
 	"names-from-one-server":        "^TestStatusNamesNeedFPlusOne$",
+	"status-ahead-by-one":          "^TestStatusFollowsAMoveWhileItWaits$",
+	"status-keeps-sealed-replies":  "^TestStatusFollowsAMoveWhileItWaits$",
 	"door-any-key":                 "^TestDoor",
 	"door-window-ignored":          "^TestDoor",
 	"door-revoked-ignored":         "^TestDoor",

@@ -1,10 +1,10 @@
 package main
 
-// The rules of changes 47 to 55 (docs/protocol.md): what a copier takes on
+// The rules of changes 47 to 56 (docs/protocol.md): what a copier takes on
 // whose word, an ended epoch's keys, signed session opens, endorsements,
-// lease acks across a move, observers, client-CA retirement, probation and
-// the news a sealed server shows. They join Catalogue at init, after its
-// other entries.
+// lease acks across a move, observers, client-CA retirement, probation,
+// the news a sealed server shows and the reads that follow a change. They
+// join Catalogue at init, after its other entries.
 var epochTrustMutants = []Mutant{
 	{"copy-session-by-one", "change 47: a copied session counts when f+1 members name it", "server/core/copier.go",
 		"\t\t\tif n > run.f {", "\t\t\tif n > 0 {"},
@@ -92,6 +92,10 @@ var epochTrustMutants = []Mutant{
 		"d = time.Duration(ttls[run.f]) * time.Millisecond", "d = time.Duration(ttls[0]) * time.Millisecond"},
 	{"sealed-news-from-own-epoch", "change 55: a sealed server shows a client the epochs after the one it names", "server/core/epoch.go",
 		"Msg: k.newsSince(min(clientEpoch(m, k.chain.Number()), k.cfg.Keys.Epoch))},", "Msg: k.news()},"},
+	{"status-ahead-by-one", "change 56: a Status waits for a move only when f+1 replies name a later epoch", "status.go",
+		"for len(replies) < len(v.ids) || ahead > v.f {", "for len(replies) < len(v.ids) || ahead > v.f-1 {"},
+	{"status-keeps-sealed-replies", "change 56: a Status that moves asks the new epoch's members and drops the sealed epoch's replies", "status.go",
+		"\t\t\tif c.bk.Epoch() != v.epoch {\n\t\t\t\task()\n\t\t\t}", "\t\t\tif false {\n\t\t\t\task()\n\t\t\t}"},
 }
 
 func init() { Catalogue = append(Catalogue, epochTrustMutants...) }
