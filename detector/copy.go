@@ -62,12 +62,16 @@ func (m *Muteness) CopyClients() []wire.CopyClient {
 // SetEpoch moves the detector to a newer epoch's keyring and quorum, as its
 // server starts serving it after the copy (docs/protocol.md change 43):
 // votes not yet certified are dropped — votes of one epoch never count in
-// another; certificates stay. This server's own votes are signed again in
-// the new epoch, and returned for the caller to persist: the sessions they
-// are on stay suspected (this server acks them no more, as it promised when
-// it first voted), so without a vote of the new epoch no certificate of it
-// would ever end them.
-func (m *Muteness) SetEpoch(keys wire.Keyring, quorum int) (revoted []wire.SignedSuspect) {
+// another; certificates stay. Each session this server voted on stays
+// refused (this server acks it no more, as it promised when it first
+// voted), and is voted on again in the new epoch when its lease runs out:
+// a whole TTL from the copy's end (RestartClocks), as every other lease
+// here, not at once (docs/protocol.md change 57). A vote of the new epoch
+// cast at once would join the new members' copied leases, which give way to
+// f+1 votes (change 47), and a faulty member's vote, in a certificate
+// while the client's guarantee of the epoch before still rests on acks of
+// members the change replaced (campaign seed 4008282).
+func (m *Muteness) SetEpoch(keys wire.Keyring, quorum int) {
 	m.cfg.Keys, m.cfg.Quorum = keys, quorum
 	for _, c := range slices.SortedFunc(maps.Keys(m.clients), compareClients) {
 		cs := m.clients[c]
@@ -82,18 +86,46 @@ func (m *Muteness) SetEpoch(keys wire.Keyring, quorum int) (revoted []wire.Signe
 		}
 		clear(cs.votes)
 		for _, sess := range slices.Sorted(maps.Keys(own)) {
-			v := m.sign(c, sess, own[sess])
-			cs.votes[sess] = map[wire.ServerID]wire.SignedSuspect{m.cfg.Self: v}
-			revoted = append(revoted, v)
+			m.revoteLater(c, cs, sess, own[sess])
 		}
 	}
-	return revoted
 }
 
-// Resign signs one of this server's own votes of an earlier epoch again in
-// the epoch it serves (a vote found on its disk after a restart).
-func (m *Muteness) Resign(b wire.SuspectBody) wire.SignedSuspect {
-	return m.sign(b.Client, b.Session, b.Reason)
+// revoteLater makes c's session sess, which this server voted on in an
+// epoch before the one it serves, a refused lease: not renewed, voted on
+// again when it runs out, a whole TTL (the client's, if known) from the
+// copy's end or the first Tick.
+func (m *Muteness) revoteLater(c wire.ClientID, cs *clientState, sess uint64, why wire.SuspectReason) {
+	cs.votedUpTo = max(cs.votedUpTo, sess)
+	ttl, ok := cs.ttls[sess]
+	if !ok {
+		ttl = m.cfg.DefaultTTL
+	}
+	for _, l := range cs.leases {
+		if l.session == sess {
+			l.suspected, l.refused, l.refusedWhy, l.until = false, true, why, time.Time{}
+			l.ttl = max(l.ttl, ttl)
+			return
+		}
+	}
+	if i, found := slices.BinarySearch(cs.deferred, sess); found {
+		cs.deferred = slices.Delete(cs.deferred, i, i+1)
+	}
+	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, refused: true, refusedWhy: why, restored: true}) // until: set at the first Tick
+	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
+	m.live[c] = struct{}{}
+}
+
+// RestoreRevote gives back, after a restart, one of this server's own votes
+// of an epoch before the one it serves (on its disk: it is voted on again
+// only when the session's lease runs out, change 57): the session is
+// refused, and voted on again a whole TTL from the first Tick.
+func (m *Muteness) RestoreRevote(c wire.ClientID, sess uint64, why wire.SuspectReason) {
+	cs := m.client(c)
+	if sess <= cs.resetUpTo {
+		return
+	}
+	m.revoteLater(c, cs, sess, why)
 }
 
 // RestartClocks starts every lease, Doorway deadline and hold clock afresh

@@ -388,13 +388,11 @@ func (k *Core) finishCopy(now time.Time, e *Effects) {
 	k.settleHW(run, e)
 	k.settleCopiedClients(run, e)
 	keys, q, _ := k.chain.Keyring(run.to)
-	for _, v := range k.serve(keys, q, k.chain.Faults(run.to)) {
-		// This server's own votes, signed again in the epoch it serves:
-		// persisted in the batch that says it serves it, so a restart
-		// finds none of the epoch before (resendOwnVotes sends them).
-		body, _ := v.Verify(k.cfg.Keys)
-		e.Persist = append(e.Persist, Record{Bucket: bucketVote, Key: voteKey(body.Client, body.Session), Value: mustMarshal(v)})
-	}
+	// This server's own votes of the epoch before stay on its disk as they
+	// are: the sessions stay refused, and each is voted on again in the
+	// epoch served when its lease runs out (change 57); a restart finds
+	// them and does the same (Restore).
+	k.serve(keys, q, k.chain.Faults(run.to))
 	k.dropOldHWJ(e)
 	k.mute.RestartClocks(now)
 	k.copying = nil
@@ -535,14 +533,13 @@ func (k *Core) settleCopiedClients(run *copyRun, e *Effects) {
 
 // serve makes this server serve the epoch of keys: its members, quorum and
 // f count from now on, votes of the epoch before do not (this server's own
-// are signed again in this one, and returned), and the Views it signed
-// before are no longer known by their bytes.
-func (k *Core) serve(keys wire.Keyring, q, f int) (revoted []wire.SignedSuspect) {
+// are cast again in this one when the sessions' leases run out, change
+// 57), and the Views it signed before are no longer known by their bytes.
+func (k *Core) serve(keys wire.Keyring, q, f int) {
 	k.cfg.Keys, k.cfg.N, k.cfg.F, k.q = keys, keys.Len(), f, q
-	revoted = k.mute.SetEpoch(keys, q)
+	k.mute.SetEpoch(keys, q)
 	fit := memberFit(crypto.MaxMessageSize, q, k.cfg.Signer.Public.Wire.Scheme)
 	k.memberCap, k.listenCap = min(k.cfg.MaxLockMembers, fit), min(k.cfg.MaxListenMembers, fit)
 	k.views = newOwnViews(ownViewsSize)
 	clear(k.told)
-	return revoted
 }

@@ -228,11 +228,16 @@ func (k *Core) Restore(r Reader) error {
 		}
 		var pre wire.SuspectBody
 		if err := crypto.Unmarshal(vote.Signed.Body, &pre); err == nil && pre.Epoch < k.cfg.Keys.Epoch && vote.Server == k.cfg.Self {
-			// Our own vote of an epoch before the one served (a disk of an
-			// earlier version, which dropped it at the copy's end): the same
-			// vote, signed again in the served epoch (change 43).
-			vote = k.mute.Resign(pre)
-			k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketVote, Key: bytes.Clone(key), Value: mustMarshal(vote)})
+			// Our own vote of an epoch before the one served: it counts
+			// for nothing here, and is cast again in the served epoch only
+			// when the session's lease runs out, a whole TTL from the first
+			// tick (change 57), as at the copy's end.
+			if pre.Session <= k.mute.ResetUpTo(pre.Client) {
+				k.collectOnStart = append(k.collectOnStart, Record{Bucket: bucketVote, Key: bytes.Clone(key), Delete: true})
+				return nil
+			}
+			k.mute.RestoreRevote(pre.Client, pre.Session, pre.Reason)
+			return nil
 		}
 		body, err := vote.Verify(k.cfg.Keys)
 		if err != nil {

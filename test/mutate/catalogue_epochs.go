@@ -1,6 +1,6 @@
 package main
 
-// The rules of changes 47 to 56 (docs/protocol.md): what a copier takes on
+// The rules of changes 47 to 57 (docs/protocol.md): what a copier takes on
 // whose word, an ended epoch's keys, signed session opens, endorsements,
 // lease acks across a move, observers, client-CA retirement, probation,
 // the news a sealed server shows and the reads that follow a change. They
@@ -96,6 +96,8 @@ var epochTrustMutants = []Mutant{
 		"for len(replies) < len(v.ids) || ahead > v.f {", "for len(replies) < len(v.ids) || ahead > v.f-1 {"},
 	{"status-keeps-sealed-replies", "change 56: a Status that moves asks the new epoch's members and drops the sealed epoch's replies", "status.go",
 		"\t\t\tif c.bk.Epoch() != v.epoch {\n\t\t\t\task()\n\t\t\t}", "\t\t\tif false {\n\t\t\t\task()\n\t\t\t}"},
+	{"revote-at-once", "change 57: a vote of the epoch before is cast again only when the session's lease runs out, a whole TTL after the copy's end", "detector/copy.go",
+		"\t\t\tm.revoteLater(c, cs, sess, own[sess])\n", "\t\t\tm.revoteLater(c, cs, sess, own[sess])\n\t\t\tcs.votes[sess] = map[wire.ServerID]wire.SignedSuspect{m.cfg.Self: m.sign(c, sess, own[sess])}\n"},
 }
 
 func init() { Catalogue = append(Catalogue, epochTrustMutants...) }
