@@ -71,6 +71,22 @@ func TestDev(t *testing.T) {
 	require.Less(t, took, 2*time.Second)
 }
 
+// bqserver dev without --dir makes a temporary directory, and removes it
+// when it stops, saying so (issue 44).
+func TestDevRemovesItsTemporaryDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	p := start(t, "dev", []string{"TMPDIR=" + tmp}, bin("bqserver"), "dev", "--port-base", itoa(freePortBase(t, 4)))
+	p.waitFor(30*time.Second, 1, "press Ctrl-C")
+	made, err := filepath.Glob(filepath.Join(tmp, "bq-dev-*"))
+	require.NoError(t, err)
+	require.Len(t, made, 1, "dev made one temporary directory")
+	code, _ := p.stop(syscall.SIGTERM, 5*time.Second)
+	require.Equal(t, 0, code)
+	require.Contains(t, p.output(), "removed "+made[0]+", the temporary cluster directory")
+	_, err = os.Stat(made[0])
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
 // The README's fault drill: bqserver dev --processes runs four server
 // processes; with one killed the lock still works, with two killed bqclient
 // says at once that the cluster is unavailable (exit 5); SIGTERM stops dev
