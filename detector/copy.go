@@ -108,6 +108,12 @@ func (m *Muteness) revoteLater(c wire.ClientID, cs *clientState, sess uint64, wh
 			return
 		}
 	}
+	if m.full(cs, true) && !m.dropSuspected(cs) {
+		// No room (the client holds 2×MaxSessions leases here): the
+		// session stays refused, and its certificate comes from the other
+		// members' votes. Memory stays bounded; only this vote is lost.
+		return
+	}
 	if i, found := slices.BinarySearch(cs.deferred, sess); found {
 		cs.deferred = slices.Delete(cs.deferred, i, i+1)
 	}

@@ -96,7 +96,7 @@ type lease struct {
 }
 
 type clientState struct {
-	leases []*lease // live and suspected sessions, ascending; at most MaxSessions not restored, and MaxSessions restored
+	leases []*lease // live and suspected sessions, ascending; at most MaxSessions not restored (when made), MaxSessions restored, and 2×MaxSessions in all
 	// deferred: sessions whose lease ran out (or was closed) while an older
 	// session's lease lived here; refused, each voted on once no older lease
 	// lives (docs/protocol.md change 18).
@@ -342,11 +342,20 @@ func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, clos
 			return
 		}
 	}
-	if m.counted(cs, true) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+	if m.full(cs, true) && !m.dropSuspected(cs) {
 		return // full of restored sessions: this one is heard of again when its client speaks
 	}
 	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, restored: true, closed: closed, copied: copied}) // until: set at the first Tick
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
+}
+
+// full reports whether cs holds as many leases as it may of the kind
+// (restored or not): MaxSessions of each, and 2×MaxSessions in all. A
+// restored lease its client speaks in becomes its client's own, so the
+// kinds alone could overrun the whole: a new member held nine leases of a
+// client, four copied and five the client's (campaign seed 6012409).
+func (m *Muteness) full(cs *clientState, restored bool) bool {
+	return m.counted(cs, restored) >= m.cfg.MaxSessions || len(cs.leases) >= 2*m.cfg.MaxSessions
 }
 
 // counted is how many of cs's leases are restored ones (restored) or not.
@@ -435,7 +444,7 @@ func (m *Muteness) HeardOf(c wire.ClientID, sess uint64, now time.Time) {
 			return
 		}
 	}
-	if m.counted(cs, true) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+	if m.full(cs, true) && !m.dropSuspected(cs) {
 		return // heard of again when its client speaks, or by its certificate
 	}
 	ttl, ok := cs.ttls[sess]
@@ -565,7 +574,7 @@ func (m *Muteness) lease(cs *clientState, sess uint64, ttl time.Duration, now ti
 			return l, nil
 		}
 	}
-	if m.counted(cs, false) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {
+	if m.full(cs, false) && !m.dropSuspected(cs) {
 		return nil, ErrTooManySessions // the oldest suspected one goes first; else refuse
 	}
 	l := &lease{session: sess, ttl: ttl, until: now.Add(ttl), refused: cs.revoked}

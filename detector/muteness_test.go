@@ -353,6 +353,17 @@ func TestRestoredSessionsDoNotCountAgainstTheLimit(t *testing.T) {
 	}
 	require.ErrorIs(t, d.Heartbeat(c, 13, now), ErrTooManySessions, "the limit holds for sessions heard of, session 4 among them")
 	require.Len(t, d.clients[c].leases, 7)
+
+	// Three restored left, four of the client's own: one restored more
+	// fills both kinds; the client speaks in it, so it is the client's
+	// (five), and no restored one is kept any more: the whole stays within
+	// 2×MaxSessions (campaign seed 6012409: a new member held nine).
+	d.RestoreTTL(c, 20, time.Second)
+	require.Len(t, d.clients[c].leases, 8)
+	require.NoError(t, d.Heartbeat(c, 20, now), "the client speaks in it: five of its own, three restored")
+	d.RestoreTTL(c, 21, time.Second)
+	d.HeardOf(c, 22, now)
+	require.Len(t, d.clients[c].leases, 8, "at most 2×MaxSessions leases in all")
 }
 
 // docs/protocol.md change 43: the end of a copy starts every lease afresh

@@ -373,7 +373,7 @@ var Catalogue = []Mutant{
 	{"session-close-waits-for-q", "§5: a SessionClose waits for every member the client is connected to, not only q", "bakery/session.go",
 		"if c.cfg.Keys.Key(s) != nil {\n\t\t\tif o.waitFor == nil {", "if false {\n\t\t\tif o.waitFor == nil {"},
 	{"restored-sessions-counted", "change 43: sessions given back by a copy count against the limit only once spoken in", "detector/muteness.go",
-		"if m.counted(cs, false) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {", "if len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {"},
+		"\tif m.full(cs, false) && !m.dropSuspected(cs) {\n\t\treturn nil, ErrTooManySessions", "\tif len(cs.leases) >= m.cfg.MaxSessions && !m.dropSuspected(cs) {\n\t\treturn nil, ErrTooManySessions"},
 	{"plan-reuses-id", "change 43: a new member takes the next id never used", "certs/reconfig.go",
 		"id := maxID(c, chain) + 1", "id := wire.ServerID(len(next.Members))"},
 	{"f-does-not-follow-n", "change 43: server add and remove let f follow n", "certs/reconfig.go",

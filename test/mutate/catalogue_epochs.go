@@ -100,6 +100,8 @@ var epochTrustMutants = []Mutant{
 		"\t\t\tm.revoteLater(c, cs, sess, own[sess])\n", "\t\t\tm.revoteLater(c, cs, sess, own[sess])\n\t\t\tcs.votes[sess] = map[wire.ServerID]wire.SignedSuspect{m.cfg.Self: m.sign(c, sess, own[sess])}\n"},
 	{"joiner-takes-certs", "change 58: a server that joins in a later epoch takes no certificate live until its copy ends", "server/core/epoch.go",
 		"if m.Reset != nil && k.cfg.Keys.Key(k.cfg.Self) != nil {", "if m.Reset != nil {"},
+	{"sessions-total-unbounded", "§6: a client holds at most MaxSessions leases of each kind and 2×MaxSessions in all at a server", "detector/muteness.go",
+		"return m.counted(cs, restored) >= m.cfg.MaxSessions || len(cs.leases) >= 2*m.cfg.MaxSessions", "return m.counted(cs, restored) >= m.cfg.MaxSessions"},
 }
 
 func init() { Catalogue = append(Catalogue, epochTrustMutants...) }
