@@ -76,8 +76,8 @@ func TestClosedCluster(t *testing.T) {
 
 	out2, code = run("bqserver", "client", "list", "--dir", dir)
 	require.Equal(t, 0, code, out2)
-	require.Regexp(t, `(?m)^ci\s+\S+\s+ci/\*\*\s+default\s+\S+\s+enrolled$`, out2)
-	require.Regexp(t, `(?m)^worker\s+\S+\s+every name\s+default\s+\S+\s+enrolled$`, out2)
+	require.Regexp(t, `(?m)^ci\s+\S+\s+ci/\*\*\s+default\s+\S+\s+newest\s+enrolled$`, out2)
+	require.Regexp(t, `(?m)^worker\s+\S+\s+every name\s+default\s+\S+\s+newest\s+enrolled$`, out2)
 
 	// Revoked while holding: the holder loses the lock (its command gets
 	// SIGTERM, exit 4), and the identity is refused from then on.
