@@ -692,26 +692,3 @@ func TestCopiedClosedSessionsStartEnded(t *testing.T) {
 	require.False(t, s4.mute.LeaseOK(x.id, 1, c.now.Add(time.Millisecond)))
 	require.True(t, s4.mute.LeaseOK(y.id, 1, c.now.Add(time.Millisecond)), "y's, closed at one reporter, has a whole TTL")
 }
-
-// docs/protocol.md change 58: a server that joins in a later epoch serves
-// the cluster file's epoch until its copy ends, a member of none, and
-// takes no certificate live: those of epoch 0 may be forged with the
-// leaked keys of members replaced long ago (campaign seed 5000057). Once
-// it serves epoch 1, a certificate of epoch 1 counts.
-func TestAJoiningServerTakesNoCertificateLive(t *testing.T) {
-	c := newCluster(t, 4, 1)
-	ca := c.withCA()
-	x := c.newClient()
-	s4, one := c.addServerFour(ca, nil)
-	_ = one
-	c.fromServer(4, 1, &wire.Message{Reset: c.certify(x.id, 1, c.cores[0].q)})
-	require.Zero(t, s4.mute.ResetUpTo(x.id), "a certificate of epoch 0, live, at a server that joins in epoch 1")
-	require.EqualValues(t, 1, s4.Stats.OldEpoch)
-
-	// A member of epoch 0 that sealed it still takes it: made before the seal.
-	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
-	c.drop()
-	require.True(t, c.cores[0].sealed())
-	c.fromServer(0, 1, &wire.Message{Reset: c.certify(x.id, 1, c.cores[0].q)})
-	require.EqualValues(t, 1, c.cores[0].mute.ResetUpTo(x.id))
-}

@@ -211,24 +211,11 @@ func clientEpoch(m *wire.Message, newest uint64) uint64 {
 }
 
 // sealedServer drops a peer's message of the sealed epoch, telling the peer
-// the epochs after it; evidence, revocations and epochs are still taken,
-// and certificates by a member of the sealed epoch. A server that joins in
-// a later epoch "serves" the cluster file's epoch until its copy ends, a
-// member of none: it takes no certificate live (change 58). Only server
-// keys vouch for a certificate, and those of an epoch long ended may have
-// leaked (change 47's assumption): a certificate of epoch 0 that a faulty
-// member forged with the leaked keys of two replaced ones reset a live
-// session at a joining member, which kept it past its copy (campaign seed
-// 5000057).
+// the epochs after it; certificates, evidence, revocations and epochs are
+// still taken.
 func (k *Core) sealedServer(s wire.ServerID, m *wire.Message, e *Effects) bool {
-	if !k.sealed() || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {
+	if !k.sealed() || m.Reset != nil || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {
 		return false
-	}
-	if m.Reset != nil && k.cfg.Keys.Key(k.cfg.Self) != nil {
-		return false // a member of the sealed epoch: its certificates, made before the seal
-	}
-	if m.Reset != nil {
-		k.Stats.OldEpoch++
 	}
 	k.tellEpochs(s, e)
 	return true
