@@ -423,3 +423,38 @@ func TestSessionOpenKeepsItsSignedOpen(t *testing.T) {
 	require.True(t, c.replies(y.id)[0].SessionAck.LeaseOK, "an unsigned open, as before")
 	require.Nil(t, c.cores[0].mute.OpenOf(y.id, 1))
 }
+
+// docs/protocol.md change 58: a sealed server takes a certificate of the
+// epoch it serves live only while that epoch is the one its next copy
+// reads. Server 5 joins in epoch 2 and "serves" epoch 0, the cluster
+// file's, while it copies from epoch 1: a certificate of epoch 0 may be
+// forged with the leaked keys of members replaced long ago (campaign seed
+// 5000057), so it counts for nothing there. Server 0, sealed in epoch 0
+// and copying into epoch 1, still takes it: made before the seal, by the
+// members it copies. So does a server joining in epoch 1 (campaign seed
+// 1185: that certificate was what voided a colluder's statements at its
+// copy's end).
+func TestACertificateCountsLiveOnlyAtTheCopyOfItsEpoch(t *testing.T) {
+	e := newTwoEpochs(t)
+	c := e.c
+	x := c.newClient()
+	c.fromServer(5, 1, &wire.Message{Reset: c.certify(x.id, 1, c.cores[0].q)})
+	require.Zero(t, e.s5.mute.ResetUpTo(x.id), "a certificate of epoch 0, live, at a server that copies from epoch 1")
+	require.EqualValues(t, 1, e.s5.Stats.OldEpoch)
+
+	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{e.one, e.two})})
+	c.drop()
+	require.True(t, c.cores[0].sealed())
+	c.fromServer(0, 1, &wire.Message{Reset: c.certify(x.id, 1, c.cores[0].q)})
+	require.EqualValues(t, 1, c.cores[0].mute.ResetUpTo(x.id), "a member sealed in epoch 0, copying from it")
+
+	j := newCluster(t, 4, 1)
+	ca := j.withCA()
+	s4, _ := j.addServerFour(ca, nil)
+	j.effects(4, s4.Tick(j.now))
+	j.drop()
+	require.True(t, s4.sealed())
+	y := j.newClient()
+	j.fromServer(4, 1, &wire.Message{Reset: j.certify(y.id, 1, j.cores[0].q)})
+	require.EqualValues(t, 1, s4.mute.ResetUpTo(y.id), "a server joining in epoch 1 copies from epoch 0")
+}

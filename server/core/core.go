@@ -42,8 +42,9 @@ type Stats struct {
 	// FromNonMembers: messages of a server that is no member of the epoch
 	// served, dropped (change 43): anything but epochs and copies.
 	FromNonMembers uint64
-	// OldEpoch: certificates of an epoch before the one served, refused
-	// (change 47: an ended epoch's keys may have leaked).
+	// OldEpoch: certificates of an epoch before the one served, or of the
+	// one served at a sealed server whose next copy reads a later one,
+	// refused (changes 47 and 58: an ended epoch's keys may have leaked).
 	OldEpoch     uint64
 	VotesCast    uint64
 	Resets       uint64

@@ -211,14 +211,37 @@ func clientEpoch(m *wire.Message, newest uint64) uint64 {
 }
 
 // sealedServer drops a peer's message of the sealed epoch, telling the peer
-// the epochs after it; certificates, evidence, revocations and epochs are
-// still taken.
+// the epochs after it; evidence, revocations and epochs are still taken,
+// and certificates while the epoch served is the one its next copy reads
+// (change 58).
 func (k *Core) sealedServer(s wire.ServerID, m *wire.Message, e *Effects) bool {
-	if !k.sealed() || m.Reset != nil || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {
+	if !k.sealed() || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {
 		return false
+	}
+	if m.Reset != nil && k.certsOfServedCount() {
+		return false
+	}
+	if m.Reset != nil {
+		k.Stats.OldEpoch++
 	}
 	k.tellEpochs(s, e)
 	return true
+}
+
+// certsOfServedCount reports whether a sealed server takes a certificate of
+// the epoch it serves live (change 58): only while that epoch is the one its
+// next copy reads, or it is removed (no later epoch names it: it votes on
+// nothing, and its copy reports are one of f+1). A server that joins in a
+// later epoch "serves" the cluster file's epoch until its copy ends, and a
+// member that was away across several changes one long ended: their keys
+// may have leaked (change 47's assumption). A certificate of epoch 0 that a
+// faulty member forged with two such keys reset a live session at a server
+// joining in epoch 3, which kept it past its copy (campaign seed 5000057).
+// What the certificates of an epoch before the one copied ended, the copy's
+// settled counters carry (f+1 reporters, change 47).
+func (k *Core) certsOfServedCount() bool {
+	to, ok := k.copyTarget()
+	return !ok || to-1 == k.cfg.Keys.Epoch
 }
 
 // peers are the other servers of the served epoch.

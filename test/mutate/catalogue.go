@@ -249,7 +249,7 @@ var Catalogue = []Mutant{
 	{"seal-client-served", "change 43: a server that sealed its epoch serves no client request of it", "server/core/epoch.go",
 		"if !k.sealed() || m.Status != nil || m.EpochNews != nil || m.SessionClose != nil {", "if true {"},
 	{"seal-peer-served", "change 43: a server that sealed its epoch takes no peer's statement or vote of it", "server/core/epoch.go",
-		"if !k.sealed() || m.Reset != nil || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {", "if true {"},
+		"if !k.sealed() || m.Evidence != nil || m.Revoke != nil || m.EpochNews != nil {", "if true {"},
 	{"seal-still-votes", "change 43: a server that sealed its epoch casts no vote in it", "server/core/core.go",
 		"\tif k.sealed() {\n\t\t// A sealed epoch's state", "\tif false {\n\t\t// A sealed epoch's state"},
 	{"seal-listens-unanswered", "change 43: the seal answers every Listen and GetSet with the epochs after", "server/core/epoch.go",

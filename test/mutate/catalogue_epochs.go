@@ -1,6 +1,6 @@
 package main
 
-// The rules of changes 47 to 57 (docs/protocol.md): what a copier takes on
+// The rules of changes 47 to 59 (docs/protocol.md): what a copier takes on
 // whose word, an ended epoch's keys, signed session opens, endorsements,
 // lease acks across a move, observers, client-CA retirement, probation,
 // the news a sealed server shows and the reads that follow a change. They
@@ -100,6 +100,10 @@ var epochTrustMutants = []Mutant{
 		"\t\t\tm.revoteLater(c, cs, sess, own[sess])\n", "\t\t\tm.revoteLater(c, cs, sess, own[sess])\n\t\t\tcs.votes[sess] = map[wire.ServerID]wire.SignedSuspect{m.cfg.Self: m.sign(c, sess, own[sess])}\n"},
 	{"sessions-total-unbounded", "§6: a client holds at most MaxSessions leases of each kind and 2×MaxSessions in all at a server", "detector/muteness.go",
 		"return m.counted(cs, restored) >= m.cfg.MaxSessions || len(cs.leases) >= 2*m.cfg.MaxSessions", "return m.counted(cs, restored) >= m.cfg.MaxSessions"},
+	{"stale-certs-live", "change 58: a sealed server takes a certificate of the epoch it serves live only while its next copy reads that epoch", "server/core/epoch.go",
+		"\treturn !ok || to-1 == k.cfg.Keys.Epoch\n", "\treturn !ok || to-1 >= k.cfg.Keys.Epoch\n"},
+	{"copied-epochs-certs-refused", "change 58: a certificate of the epoch a server copies from still counts live there", "server/core/epoch.go",
+		"\treturn !ok || to-1 == k.cfg.Keys.Epoch\n", "\treturn !ok || to-1 < k.cfg.Keys.Epoch\n"},
 }
 
 func init() { Catalogue = append(Catalogue, epochTrustMutants...) }
