@@ -102,7 +102,10 @@ func TestAChangeIsCheckedBeforeItIsSigned(t *testing.T) {
 
 	// One back: the change passes its checks and completes.
 	servers[3] = start(t, "s3 again", nil, bin("bqserver"), "run", "--dir", dir, "--id", "3")
-	servers[3].waitFor(20*time.Second, 2, "accepted server connection")
+	// Up once its core has two peers (s0, s1), whichever side dialed: which
+	// one does depends on who retried first, and waiting for two accepted
+	// connections failed when s3 dialed one of them itself.
+	servers[3].waitFor(20*time.Second, 2, "peer connected")
 	out, code = runCLI(t, "bqserver", "server", "replace", "2", "--dir", dir, "--timeout", "20s")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "checked: 3 of the 4 servers of epoch 0 answer (3 must endorse)")
