@@ -91,6 +91,7 @@ type lateExit struct {
 // INVARIANT: phase only moves forward; req* are unique request ids.
 type attempt struct {
 	lock     string
+	holding  wire.Holding // the mode its statements ask for (change 60)
 	att      uint64
 	sess     uint64
 	phase    attemptPhase

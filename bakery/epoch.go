@@ -86,7 +86,7 @@ func (c *Client) moveTo(now time.Time, e *Effects) {
 		switch a.phase {
 		case phaseGetTicket, phaseSetTicket, phaseListen:
 			c.finish(a, e)
-			if _, err := c.startAttempt(now, lock, a.tryOnly, e); err != nil {
+			if _, err := c.startAttempt(now, lock, a.holding, a.tryOnly, e); err != nil {
 				e.Events = append(e.Events, Event{Kind: Failed, Lock: lock, Attempt: a.att, Err: err})
 			}
 		case phaseExiting:

@@ -9,10 +9,20 @@ import (
 	"github.com/bq-lock/bq/wire"
 )
 
-// Lock starts an attempt on lock (GET-TICKET). With tryOnly the attempt
-// gives up (Failed, ErrBusy) instead of waiting when someone is ahead.
+// Lock starts an exclusive attempt on lock (GET-TICKET). With tryOnly the
+// attempt gives up (Failed, ErrBusy) instead of waiting when someone is
+// ahead.
 func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err error) {
+	return c.LockAs(now, lock, wire.Holding{}, tryOnly)
+}
+
+// LockAs starts an attempt on lock for holding h: exclusive, shared, or one
+// of h.Permits permits (docs/protocol.md change 60).
+func (c *Client) LockAs(now time.Time, lock string, h wire.Holding, tryOnly bool) (e Effects, err error) {
 	if err := wire.CheckLockName(lock); err != nil {
+		return e, err
+	}
+	if err := h.Check(); err != nil {
 		return e, err
 	}
 	if a := c.attempts[lock]; a != nil {
@@ -27,17 +37,17 @@ func (c *Client) Lock(now time.Time, lock string, tryOnly bool) (e Effects, err 
 	if err := c.maxHoldFits(); err != nil {
 		return e, err
 	}
-	_, err = c.startAttempt(now, lock, tryOnly, &e)
+	_, err = c.startAttempt(now, lock, h, tryOnly, &e)
 	return e, err
 }
 
-// startAttempt starts a new attempt on lock: its GET-TICKET.
-func (c *Client) startAttempt(now time.Time, lock string, tryOnly bool, e *Effects) (*attempt, error) {
-	a := &attempt{lock: lock, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly, since: now}
+// startAttempt starts a new attempt on lock for holding h: its GET-TICKET.
+func (c *Client) startAttempt(now time.Time, lock string, h wire.Holding, tryOnly bool, e *Effects) (*attempt, error) {
+	a := &attempt{lock: lock, holding: h, att: c.nextAtt, sess: c.sess, phase: phaseGetTicket, tryOnly: tryOnly, since: now}
 	c.forgetExit(lock) // this attempt's statements supersede the last one's Exit
 	c.nextAtt++
 	c.attempts[lock] = a
-	a.doorway = c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseDoorway})
+	a.doorway = c.sign(&wire.Statement{Lock: lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseDoorway, Mode: h.Mode, Permits: h.Permits})
 	a.reqDoorway = c.req()
 	c.byReq[a.reqDoorway] = a
 	a.views = quorum.NewAccess[wire.SignedView](c.q)
@@ -73,7 +83,7 @@ func (c *Client) onView(now time.Time, a *attempt, s wire.ServerID, sv wire.Sign
 	}
 	a.j, a.n = j, n
 	h := wire.JustificationHash(a.j)
-	a.ticket = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseTicket, N: n, JHash: &h})
+	a.ticket = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseTicket, N: n, JHash: &h, Mode: a.holding.Mode, Permits: a.holding.Permits})
 	a.phase = phaseSetTicket
 	a.since = now
 	a.reqTicket = c.req()

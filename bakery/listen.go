@@ -55,6 +55,16 @@ func (a *attempt) listen(members []wire.ClientID) *wire.Message {
 	return &wire.Message{Listen: &wire.Listen{Req: a.reqListen, Lock: a.lock, Session: a.sess, Attempt: a.att, Members: members, Hold: !a.unheld}}
 }
 
+// listensUnheld says whether a's Listen asks for a snapshot and pushes
+// instead of a held report (change 27): a TryLock must see who is ahead at
+// once; a permits attempt counts members over q servers' reports, and
+// reports released by each server at its own count could leave it waiting
+// for news that never comes (change 60); a suspected session must see q
+// servers report within a TTL (unholdIfSuspected).
+func (c *Client) listensUnheld(a *attempt) bool {
+	return a.tryOnly || a.holding.Mode == wire.ModePermits || (c.lease != nil && c.lease.Suspicions() > 0)
+}
+
 // unholdIfSuspected listens again, without Hold, on every LISTEN of a
 // session some server suspected (change 27). Such a session may be refused
 // by a correct server for good, and then it needs q of the others, f of
@@ -80,7 +90,12 @@ func (c *Client) unholdIfSuspected(now time.Time, e *Effects) {
 	}
 }
 
-// passable applies LISTEN's rule to member x (§3.3).
+// passable applies LISTEN's rule to member x (§3.3): x passes for good
+// once its value is none, an Exit, void, a ticket after a's, or absent at q
+// servers; for a shared attempt also once it is shared (change 60: a
+// reader never waits for a reader). A member that does not pass is ahead:
+// it blocks a, or counts against a's capacity if its mode is compatible
+// (decide).
 func (c *Client) passable(a *attempt, x wire.ClientID) bool {
 	r := a.reports[x]
 	if r.passed {
@@ -93,6 +108,9 @@ func (c *Client) passable(a *attempt, x wire.ClientID) bool {
 	if st == nil || st.Phase == wire.PhaseExit || quorum.Void(st, r.resetUpTo) {
 		return true
 	}
+	if a.holding.Mode == wire.ModeShared && a.holding.Compatible(wire.HoldingOf(st)) {
+		return true
+	}
 	if st.Phase == wire.PhaseDoorway {
 		return false
 	}
@@ -100,8 +118,12 @@ func (c *Client) passable(a *attempt, x wire.ClientID) bool {
 }
 
 // aheadOf says whether statement st, of another member, makes a wait:
-// it chooses (a Doorway) or holds a ticket before a's (§3.3).
+// it chooses (a Doorway) or holds a ticket before a's (§3.3), and is no
+// reader that a shared attempt passes (change 60).
 func (c *Client) aheadOf(a *attempt, st *wire.Statement) bool {
+	if a.holding.Mode == wire.ModeShared && a.holding.Compatible(wire.HoldingOf(st)) {
+		return false
+	}
 	switch st.Phase {
 	case wire.PhaseDoorway:
 		return true
@@ -112,7 +134,10 @@ func (c *Client) aheadOf(a *attempt, st *wire.Statement) bool {
 }
 
 // decide enters the critical section once q servers were heard since
-// Listen, every other member is passable, and the lease holds now.
+// Listen, no member ahead blocks (its mode is incompatible with a's), fewer
+// members ahead in a compatible mode are left than a's capacity (change 60:
+// for an exclusive attempt, none is compatible and the capacity is 1, so
+// every other member must pass, as §3.3 says), and the lease holds now.
 func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	if a.phase != phaseListen {
 		return
@@ -120,19 +145,26 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	if len(a.others) > 0 && len(a.heard) < c.q {
 		return
 	}
-	blocked := false
+	blocked, counted := false, 0
 	for _, x := range a.others {
-		if r := a.reports[x]; !r.passed && len(r.absentFrom) < c.q {
+		r := a.reports[x]
+		if !r.passed && len(r.absentFrom) < c.q {
 			c.resolve(now, r) // what one server alone claimed, verified now if it can matter
 		}
-		if c.passable(a, x) {
-			if !a.reports[x].passed {
+		switch {
+		case c.passable(a, x):
+			if !r.passed {
 				a.progress = now
 			}
-			a.reports[x].passed = true
-		} else {
+			r.passed = true
+		case a.holding.Compatible(wire.HoldingOf(r.best)):
+			counted++
+		default:
 			blocked = true
 		}
+	}
+	if capacity := a.holding.Capacity(); capacity > 0 && counted >= capacity {
+		blocked = true
 	}
 	if blocked {
 		if a.tryOnly {
@@ -146,7 +178,7 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 	}
 	a.phase = phaseHeld
 	a.entered = now
-	a.held = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseHeld, N: a.n})
+	a.held = c.sign(&wire.Statement{Lock: a.lock, Client: c.id, Session: a.sess, Attempt: a.att, Phase: wire.PhaseHeld, N: a.n, Mode: a.holding.Mode, Permits: a.holding.Permits})
 	a.reqHeld = c.req()
 	c.byReq[a.reqHeld] = a
 	a.heldAcks = quorum.NewAccess[struct{}](c.q)

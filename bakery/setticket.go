@@ -52,6 +52,6 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	a.reqListen = c.req()
 	c.byReq[a.reqListen] = a
 	c.access(a, "listen")
-	a.unheld = a.tryOnly || (c.lease != nil && c.lease.Suspicions() > 0)
+	a.unheld = c.listensUnheld(a)
 	c.toAll(e, a.listen(a.others))
 }

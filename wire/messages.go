@@ -72,6 +72,11 @@ type Statement struct {
 	JHash *Digest `cbor:"7,keyasint,omitempty"`
 	// Cluster is the cluster this statement is for (docs/protocol.md §1).
 	Cluster ClusterID `cbor:"8,keyasint"`
+	// Mode and Permits are the holding asked for (Doorway, Ticket, Held;
+	// docs/protocol.md change 60): absent for exclusive, so an exclusive
+	// statement is encoded as in protocol 1.8.
+	Mode    Mode   `cbor:"9,keyasint,omitempty"`
+	Permits uint32 `cbor:"10,keyasint,omitempty"`
 }
 
 func (s *Statement) String() string {
@@ -82,6 +87,9 @@ func (s *Statement) String() string {
 	}
 	if s.JHash != nil {
 		fmt.Fprintf(&b, " J=%s", s.JHash)
+	}
+	if s.Mode != ModeExclusive {
+		fmt.Fprintf(&b, " %s", HoldingOf(s))
 	}
 	b.WriteString(")")
 	return b.String()

@@ -28,12 +28,14 @@ const (
 	stN
 	stJHash
 	stCluster
+	stMode
+	stPermits
 )
 
 // statementSizeMax bounds a Statement's encoding but its lock name: the
-// map head, eight keys, a 9-byte lock name head, three 34-byte strings and
-// four 9-byte integers.
-const statementSizeMax = 1 + 8 + 9 + 3*34 + 4*9
+// map head, ten keys, a 9-byte lock name head, three 34-byte strings and
+// six 9-byte integers.
+const statementSizeMax = 1 + 10 + 9 + 3*34 + 6*9
 
 // appendStatement appends the deterministic CBOR encoding of st.
 func appendStatement(dst []byte, st *Statement) []byte {
@@ -42,6 +44,12 @@ func appendStatement(dst []byte, st *Statement) []byte {
 		pairs++
 	}
 	if st.JHash != nil {
+		pairs++
+	}
+	if st.Mode != 0 {
+		pairs++
+	}
+	if st.Permits != 0 {
 		pairs++
 	}
 	dst = cborx.AppendHead(dst, cborx.Map, pairs)
@@ -65,7 +73,16 @@ func appendStatement(dst []byte, st *Statement) []byte {
 		dst = append(cborx.AppendHead(dst, cborx.Bytes, 32), st.JHash[:]...)
 	}
 	dst = cborx.AppendHead(dst, cborx.Uint, stCluster)
-	return append(cborx.AppendHead(dst, cborx.Bytes, 32), st.Cluster[:]...)
+	dst = append(cborx.AppendHead(dst, cborx.Bytes, 32), st.Cluster[:]...)
+	if st.Mode != 0 {
+		dst = cborx.AppendHead(dst, cborx.Uint, stMode)
+		dst = cborx.AppendHead(dst, cborx.Uint, uint64(st.Mode))
+	}
+	if st.Permits != 0 {
+		dst = cborx.AppendHead(dst, cborx.Uint, stPermits)
+		dst = cborx.AppendHead(dst, cborx.Uint, uint64(st.Permits))
+	}
+	return dst
 }
 
 var errNotCanonicalStatement = errors.New("crypto: decode: body is not in deterministic CBOR form")
@@ -94,7 +111,7 @@ func decodeStatement(b []byte) (*Statement, error) {
 	if major != cborx.Map {
 		return nil, cborx.WrongType("a statement", major, cborx.Map)
 	}
-	if pairs > stCluster {
+	if pairs > stPermits {
 		return nil, errNotCanonicalStatement
 	}
 	var st Statement
@@ -104,7 +121,7 @@ func decodeStatement(b []byte) (*Statement, error) {
 		if err != nil {
 			return nil, err
 		}
-		if key <= last || key > stCluster {
+		if key <= last || key > stPermits {
 			// Out of order, repeated or unknown: not canonical.
 			return nil, errNotCanonicalStatement
 		}
@@ -138,6 +155,18 @@ func decodeStatement(b []byte) (*Statement, error) {
 			err = bytes32(&r, (*[32]byte)(st.JHash), "digest")
 		case stCluster:
 			err = bytes32(&r, (*[32]byte)(&st.Cluster), "cluster id")
+		case stMode:
+			var v uint64
+			if v, err = r.Uint("the mode"); err == nil && v > 0xff {
+				err = fmt.Errorf("crypto: decode: mode %d overflows", v)
+			}
+			st.Mode = Mode(v)
+		case stPermits:
+			var v uint64
+			if v, err = r.Uint("the permits"); err == nil && v > 0xffffffff {
+				err = fmt.Errorf("crypto: decode: permits %d overflow", v)
+			}
+			st.Permits = uint32(v)
 		}
 		if err != nil {
 			return nil, err

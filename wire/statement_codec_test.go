@@ -71,6 +71,12 @@ func randStatement(r *rand.Rand) *Statement {
 		st.JHash = new(Digest)
 		st.JHash[r.IntN(32)] = byte(r.Uint32())
 	}
+	if r.IntN(2) == 0 {
+		st.Mode = Mode(r.IntN(256))
+	}
+	if r.IntN(2) == 0 {
+		st.Permits = uint32(randNumber(r))
+	}
 	return st
 }
 

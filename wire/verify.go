@@ -215,6 +215,9 @@ func (s *SignedStatement) open(cluster ClusterID, checkSig bool) (*Statement, er
 	if st.N >= TicketCap {
 		return nil, invalid("ticket %d is at or above the cap 2^62", st.N)
 	}
+	if err := HoldingOf(st).check(st.Phase); err != nil {
+		return nil, invalid("statement: %v", err)
+	}
 	if err := checkCluster("statement", st.Cluster, cluster); err != nil {
 		return nil, err
 	}
