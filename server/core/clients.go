@@ -309,7 +309,7 @@ func (k *Core) onListen(now time.Time, c wire.ClientID, l *wire.Listen, reply fu
 		}
 	}
 	sub := &activeset.Subscription{Client: c, Req: l.Req, Watch: watch, Remaining: k.cfg.MaxPushes,
-		Settled: settledFor(bakery.Token{N: own.St.N, Client: c}), Hold: l.Hold, Frozen: k.frozen}
+		Settled: settledFor(bakery.Token{N: own.St.N, Client: c}, wire.HoldingOf(own.St)), Hold: l.Hold, Frozen: k.frozen}
 	if u := lock.Subscribe(sub, k.mute.Certificate); u != nil {
 		reply(&wire.Message{Update: u})
 	} else {
@@ -348,16 +348,19 @@ func membersReply(m *wire.Submit, lock *activeset.Lock) *wire.MembersReply {
 }
 
 // settledFor is the Settled rule of a Listen whose client holds ticket
-// mine (docs/protocol.md change 15): a member is settled by a statement
-// that makes it passable for good, as the client's own rule (§3.3) decides
-// it: an Exit, a reset, or a Ticket or Held that comes after mine. No
-// statement here settles nothing: the absence rule needs q servers.
-func settledFor(mine bakery.Token) func(wire.ClientID, *activeset.Entry) bool {
+// mine in holding h (docs/protocol.md change 15): a member is settled by a
+// statement that makes it passable for good, as the client's own rule
+// (§3.3) decides it: an Exit, a reset, a Ticket or Held that comes after
+// mine, or, for a reader, a reader's statement (change 60). No statement
+// here settles nothing: the absence rule needs q servers.
+func settledFor(mine bakery.Token, h wire.Holding) func(wire.ClientID, *activeset.Entry) bool {
 	return func(x wire.ClientID, en *activeset.Entry) bool {
 		switch {
 		case en == nil:
 			return false
 		case en.St.Phase == wire.PhaseExit:
+			return true
+		case h.Mode == wire.ModeShared && h.Compatible(wire.HoldingOf(en.St)):
 			return true
 		case en.St.Phase == wire.PhaseTicket, en.St.Phase == wire.PhaseHeld:
 			return mine.Less(bakery.Token{N: en.St.N, Client: x})

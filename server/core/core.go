@@ -466,6 +466,13 @@ func (k *Core) accept(now time.Time, lock *activeset.Lock, st *wire.Statement, s
 			return acceptResult{outcome: activeset.Equivocation, code: wire.ErrCodeBanned, err: fmt.Errorf("core: equivocation: %s differs from the held %s", st, prev.St)}
 		}
 	}
+	if prev := lock.Highest(c); prev != nil && st.Phase != wire.PhaseExit && prev.St.Session == st.Session && prev.St.Attempt == st.Attempt &&
+		wire.HoldingOf(prev.St) != wire.HoldingOf(st) {
+		// One attempt, one mode (docs/protocol.md change 60): only its
+		// client is harmed by a change, but a correct server shows no
+		// mixed-mode attempt it could have refused.
+		return acceptResult{code: wire.ErrCodeRejected, err: fmt.Errorf("core: %s asks for a %s holding, its attempt's %s here a %s one", st, wire.HoldingOf(st), prev.St.Phase, wire.HoldingOf(prev.St))}
+	}
 	switch st.Phase {
 	case wire.PhaseTicket:
 		keys, q, views := k.keysForJ(j, js)

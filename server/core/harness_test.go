@@ -187,6 +187,7 @@ type client struct {
 	key     *crypto.PrivateKey
 	id      wire.ClientID
 	cluster wire.ClusterID
+	holding wire.Holding // the mode of its statements but Exits (change 60)
 }
 
 // newClient makes a client of this cluster (its statements name its id).
@@ -198,6 +199,9 @@ func (c *cluster) newClient() *client {
 
 func (cl *client) stmt(lock string, sess, att uint64, ph wire.Phase, n uint64, j []wire.SignedView) wire.SignedStatement {
 	st := &wire.Statement{Lock: lock, Client: cl.id, Session: sess, Attempt: att, Phase: ph, N: n}
+	if ph != wire.PhaseExit {
+		st.Mode, st.Permits = cl.holding.Mode, cl.holding.Permits
+	}
 	if ph == wire.PhaseTicket {
 		h := wire.JustificationHash(j)
 		st.JHash = &h

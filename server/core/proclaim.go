@@ -57,6 +57,11 @@ func (k *Core) onProclaim(c wire.ClientID, m *wire.Proclaim, reply func(*wire.Me
 		fail(m.Req, wire.ErrCodeResend, fmt.Errorf("core: %s is for a Held this server does not hold; send the Held first", b))
 		return
 	}
+	if held.Mode != wire.ModeExclusive {
+		// A leader is one holder (docs/protocol.md change 60).
+		fail(m.Req, wire.ErrCodeRejected, fmt.Errorf("core: %s is for a %s holding: only an exclusive holder may proclaim", b, wire.HoldingOf(held)))
+		return
+	}
 	if old := jt.proc; old != nil {
 		switch {
 		case b.Rev < old.body.Rev:

@@ -52,7 +52,36 @@ func TestSettledRule(t *testing.T) {
 		{"an equal ticket x wins on the tie-break", xAhead, entry(wire.PhaseTicket, xAhead), false},
 		{"an equal ticket x loses on the tie-break", xBehind, entry(wire.PhaseTicket, xBehind), true},
 	} {
-		got := settledFor(bakery.Token{N: tc.mine, Client: me.id})(x.id, tc.en)
+		got := settledFor(bakery.Token{N: tc.mine, Client: me.id}, wire.Holding{})(x.id, tc.en)
+		require.Equal(t, tc.settled, got, tc.name)
+	}
+
+	// Change 60: a reader's Listen is settled by a reader's statement in
+	// any phase; a permits Listen by nothing more than an exclusive one (a
+	// compatible member ahead counts until it exits).
+	sh, p2 := wire.Holding{Mode: wire.ModeShared}, wire.Holding{Mode: wire.ModePermits, Permits: 2}
+	in := func(h wire.Holding, ph wire.Phase, n uint64) *activeset.Entry {
+		en := entry(ph, n)
+		en.St.Mode, en.St.Permits = h.Mode, h.Permits
+		return en
+	}
+	for _, tc := range []struct {
+		name    string
+		me      wire.Holding
+		en      *activeset.Entry
+		settled bool
+	}{
+		{"a reader choosing, for a reader", sh, in(sh, wire.PhaseDoorway, 0), true},
+		{"a reader ahead, for a reader", sh, in(sh, wire.PhaseTicket, mine-1), true},
+		{"a reader holding ahead, for a reader", sh, in(sh, wire.PhaseHeld, mine-1), true},
+		{"a writer ahead, for a reader", sh, entry(wire.PhaseTicket, mine-1), false},
+		{"a writer choosing, for a reader", sh, entry(wire.PhaseDoorway, 0), false},
+		{"a permit holder ahead, for a reader", sh, in(p2, wire.PhaseHeld, mine-1), false},
+		{"a reader ahead, for a writer", wire.Holding{}, in(sh, wire.PhaseTicket, mine-1), false},
+		{"a permit holder of the same count ahead", p2, in(p2, wire.PhaseHeld, mine-1), false},
+		{"a permit holder behind", p2, in(p2, wire.PhaseTicket, mine+1), true},
+	} {
+		got := settledFor(bakery.Token{N: mine, Client: me.id}, tc.me)(x.id, tc.en)
 		require.Equal(t, tc.settled, got, tc.name)
 	}
 }
