@@ -114,6 +114,9 @@ type Client struct {
 	slots map[string]*slot
 	ops   map[uint64]chan bakery.Event
 	up    map[wire.ServerID]bool
+	// versions: what each server announced when it was last connected
+	// (zero: not known), for the holdings a version brought (change 60).
+	versions map[wire.ServerID]wire.Version
 	// connRefused: servers that refused our connection for a reason
 	// retrying cannot mend (another protocol version, another cluster).
 	connRefused map[wire.ServerID]string
@@ -279,6 +282,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cluster: cluster, roster: roster, observe: cfg.Observe, ttl: cfg.TTL,
 		observerState: observerState{watches: make(map[string]*watch), admission: admission}, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
+		versions:    make(map[wire.ServerID]wire.Version),
 		connRefused: make(map[wire.ServerID]string),
 		status:      make(map[uint64]*statusWait),
 		proclaims:   make(map[uint64]*proclaimWait), proclaimed: make(map[string]*proclaimedValue),
@@ -500,6 +504,7 @@ func (c *Client) loop(every time.Duration) {
 				armLoss()
 			case transport.EventConnected:
 				c.up[ev.From.Server] = true
+				c.versions[ev.From.Server] = ev.Version
 				if c.observe {
 					c.observerConnected(ev.From.Server)
 					break

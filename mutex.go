@@ -19,6 +19,7 @@ type Token = bakery.Token
 type Mutex struct {
 	c    *Client
 	name string
+	mode Mode // what its Lock asks for: exclusive, but for RWMutex's readers and Semaphore
 }
 
 // Mutex returns the lock called name. Names are 1..256 bytes of UTF-8.
@@ -80,6 +81,10 @@ func (h *Holding) lose(err error) {
 // Name is the lock's name.
 func (h *Holding) Name() string { return h.m.name }
 
+// Mode is what the holding is: exclusive, shared (RWMutex.RLock), or one of
+// k permits (Semaphore).
+func (h *Holding) Mode() Mode { return h.m.mode }
+
 // Unlock releases the holding (EXIT) and returns once q servers applied it.
 func (h *Holding) Unlock(ctx context.Context) error { return h.m.unlock(ctx, h) }
 
@@ -129,14 +134,17 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 		if c.isClosing() { // Close has abandoned every attempt it knew of already
 			return nil, ErrClosed
 		}
-		eff, err := c.bk.Lock(time.Now(), m.name, try)
+		if err := c.serversKnow(m.mode); err != nil {
+			return nil, err
+		}
+		eff, err := c.bk.LockAs(time.Now(), m.name, m.mode, try)
 		if err != nil {
 			return nil, mapBakeryErr(err)
 		}
 		// The attempt's events come on its own channel: once the turn ends, a
 		// later attempt's goroutine may replace s.events.
 		events := make(chan slotEvent, 8)
-		s.events, s.turn = events, t
+		s.events, s.turn, s.mutex = events, t, m
 		c.apply(eff)
 		return events, nil
 	}

@@ -54,9 +54,16 @@ type LockSummary struct {
 // invent statements: every participant below carries a verified signature.
 type LockStatus struct {
 	Name string
-	// Holder is the participant in the critical section (Held), if any.
+	// Holder is the participant in the critical section (Held), if any:
+	// of several (readers, permit holders, or a lost holder's Held not yet
+	// reset), the one with the least token.
 	Holder *Participant
-	// Queue is everyone else: tickets in bakery order, then clients still choosing (Doorway).
+	// Holders is every participant in the critical section, in token
+	// order (docs/protocol.md change 60: readers and permit holders are in
+	// together).
+	Holders []Participant
+	// Queue is everyone else but Holder: tickets in bakery order (other
+	// holders among them), then clients still choosing (Doorway).
 	Queue []Participant
 	// Suspected are clients at least one server suspects (ReportedBy says how many).
 	Suspected []Flagged
@@ -69,8 +76,10 @@ type Participant struct {
 	Client wire.ClientID
 	// Name is the client's enrolled name (its admission certificate's), on
 	// a closed cluster, when f+1 servers report the same one; "" otherwise.
-	Name       string
-	Phase      wire.Phase
+	Name  string
+	Phase wire.Phase
+	// Mode is what it holds or waits for: exclusive, shared or permits.
+	Mode       Mode
 	Ticket     uint64
 	Session    uint64
 	Attempt    uint64
@@ -265,7 +274,7 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 				if p != nil && p.Session == stmt.Session && p.Attempt == stmt.Attempt {
 					reported = p.ReportedBy
 				}
-				p = &Participant{Client: stmt.Client, Phase: stmt.Phase, Ticket: stmt.N, Session: stmt.Session, Attempt: stmt.Attempt, ReportedBy: reported}
+				p = &Participant{Client: stmt.Client, Phase: stmt.Phase, Mode: wire.HoldingOf(stmt), Ticket: stmt.N, Session: stmt.Session, Attempt: stmt.Attempt, ReportedBy: reported}
 				best[stmt.Client] = p
 			}
 			p.ReportedBy++
@@ -286,6 +295,7 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 	for _, p := range best {
 		switch p.Phase {
 		case wire.PhaseHeld:
+			ls.Holders = append(ls.Holders, *p)
 			if ls.Holder == nil || (bakery.Token{N: p.Ticket, Client: p.Client}).Less(bakery.Token{N: ls.Holder.Ticket, Client: ls.Holder.Client}) {
 				if ls.Holder != nil {
 					tickets = append(tickets, *ls.Holder)
@@ -304,6 +314,7 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 	sort.Slice(tickets, func(i, j int) bool {
 		return (bakery.Token{N: tickets[i].Ticket, Client: tickets[i].Client}).Less(bakery.Token{N: tickets[j].Ticket, Client: tickets[j].Client})
 	})
+	sort.Slice(ls.Holders, func(i, j int) bool { return ls.Holders[i].Token().Less(ls.Holders[j].Token()) })
 	sort.Slice(choosing, func(i, j int) bool { return choosing[i].Client.Less(choosing[j].Client) })
 	ls.Queue = append(tickets, choosing...)
 	ls.Suspected = flagged(suspects)

@@ -489,7 +489,7 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 
 	n.log.Info("transport: connected to server", "peer", peer, "addr", d.addr, "auth", auth)
 	up := time.Now()
-	if !n.deliver(Inbound{Kind: EventConnected, From: peer}) {
+	if !n.deliver(Inbound{Kind: EventConnected, From: peer, Version: ch.Challenge.Version}) {
 		return 0, ErrClosed
 	}
 	var w sync.WaitGroup

@@ -104,6 +104,9 @@ type Inbound struct {
 	// (docs/protocol.md change 32): the client it observes as, whose key
 	// proved itself; From is the connection's own ObserverID.
 	Observes *wire.ClientID
+	// Version is the protocol version a server announced in its Challenge
+	// (EventConnected at a client over QUIC; zero where unknown).
+	Version wire.Version
 }
 
 func (in Inbound) String() string {

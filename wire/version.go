@@ -29,8 +29,12 @@ const (
 	// change 49: an epoch without them is refused, so a 1.7 peer's news of
 	// an epoch changes nothing until a 1.8 peer shows it endorsed), and
 	// SessionAck.Epoch (the epoch of the heartbeat acked, change 50), and
-	// Status.Epoch (an observer's epoch, shown the later ones, change 51).
-	ProtocolMinor = 8
+	// Status.Epoch (an observer's epoch, shown the later ones, change 51);
+	// 1.9: Statement.Mode and Statement.Permits (shared holdings, change
+	// 60: a signed body, so a 1.8 server refuses such a statement, and the
+	// client asks them only of 1.9 servers; an exclusive statement is
+	// encoded as before).
+	ProtocolMinor = 9
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

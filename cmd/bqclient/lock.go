@@ -37,6 +37,19 @@ type lockOpts struct {
 	timeout, ttl time.Duration
 	ttlSet       bool // --ttl was given (else a TTL that fits the max-hold may be chosen)
 	try, detach  bool
+	shared       bool // --shared: a reader of a readers–writer lock
+	permits      int  // --permits K: one of K permits (0: not a semaphore)
+}
+
+// mode is the holding o asks for, as the SDK names it.
+func (o lockOpts) mode() bq.Mode {
+	switch {
+	case o.shared:
+		return bq.Mode{Mode: wire.ModeShared}
+	case o.permits > 0:
+		return bq.Mode{Mode: wire.ModePermits, Permits: uint32(o.permits)}
+	}
+	return bq.Mode{}
 }
 
 func lockCmd(g *globals, std stdio) *cobra.Command {
@@ -56,11 +69,23 @@ func lockCmd(g *globals, std stdio) *cobra.Command {
 
 Fencing tokens grow strictly from each holder to the next: compare N as numbers and, for equal N,
 T as strings (16 hex digits); or compare BQ_LOCK_TOKEN_INT as integers. Have the resource refuse a
-token lower than the highest it has seen.`,
+token lower than the highest it has seen.
+
+Shared holdings (BQ_LOCK_MODE says which: exclusive, shared, or "K permits"):
+  - --shared takes NAME as a reader: readers hold it together, a writer (a plain lock NAME) alone.
+    First come first served in both modes, so readers never starve a writer. A writer's token
+    exceeds every token granted before it: have the resource accept a write whose token is at
+    least the highest it has seen, and a read whose token is at least the highest of a write.
+  - --permits K takes one of K permits (2 to 1024): at most K holders at once. Every user of NAME
+    must give the same K: holders of another K exclude each other, as writers do. Its tokens order
+    the holders but fence nothing (K holders are in together).
+Exit codes, signals, --ttl and the loss of the lock are the same in every mode.`,
 		Example: `  bqclient lock deploy -- ./deploy.sh
   bqclient lock deploy --try -- ./deploy.sh          # exit 3 at once if someone is ahead
   bqclient lock deploy --timeout 30s                 # hold until Ctrl-C or end of stdin
-  bqclient lock deploy --detach --ttl 5m             # held for at most 5 minutes, no process`,
+  bqclient lock deploy --detach --ttl 5m             # held for at most 5 minutes, no process
+  bqclient lock config --shared -- ./read-config.sh  # with other readers, never with a writer
+  bqclient lock gpus --permits 4 -- ./train.sh       # at most 4 of these at once`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, argv, err := lockArgs(cmd, args)
@@ -79,6 +104,12 @@ token lower than the highest it has seen.`,
 			if o.timeout < 0 {
 				return cli.Usagef("--timeout %v is negative", o.timeout)
 			}
+			if o.shared && cmd.Flags().Changed("permits") {
+				return cli.Usagef("--shared and --permits exclude each other")
+			}
+			if cmd.Flags().Changed("permits") && (o.permits < 2 || o.permits > wire.MaxPermits) {
+				return cli.Usagef("--permits %d: want 2 to %d (one permit is a plain lock)", o.permits, wire.MaxPermits)
+			}
 			if o.try && !cmd.Flags().Changed("timeout") {
 				o.timeout = tryTimeout
 			}
@@ -91,6 +122,8 @@ token lower than the highest it has seen.`,
 	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "session lease: a holder that goes silent loses the lock within about this long")
 	f.BoolVar(&o.try, "try", false, "do not wait for the lock: exit 3 at once if someone is ahead")
 	f.BoolVar(&o.detach, "detach", false, "acquire, then exit 0 leaving the lock held for at most --ttl")
+	f.BoolVar(&o.shared, "shared", false, "take the lock as a reader: with other readers, never with a writer")
+	f.IntVar(&o.permits, "permits", 0, "take one of this many permits (2 to 1024): at most that many holders at once")
 	return cmd
 }
 
@@ -156,19 +189,27 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 		return timedOut(err, o.timeout)
 	}
 	quit := func() { leave(c) }
-	m := c.Mutex(name)
+	lock, tryLock := c.Mutex(name).Lock, c.Mutex(name).TryLock
+	switch {
+	case o.shared:
+		rw := c.RWMutex(name)
+		lock, tryLock = rw.RLock, rw.TryRLock
+	case o.permits > 0:
+		s := c.Semaphore(name, o.permits)
+		lock, tryLock = s.Acquire, s.TryAcquire
+	}
 	var h *bq.Holding
 	if o.try {
-		h, err = m.TryLock(ctx)
+		h, err = tryLock(ctx)
 	} else {
-		h, err = m.Lock(ctx)
+		h, err = lock(ctx)
 	}
 	if err != nil {
 		quit()
 		return timedOut(err, o.timeout)
 	}
 	if o.detach {
-		fmt.Fprintf(std.out, "acquired %s token=%s (detached: held for at most %v)\n", name, h.Token(), o.ttl)
+		fmt.Fprintf(std.out, "acquired %s token=%s%s (detached: held for at most %v)\n", name, h.Token(), modeNote(h), o.ttl)
 		return c.Detach()
 	}
 	if len(argv) > 0 {
@@ -185,7 +226,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 		}
 		return nil
 	}
-	fmt.Fprintf(std.out, "acquired %s token=%s\n", name, h.Token())
+	fmt.Fprintf(std.out, "acquired %s token=%s%s\n", name, h.Token(), modeNote(h))
 	if lost := holdUntil(sigCtx, std.in, h); lost {
 		quit()
 		return &failure{Code: exitLost, Msg: fmt.Sprintf("lock %s lost: %s", name, lostReason(h))}
@@ -195,6 +236,18 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	}
 	fmt.Fprintf(std.out, "released %s\n", name)
 	return nil
+}
+
+// modeNote is " (shared)" or " (one of K permits)" for a holding that is
+// not exclusive, "" for one that is.
+func modeNote(h *bq.Holding) string {
+	switch m := h.Mode(); m.Mode {
+	case wire.ModeShared:
+		return " (shared)"
+	case wire.ModePermits:
+		return fmt.Sprintf(" (one of %d permits)", m.Permits)
+	}
+	return ""
 }
 
 // lostReason says why h was lost, in a few words.
@@ -267,7 +320,8 @@ func release(c *bq.Client, h *bq.Holding) error {
 // a signal N ended it, exitLost if the lock was lost while it ran. Signals
 // bqclient gets meanwhile go to CMD.
 func runUnderLock(h *bq.Holding, name string, argv []string, ttl time.Duration, sigs <-chan os.Signal, stderr io.Writer) (int, error) {
-	env := append(os.Environ(), "BQ_LOCK_NAME="+name, "BQ_LOCK_TOKEN="+h.Token().String(), "BQ_LOCK_TOKEN_INT="+h.Token().Integer())
+	env := append(os.Environ(), "BQ_LOCK_NAME="+name, "BQ_LOCK_TOKEN="+h.Token().String(), "BQ_LOCK_TOKEN_INT="+h.Token().Integer(),
+		"BQ_LOCK_MODE="+h.Mode().String())
 	return runWhileHeld(h, "lock", "lock "+name+" lost", env, argv, ttl, sigs, stderr)
 }
 

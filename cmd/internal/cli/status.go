@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/bq-lock/bq"
+	"github.com/bq-lock/bq/wire"
 )
 
 // A cluster's status as the commands print it (bqclient status, bqserver
@@ -43,19 +44,31 @@ func PrintStatus(w io.Writer, st *bq.Status) {
 	}
 	l := st.Lock
 	fmt.Fprintf(w, "lock %s\n", l.Name)
-	if l.Holder != nil {
-		fmt.Fprintf(w, "  holder: %s token=%s (reported by %d)\n", who(*l.Holder), l.Holder.Token(), l.Holder.ReportedBy)
-	} else {
+	switch {
+	case len(l.Holders) > 1:
+		fmt.Fprintf(w, "  holders: %d\n", len(l.Holders))
+		for _, p := range l.Holders {
+			fmt.Fprintf(w, "      %s token=%s%s (reported by %d)\n", who(p), p.Token(), modeOf(p), p.ReportedBy)
+		}
+	case l.Holder != nil:
+		fmt.Fprintf(w, "  holder: %s token=%s%s (reported by %d)\n", who(*l.Holder), l.Holder.Token(), modeOf(*l.Holder), l.Holder.ReportedBy)
+	default:
 		fmt.Fprintln(w, "  holder: none")
 	}
-	if len(l.Queue) == 0 {
+	var queue []bq.Participant
+	for _, p := range l.Queue {
+		if len(l.Holders) <= 1 || p.Phase != wire.PhaseHeld {
+			queue = append(queue, p)
+		}
+	}
+	if len(queue) == 0 {
 		fmt.Fprintln(w, "  queue: empty")
 	}
-	for i, p := range l.Queue {
+	for i, p := range queue {
 		if p.Ticket > 0 {
-			fmt.Fprintf(w, "  %2d. %s ticket=%d %s (reported by %d)\n", i+1, who(p), p.Ticket, p.Phase, p.ReportedBy)
+			fmt.Fprintf(w, "  %2d. %s ticket=%d %s%s (reported by %d)\n", i+1, who(p), p.Ticket, p.Phase, modeOf(p), p.ReportedBy)
 		} else {
-			fmt.Fprintf(w, "  %2d. %s choosing (reported by %d)\n", i+1, who(p), p.ReportedBy)
+			fmt.Fprintf(w, "  %2d. %s choosing%s (reported by %d)\n", i+1, who(p), modeOf(p), p.ReportedBy)
 		}
 	}
 	for _, s := range l.Suspected {
@@ -64,6 +77,15 @@ func PrintStatus(w io.Writer, st *bq.Status) {
 	for _, b := range l.Banned {
 		fmt.Fprintf(w, "  banned: %s (by %d server(s))\n", b.Client.Hex()[:16], b.ReportedBy)
 	}
+}
+
+// modeOf is " shared" or " 3 permits" for a participant that is not
+// exclusive (docs/protocol.md change 60), "" for one that is.
+func modeOf(p bq.Participant) string {
+	if p.Mode.Mode == wire.ModeExclusive {
+		return ""
+	}
+	return " " + p.Mode.String()
 }
 
 // who names a participant: its enrolled name and short id on a closed
@@ -79,6 +101,7 @@ type jsonParticipant struct {
 	Client     string `json:"client"`
 	Name       string `json:"name,omitempty"`
 	Phase      string `json:"phase"`
+	Mode       string `json:"mode"`
 	Ticket     uint64 `json:"ticket,omitempty"`
 	Token      string `json:"token,omitempty"`
 	TokenInt   string `json:"token_int,omitempty"`
@@ -99,6 +122,7 @@ type jsonServer struct {
 type jsonLock struct {
 	Name      string            `json:"name"`
 	Holder    *jsonParticipant  `json:"holder"`
+	Holders   []jsonParticipant `json:"holders"`
 	Queue     []jsonParticipant `json:"queue"`
 	Suspected []jsonFlagged     `json:"suspected"`
 	Banned    []jsonFlagged     `json:"banned"`
@@ -119,7 +143,7 @@ type JSONStatus struct {
 }
 
 func participantJSON(p bq.Participant) jsonParticipant {
-	jp := jsonParticipant{Client: p.Client.Hex(), Name: p.Name, Phase: p.Phase.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
+	jp := jsonParticipant{Client: p.Client.Hex(), Name: p.Name, Phase: p.Phase.String(), Mode: p.Mode.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
 	if p.Ticket > 0 {
 		jp.Token = p.Token().String()
 		jp.TokenInt = p.Token().Integer()
@@ -137,7 +161,10 @@ func StatusJSON(st *bq.Status) JSONStatus {
 		out.Locks = append(out.Locks, map[string]any{"name": l.Name, "members": l.Members})
 	}
 	if l := st.Lock; l != nil {
-		jl := &jsonLock{Name: l.Name, Queue: []jsonParticipant{}, Suspected: []jsonFlagged{}, Banned: []jsonFlagged{}}
+		jl := &jsonLock{Name: l.Name, Holders: []jsonParticipant{}, Queue: []jsonParticipant{}, Suspected: []jsonFlagged{}, Banned: []jsonFlagged{}}
+		for _, p := range l.Holders {
+			jl.Holders = append(jl.Holders, participantJSON(p))
+		}
 		if l.Holder != nil {
 			p := participantJSON(*l.Holder)
 			jl.Holder = &p

@@ -1,0 +1,181 @@
+package bq
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/bq-lock/bq/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// holdAsync runs lock in a goroutine and delivers its result.
+func holdAsync(lock func() (*Holding, error)) <-chan lockResult {
+	out := make(chan lockResult, 1)
+	go func() {
+		h, err := lock()
+		out <- lockResult{h, err}
+	}()
+	return out
+}
+
+// docs/protocol.md change 60: three readers hold together while a writer
+// waits; the writer then enters alone, a reader after it waits for it, and
+// its token exceeds every token granted before it.
+func TestReadersShareAndAWriterEntersAlone(t *testing.T) {
+	tc := newCluster(t, 4)
+	ctx := ctxFor(t, waitTimeout)
+	var readers []*Holding
+	for range 3 {
+		h, err := tc.dial(Config{}).RWMutex("config").RLock(ctx)
+		require.NoError(t, err)
+		require.Equal(t, Mode{Mode: wire.ModeShared}, h.Mode())
+		readers = append(readers, h)
+	}
+	wc := tc.dial(Config{})
+	w := holdAsync(func() (*Holding, error) { return wc.RWMutex("config").Lock(ctx) })
+	_, err := tc.dial(Config{}).RWMutex("config").TryLock(ctx)
+	require.ErrorIs(t, err, ErrBusy, "a writer's TryLock with readers in")
+	pending(t, w, "the writer's Lock")
+	ls := lockStatus(t, wc, "config")
+	require.Len(t, ls.Holders, 3, describe(ls))
+
+	late := tc.dial(Config{})
+	for _, h := range readers {
+		pending(t, w, "the writer's Lock")
+		require.NoError(t, h.Unlock(ctx))
+	}
+	wr := await(t, w)
+	require.NoError(t, wr.err)
+	require.Equal(t, Mode{}, wr.h.Mode())
+	for _, h := range readers {
+		require.True(t, h.Token().Less(wr.h.Token()), "a writer's token exceeds every token granted before it")
+	}
+	_, err = late.RWMutex("config").TryRLock(ctx)
+	require.ErrorIs(t, err, ErrBusy, "a reader's TryRLock with a writer in")
+	r := holdAsync(func() (*Holding, error) { return late.RWMutex("config").RLock(ctx) })
+	pending(t, r, "a reader behind the writer")
+	require.NoError(t, wc.RWMutex("config").Unlock(ctx, wr.h))
+	rr := await(t, r)
+	require.NoError(t, rr.err)
+	require.True(t, wr.h.Token().Less(rr.h.Token()))
+	require.ErrorIs(t, late.RWMutex("config").Unlock(ctx, rr.h), ErrNotHeld, "a read holding is not a write holding")
+	require.NoError(t, late.RWMutex("config").RUnlock(ctx, rr.h))
+}
+
+// Change 60: a semaphore of 2 lets two holders in and no third; a holder of
+// another count is excluded as a writer would be.
+func TestSemaphoreOfTwo(t *testing.T) {
+	tc := newCluster(t, 4)
+	ctx := ctxFor(t, waitTimeout)
+	a, b, c, d := tc.dial(Config{}), tc.dial(Config{}), tc.dial(Config{}), tc.dial(Config{})
+	ha, err := a.Semaphore("gpus", 2).Acquire(ctx)
+	require.NoError(t, err)
+	require.Equal(t, Mode{Mode: wire.ModePermits, Permits: 2}, ha.Mode())
+	hb, err := b.Semaphore("gpus", 2).Acquire(ctx)
+	require.NoError(t, err)
+	_, err = d.Semaphore("gpus", 2).TryAcquire(ctx)
+	require.ErrorIs(t, err, ErrBusy, "a third holder")
+	_, err = d.Semaphore("gpus", 3).TryAcquire(ctx)
+	require.ErrorIs(t, err, ErrBusy, "a holder of another count is excluded")
+	third := holdAsync(func() (*Holding, error) { return c.Semaphore("gpus", 2).Acquire(ctx) })
+	pending(t, third, "a third Acquire")
+	require.NoError(t, a.Semaphore("gpus", 2).Release(ctx, ha))
+	hc := await(t, third)
+	require.NoError(t, hc.err)
+	require.NoError(t, hb.Unlock(ctx))
+	require.NoError(t, hc.h.Unlock(ctx))
+
+	for _, k := range []int{-1, 0, 1, wire.MaxPermits + 1} {
+		_, err := a.Semaphore("gpus", k).Acquire(ctx)
+		require.ErrorContains(t, err, "want 2 to 1024", "%d permits", k)
+	}
+}
+
+// LockAll takes its locks in one global order: two clients that name the
+// same locks in opposite orders never deadlock, and each holds all of them
+// alone.
+func TestLockAllNeverDeadlocks(t *testing.T) {
+	tc := newCluster(t, 4)
+	ctx := ctxFor(t, 4*waitTimeout)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	inside := 0
+	for i, c := range []*Client{tc.dial(Config{}), tc.dial(Config{})} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names := []string{"a", "b"}
+			if i == 1 {
+				names = []string{"b", "a"}
+			}
+			for range 3 {
+				hs, err := c.LockAll(ctx, c.Mutex(names[0]), c.Mutex(names[1]))
+				if !assertNoError(t, err) {
+					return
+				}
+				mu.Lock()
+				inside++
+				if inside != 1 {
+					t.Errorf("%d clients hold both locks", inside)
+				}
+				mu.Unlock()
+				require.Len(t, hs.List(), 2)
+				require.Equal(t, "a", hs.List()[0].Name(), "taken by name")
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				assertNoError(t, hs.Unlock(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	c := tc.dial(Config{})
+	_, err := c.LockAll(ctx, c.Mutex("a"), c.RWMutex("a").Reader())
+	require.ErrorContains(t, err, `"a" named twice`)
+
+	// A lock that fails releases those taken before it.
+	hs, err := c.LockAll(ctx, c.Mutex("a"), c.Semaphore("z", 1))
+	require.Nil(t, hs)
+	require.ErrorContains(t, err, "want 2 to 1024")
+	other := tc.dial(Config{})
+	h, err := other.Mutex("a").TryLock(ctx)
+	require.NoError(t, err, "LockAll released a when z failed")
+	require.NoError(t, h.Unlock(ctx))
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+// Change 60 with change 19: a shared or permits Lock fails at once, naming
+// the servers, when so many announced protocol 1.8 that fewer than q can
+// take its statements; an exclusive Lock is not concerned.
+func TestSharedHoldingsNeedProtocolOneNine(t *testing.T) {
+	tc := newCluster(t, 4)
+	c := tc.dial(Config{})
+	ctx := ctxFor(t, waitTimeout)
+	old := wire.Version{Major: wire.ProtocolMajor, Minor: 8}
+	c.mu.Lock()
+	c.versions[0], c.versions[1] = old, old
+	c.mu.Unlock()
+	_, err := c.RWMutex("v").RLock(ctx)
+	require.ErrorIs(t, err, ErrRefused)
+	require.ErrorContains(t, err, "needs protocol 1.9 at 3 of 4 servers, and s0 (1.8), s1 (1.8) speak an older one")
+	_, err = c.Semaphore("v", 2).Acquire(ctx)
+	require.ErrorIs(t, err, ErrRefused)
+	h, err := c.Mutex("v").Lock(ctx)
+	require.NoError(t, err, "an exclusive statement is encoded as in 1.8")
+	require.NoError(t, h.Unlock(ctx))
+
+	c.mu.Lock()
+	c.versions[1] = wire.Current
+	c.mu.Unlock()
+	h, err = c.RWMutex("v").RLock(ctx)
+	require.NoError(t, err, "one 1.8 server of four leaves q")
+	require.NoError(t, h.Unlock(ctx))
+}
