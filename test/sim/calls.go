@@ -17,15 +17,33 @@ func (w *World) Lock(c int, lock string, try bool) error {
 	if !cl.alive {
 		return fmt.Errorf("sim: c%d is silent", c)
 	}
-	e, err := cl.c.Lock(w.Now(), lock, try)
+	mode := w.modeFor(lock)
+	e, err := cl.c.LockAs(w.Now(), lock, mode, try)
 	if err != nil {
 		return err
 	}
 	w.stats.Locks++
-	at := w.trace("c%d calls Lock(%s try=%t) att=%d", c, lock, try, cl.c.Attempt(lock))
-	w.h.lockCalled(at, c, lock, cl.c.Attempt(lock), try)
+	var as string
+	if mode.Mode != wire.ModeExclusive {
+		as = " " + mode.String()
+	}
+	at := w.trace("c%d calls Lock(%s try=%t%s) att=%d", c, lock, try, as, cl.c.Attempt(lock))
+	w.h.lockCalled(at, c, lock, cl.c.Attempt(lock), try, mode)
 	w.clientEffects(c, e)
 	return nil
+}
+
+// modeFor is the mode of a Lock call on lock (change 60): exclusive on a
+// plain lock, shared two times in three on a readers–writer lock, one of
+// its permits on a semaphore.
+func (w *World) modeFor(lock string) wire.Holding {
+	switch k := w.sc.kindOf(lock); {
+	case k.Permits >= 2:
+		return wire.Holding{Mode: wire.ModePermits, Permits: uint32(k.Permits)}
+	case k.Shared && w.modeRng.IntN(3) != 0:
+		return wire.Holding{Mode: wire.ModeShared}
+	}
+	return wire.Holding{}
 }
 
 // Unlock calls Unlock on client c; the holding ends now.

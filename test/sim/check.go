@@ -2,13 +2,16 @@ package sim
 
 // The invariants every run is checked against (docs/protocol.md sections):
 //
-//   - mutual-exclusion (§4): holdings of one lock by live clients never
-//     overlap; a holding runs from Acquired to the Unlock/Abandon call or the
-//     Lost event, and for a client silenced while holding, to the instant its
-//     lease guarantee would have lapsed.
+//   - mutual-exclusion (§4, change 60): holdings of one lock by live clients
+//     overlap only where their modes allow (readers with readers, at most k
+//     holders of k permits); a holding runs from Acquired to the
+//     Unlock/Abandon call or the Lost event, and for a client silenced while
+//     holding, to the instant its lease guarantee would have lapsed.
 //   - fcfs (§7): if A's SET-TICKET completed (Ticketed) before B called Lock
-//     on the same lock and both acquire, A acquires first.
-//   - fencing (§7): each holding's token exceeds the previous holding's.
+//     on the same lock, their modes exclude each other, and both acquire, A
+//     acquires first.
+//   - fencing (§7): each holding's token exceeds that of every earlier
+//     holding in a mode it excludes.
 //   - quorum-accesses (§10): Acquired after exactly 2 accesses when S'\{c} was
 //     empty (no LISTEN sent), exactly 3 otherwise; Unlock is 1 access.
 //   - register-regularity (§2): a Read begun after a write completed returns
@@ -116,40 +119,67 @@ type Hold struct {
 	Lock    string
 	Client  int
 	Attempt uint64
+	Mode    wire.Holding // what it held: exclusive, shared or permits (change 60)
 	Token   bakery.Token
 	From    Instant
 	To      Instant // never while open
 }
 
-// MutualExclusion reports overlapping holds of one lock (docs/protocol.md §4).
+// MutualExclusion reports holds of one lock that overlap though their modes
+// exclude each other (docs/protocol.md §4, change 60): a writer overlaps
+// nobody, readers only readers, and a holder of k permits at most k−1
+// others of the same k. The count only grows at a hold's start, so each
+// start is where it is checked.
 func MutualExclusion(holds []Hold) []Violation {
 	var out []Violation
 	for _, lock := range holdLocks(holds) {
 		hs := holdsOf(holds, lock)
 		for i := 1; i < len(hs); i++ {
+			var with []int // the compatible holds in at hs[i]'s start
 			for j := range i {
-				if hs[i].From.Before(hs[j].To) {
-					out = append(out, Violation{CheckMutex, hs[i].From, fmt.Sprintf(
-						"%s: c%d acquired (att=%d token=%s) at %s while c%d held it (att=%d token=%s, from %s to %s)",
-						lock, hs[i].Client, hs[i].Attempt, hs[i].Token, hs[i].From, hs[j].Client, hs[j].Attempt, hs[j].Token, hs[j].From, endString(hs[j].To))})
+				if !hs[i].From.Before(hs[j].To) {
+					continue
 				}
+				if !hs[i].Mode.Compatible(hs[j].Mode) {
+					out = append(out, Violation{CheckMutex, hs[i].From, fmt.Sprintf(
+						"%s: c%d acquired (att=%d token=%s %s) at %s while c%d held it (att=%d token=%s %s, from %s to %s)",
+						lock, hs[i].Client, hs[i].Attempt, hs[i].Token, hs[i].Mode, hs[i].From, hs[j].Client, hs[j].Attempt, hs[j].Token, hs[j].Mode, hs[j].From, endString(hs[j].To))})
+					continue
+				}
+				with = append(with, j)
+			}
+			if capacity := hs[i].Mode.Capacity(); capacity > 0 && len(with) >= capacity {
+				who := make([]string, len(with))
+				for k, j := range with {
+					who[k] = fmt.Sprintf("c%d", hs[j].Client)
+				}
+				out = append(out, Violation{CheckMutex, hs[i].From, fmt.Sprintf(
+					"%s: c%d acquired (att=%d token=%s) one of %d permits at %s while %s held %d",
+					lock, hs[i].Client, hs[i].Attempt, hs[i].Token, capacity, hs[i].From, strings.Join(who, ", "), len(with))})
 			}
 		}
 	}
 	return out
 }
 
-// Fencing reports a holding whose token is not greater than the
-// previous holding's on the same lock (docs/protocol.md §7).
+// Fencing reports a holding whose token does not exceed that of an earlier
+// holding of the same lock in a mode it excludes (docs/protocol.md §7,
+// change 60): a writer's token exceeds every token granted before it, a
+// reader's every writer's before it. Holders that may be in together
+// (readers, permits of one count) are not ordered by their tokens.
 func Fencing(holds []Hold) []Violation {
 	var out []Violation
 	for _, lock := range holdLocks(holds) {
 		hs := holdsOf(holds, lock)
 		for i := 1; i < len(hs); i++ {
-			if !hs[i-1].Token.Less(hs[i].Token) {
+			for j := i - 1; j >= 0; j-- {
+				if hs[i].Mode.Compatible(hs[j].Mode) || hs[j].Token.Less(hs[i].Token) {
+					continue
+				}
 				out = append(out, Violation{CheckFencing, hs[i].From, fmt.Sprintf(
-					"%s: c%d's token %s (att=%d) does not exceed the previous holder c%d's %s (att=%d)",
-					lock, hs[i].Client, hs[i].Token, hs[i].Attempt, hs[i-1].Client, hs[i-1].Token, hs[i-1].Attempt)})
+					"%s: c%d's token %s (att=%d %s) does not exceed the earlier holder c%d's %s (att=%d %s)",
+					lock, hs[i].Client, hs[i].Token, hs[i].Attempt, hs[i].Mode, hs[j].Client, hs[j].Token, hs[j].Attempt, hs[j].Mode)})
+				break
 			}
 		}
 	}
@@ -198,6 +228,7 @@ type attemptKey struct {
 type attemptRec struct {
 	attemptKey
 	try        bool
+	mode       wire.Holding
 	start      Instant
 	ticketed   *Instant
 	acquired   *Instant
@@ -303,8 +334,8 @@ func (h *history) attempt(c int, lock string, att uint64) *attemptRec {
 	return h.attempts[attemptKey{c, lock, att}]
 }
 
-func (h *history) lockCalled(at Instant, c int, lock string, att uint64, try bool) {
-	a := &attemptRec{attemptKey: attemptKey{c, lock, att}, try: try, start: at}
+func (h *history) lockCalled(at Instant, c int, lock string, att uint64, try bool, mode wire.Holding) {
+	a := &attemptRec{attemptKey: attemptKey{c, lock, att}, try: try, mode: mode, start: at}
 	h.attempts[a.attemptKey] = a
 	h.order = append(h.order, a)
 	h.cur[regKey{lock, c}] = a
@@ -317,7 +348,7 @@ func (h *history) current(c int, lock string) *attemptRec { return h.cur[regKey{
 // the new attempt carries the Lock call — its start and whether it tries
 // only — and old is superseded.
 func (h *history) restarted(old *attemptRec, att uint64) {
-	a := &attemptRec{attemptKey: attemptKey{old.client, old.lock, att}, try: old.try, start: old.start}
+	a := &attemptRec{attemptKey: attemptKey{old.client, old.lock, att}, try: old.try, mode: old.mode, start: old.start}
 	old.superseded = true
 	h.attempts[a.attemptKey] = a
 	h.order = append(h.order, a)
@@ -390,6 +421,10 @@ func (h *history) checkAll(quiet, end Instant, bound time.Duration, alive func(i
 // first served, docs/protocol.md §7). An attempt that started over in a new
 // epoch (change 43) lost its place in line: its Lock call is read with the
 // new attempt's Ticketed only (a superseded attempt never acquires).
+//
+// Between holders that may be in together (readers, permits of one count,
+// change 60) no order is promised: the later one waits for the earlier
+// only as one of k, or not at all.
 func (h *history) checkFCFS() []Violation {
 	var out []Violation
 	for _, a := range h.order {
@@ -397,7 +432,8 @@ func (h *history) checkFCFS() []Violation {
 			continue
 		}
 		for _, b := range h.order {
-			if b.client == a.client || b.lock != a.lock || b.acquired == nil || b.superseded || !a.ticketed.Before(b.start) {
+			if b.client == a.client || b.lock != a.lock || b.acquired == nil || b.superseded || !a.ticketed.Before(b.start) ||
+				a.mode.Compatible(b.mode) {
 				continue
 			}
 			if b.acquired.Before(*a.acquired) {

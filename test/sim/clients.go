@@ -97,7 +97,23 @@ func (w *World) clientEvent(c int, ev bakery.Event) {
 		if hd := w.h.openHold(c, ev.Lock); hd != nil {
 			w.h.violate(CheckMutex, at, "c%d acquired %s again while its own holding att=%d is open", c, ev.Lock, hd.Attempt)
 		}
-		w.h.holds = append(w.h.holds, Hold{Lock: ev.Lock, Client: c, Attempt: ev.Attempt, Token: ev.Token, From: at, To: never})
+		hold := Hold{Lock: ev.Lock, Client: c, Attempt: ev.Attempt, Token: ev.Token, From: at, To: never}
+		if a != nil {
+			hold.Mode = a.mode
+		}
+		switch hold.Mode.Mode {
+		case wire.ModeShared:
+			w.stats.SharedAcquired++
+		case wire.ModePermits:
+			w.stats.PermitsAcquired++
+		}
+		for _, other := range w.h.holds {
+			if other.Lock == ev.Lock && other.To == never {
+				w.stats.Together++
+				break
+			}
+		}
+		w.h.holds = append(w.h.holds, hold)
 		acc := cl.c.Accesses(ev.Lock)
 		want := 2
 		if a != nil && a.listenSent {

@@ -24,6 +24,7 @@ func TestElections(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc.Elect = true
+		sc.NoModes()
 		if len(sc.Replace) > 0 {
 			changed++
 		}

@@ -204,7 +204,30 @@ func GenerateCampaign(seed uint64, n int, byzantine string) (Scenario, error) {
 	if len(sc.Replace) > 0 {
 		varyChanges(seed, &sc, byzantine)
 	}
+	sc.LockKinds = lockKinds(seed, &sc)
 	return sc, nil
+}
+
+// lockKinds draws, in a third of the runs, what each lock is (change 60):
+// plain, a readers–writer lock, or a semaphore of 2 or 3 permits, each a
+// third of the time; from a stream of its own, so every other draw of a
+// seed stays what it was (NoModes replays a seed as drawn before). Runs
+// with elections or the oracle keep plain locks: a leader is one holder.
+func lockKinds(seed uint64, sc *Scenario) []LockKind {
+	kr := rand.New(rand.NewPCG(seed, 0x60d35))
+	if kr.IntN(3) != 0 || sc.Elect || sc.Omega != nil {
+		return nil
+	}
+	kinds := make([]LockKind, len(sc.Locks))
+	for i := range kinds {
+		switch kr.IntN(3) {
+		case 1:
+			kinds[i].Shared = true
+		case 2:
+			kinds[i].Permits = 2 + kr.IntN(2)
+		}
+	}
+	return kinds
 }
 
 // varyChanges varies what the campaign's changes had alike (issue 43,

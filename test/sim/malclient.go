@@ -90,6 +90,10 @@ type malClient struct {
 	id    wire.ClientID
 	rng   *rand.Rand
 	alive bool
+	// lie: the mode its statements claim, in a run with shared locks
+	// (change 60): drawn at each Doorway, and again for one statement in
+	// four after it, so an attempt may mix modes.
+	lie wire.Holding
 	// to: the servers it talks to.
 	to []int
 
@@ -154,11 +158,35 @@ func (m *malClient) toAll(msg *wire.Message) {
 
 func (m *malClient) sign(st *wire.Statement) wire.SignedStatement {
 	st.Client = m.id
+	if st.Phase != wire.PhaseExit && m.w.sc.LockKinds != nil {
+		if st.Phase == wire.PhaseDoorway || m.rng.IntN(4) == 0 {
+			m.lie = m.drawLie(st.Lock)
+		}
+		st.Mode, st.Permits = m.lie.Mode, m.lie.Permits
+	}
 	ss, err := wire.SignStatement(m.key, m.w.keys.Cluster, st)
 	if err != nil {
 		panic(fmt.Sprintf("sim: %s signing %s: %v", m.name(), st, err))
 	}
 	return ss
+}
+
+// drawLie is a mode to claim on lock, whatever the lock is: exclusive,
+// shared, the lock's own permits, two permits, or a thousand.
+func (m *malClient) drawLie(lock string) wire.Holding {
+	switch m.rng.IntN(5) {
+	case 1:
+		return wire.Holding{Mode: wire.ModeShared}
+	case 2:
+		if k := m.w.sc.kindOf(lock).Permits; k >= 2 {
+			return wire.Holding{Mode: wire.ModePermits, Permits: uint32(k)}
+		}
+	case 3:
+		return wire.Holding{Mode: wire.ModePermits, Permits: 2}
+	case 4:
+		return wire.Holding{Mode: wire.ModePermits, Permits: 1000}
+	}
+	return wire.Holding{}
 }
 
 func (m *malClient) submit(to []int, st *wire.Statement, j []wire.SignedView) {

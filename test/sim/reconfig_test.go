@@ -169,6 +169,7 @@ func TestChangeRegressions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sc.NoModes() // as drawn before change 60
 		if !c.varied {
 			sc.NoVariation() // the run as it failed, before the campaign varied its changes (change 47)
 		}

@@ -298,6 +298,29 @@ func (sc *Scenario) NoVariation() {
 	}
 }
 
+// LockKind is what one lock of a run is (docs/protocol.md change 60).
+type LockKind struct {
+	// Shared: a readers–writer lock; each Lock call reads (shared) two
+	// times in three, else writes (exclusive).
+	Shared bool
+	// Permits, if ≥ 2: a semaphore of that many permits.
+	Permits int
+}
+
+// kindOf is lock's kind (plain if the run has none).
+func (sc *Scenario) kindOf(lock string) LockKind {
+	for i, l := range sc.Locks {
+		if l == lock && i < len(sc.LockKinds) {
+			return sc.LockKinds[i]
+		}
+	}
+	return LockKind{}
+}
+
+// NoModes makes every lock plain: the run as drawn before change 60 (for
+// replays of older seeds).
+func (sc *Scenario) NoModes() { sc.LockKinds = nil }
+
 // clientTTL is client c's lease.
 func (sc *Scenario) clientTTL(c int) time.Duration {
 	if v := sc.Vary; v != nil && len(sc.Replace) > 0 && c < len(v.ClientTTLs) && v.ClientTTLs[c] > 0 {
@@ -368,7 +391,10 @@ type Scenario struct {
 	// clients (omega.go).
 	Omega *OmegaScenario
 	Locks []string
-	Roles []Role // one per client
+	// LockKinds, if set, is what each lock of Locks is (change 60): a plain
+	// lock, a readers–writer lock or a semaphore; nil: every lock is plain.
+	LockKinds []LockKind
+	Roles     []Role // one per client
 	// Malicious: one malicious client per entry, by behaviour (malclient.go).
 	Malicious     []string
 	Byzantine     []ByzServer

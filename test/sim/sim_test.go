@@ -276,15 +276,53 @@ func TestCheckerTeeth(t *testing.T) {
 
 	// FCFS: c0 was ticketed before c1 called Lock, yet c1 acquired first.
 	h := newHistory([]wire.ClientID{a, b})
-	h.lockCalled(at(1), 0, "L", 1, false)
+	h.lockCalled(at(1), 0, "L", 1, false, wire.Holding{})
 	t0 := at(5)
 	h.attempt(0, "L", 1).ticketed = &t0
-	h.lockCalled(at(6), 1, "L", 1, false)
+	h.lockCalled(at(6), 1, "L", 1, false, wire.Holding{})
 	acq1, acq0 := at(20), at(30)
 	h.attempt(1, "L", 1).acquired = &acq1
 	h.attempt(0, "L", 1).acquired = &acq0
 	if v := h.checkFCFS(); len(v) != 1 {
 		t.Errorf("an overtaking acquisition: got %v, want one fcfs violation", v)
+	}
+	h.attempt(0, "L", 1).mode = wire.Holding{Mode: wire.ModeShared}
+	if v := h.checkFCFS(); len(v) != 1 {
+		t.Errorf("a writer overtaking a reader: got %v, want one fcfs violation", v)
+	}
+	h.attempt(1, "L", 1).mode = wire.Holding{Mode: wire.ModeShared}
+	if v := h.checkFCFS(); len(v) != 0 {
+		t.Errorf("a reader overtaking a reader: got %v, want none", v)
+	}
+
+	// Modes (change 60): readers overlap, a writer with a reader does not;
+	// k permit holders overlap, k+1 do not; a writer's token exceeds
+	// every token before it, readers' tokens are not ordered.
+	sh, p2 := wire.Holding{Mode: wire.ModeShared}, wire.Holding{Mode: wire.ModePermits, Permits: 2}
+	c := wire.ClientID{3}
+	hold := func(cl int, id wire.ClientID, n uint64, m wire.Holding, from, to int) Hold {
+		return Hold{Lock: "L", Client: cl, Mode: m, Token: bakery.Token{N: n, Client: id}, From: at(from), To: at(to)}
+	}
+	for _, tc := range []struct {
+		name           string
+		holds          []Hold
+		mutex, fencing int
+	}{
+		{"readers together, out of token order", []Hold{hold(0, a, 5, sh, 10, 50), hold(1, b, 3, sh, 20, 60)}, 0, 0},
+		{"a writer with a reader", []Hold{hold(0, a, 5, sh, 10, 50), hold(1, b, 6, wire.Holding{}, 20, 60)}, 1, 0},
+		{"a reader with a writer", []Hold{hold(0, a, 5, wire.Holding{}, 10, 50), hold(1, b, 6, sh, 20, 60)}, 1, 0},
+		{"a writer after readers, below one of them", []Hold{hold(0, a, 5, sh, 10, 20), hold(1, b, 7, sh, 12, 22), hold(2, c, 6, wire.Holding{}, 30, 40)}, 0, 1},
+		{"a reader after a writer, below it", []Hold{hold(0, a, 5, wire.Holding{}, 10, 20), hold(1, b, 4, sh, 30, 40)}, 0, 1},
+		{"two of two permits", []Hold{hold(0, a, 5, p2, 10, 50), hold(1, b, 3, p2, 20, 60)}, 0, 0},
+		{"three of two permits", []Hold{hold(0, a, 5, p2, 10, 50), hold(1, b, 3, p2, 20, 60), hold(2, c, 8, p2, 30, 70)}, 1, 0},
+		{"permits of another count", []Hold{hold(0, a, 5, p2, 10, 50), hold(1, b, 6, wire.Holding{Mode: wire.ModePermits, Permits: 3}, 20, 60)}, 1, 0},
+	} {
+		if v := MutualExclusion(tc.holds); len(v) != tc.mutex {
+			t.Errorf("%s: got %v, want %d mutual-exclusion violation(s)", tc.name, v, tc.mutex)
+		}
+		if v := Fencing(tc.holds); len(v) != tc.fencing {
+			t.Errorf("%s: got %v, want %d fencing violation(s)", tc.name, v, tc.fencing)
+		}
 	}
 
 	// Regularity: a read that began after an Exit completed returns the Ticket before it.

@@ -38,6 +38,9 @@ type RunStats struct {
 	SimTime                          time.Duration
 	TraceLines                       int
 	Accesses2, Accesses3, DiskWrites int
+	// SharedAcquired and PermitsAcquired count the holdings of those modes,
+	// Together those that began while another holder was in (change 60).
+	SharedAcquired, PermitsAcquired, Together int
 	// DurabilityChecks counts acknowledged statements checked after restarts.
 	DurabilityChecks int
 	// ByzantineSent counts messages faulty servers sent on their own (Ticker behaviours).
@@ -137,17 +140,20 @@ type World struct {
 	// the checkers did.
 	OnClientEvent func(c int, ev bakery.Event)
 
-	sc    Scenario
-	rng   *rand.Rand
-	now   time.Duration
-	seq   uint64
-	queue eventQueue
-	q     int
-	keys  wire.Keyring
-	srv   []*simServer
-	cli   []*simClient
-	byID  map[wire.ClientID]int
-	mal   []*malClient
+	sc  Scenario
+	rng *rand.Rand
+	// modeRng draws each Lock call's mode on a readers–writer lock (change
+	// 60), apart from rng so that runs of plain locks draw as before.
+	modeRng *rand.Rand
+	now     time.Duration
+	seq     uint64
+	queue   eventQueue
+	q       int
+	keys    wire.Keyring
+	srv     []*simServer
+	cli     []*simClient
+	byID    map[wire.ClientID]int
+	mal     []*malClient
 	// malByID: malicious clients by identity (sybils are not in it).
 	malByID map[wire.ClientID]int
 	cut     [][]int
@@ -348,6 +354,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 	w := &World{
 		sc:            sc,
 		rng:           rand.New(rand.NewPCG(sc.Seed, 0x0b5e55ed)),
+		modeRng:       rand.New(rand.NewPCG(sc.Seed, 0x60d36)),
 		q:             quorum.Size(sc.N, sc.F),
 		byID:          make(map[wire.ClientID]int),
 		tr:            newTracer(opt.Trace),

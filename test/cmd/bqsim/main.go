@@ -54,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	jobs := fs.Int("j", 1, "runs in parallel (results are printed in seed order either way)")
 	elect := fs.Bool("elect", false, "elections on: clients proclaim a value when they enter and client 0 reads every lock's leader, each decision checked (docs/election.md)")
 	changes := fs.Bool("changes", true, "membership changes (a member replaced, docs/protocol.md change 43) in a quarter of the runs")
+	modes := fs.Bool("modes", true, "readers–writer locks and semaphores in a third of the runs (docs/protocol.md change 60); false replays a seed as drawn before")
 	vary := fs.Bool("vary", true, "vary the runs with changes (docs/protocol.md change 47: more changes, each client's TTL, a holder cut off at a change, faulty copiers and leaked keys); false replays a seed as drawn before")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -76,6 +77,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sc.Elect = *elect
 		if !*vary {
 			sc.NoVariation()
+		}
+		if !*modes || *elect {
+			sc.NoModes() // a leader is one holder: elections run on plain locks
 		}
 		if !*changes {
 			sc.Replace = nil
@@ -130,9 +134,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wallN[sc.N] += res.Wall
 		if *stats {
 			st := res.Stats
-			fmt.Fprintf(stdout, "seed=%d wall=%v sim=%.1fs lines=%d msgs=%d locks=%d acquired=%d (2-access %d, 3-access %d) lost=%d failed=%d reads=%d sets=%d resets=%d\n",
+			fmt.Fprintf(stdout, "seed=%d wall=%v sim=%.1fs lines=%d msgs=%d locks=%d acquired=%d (2-access %d, 3-access %d; shared %d, permits %d, with another in %d) lost=%d failed=%d reads=%d sets=%d resets=%d\n",
 				s, res.Wall.Round(time.Millisecond), st.SimTime.Seconds(), st.TraceLines, st.Messages, st.Locks, st.Acquired,
-				st.Accesses2, st.Accesses3, st.Lost, st.Failed, st.Reads, st.Sets, st.ResetsKnown)
+				st.Accesses2, st.Accesses3, st.SharedAcquired, st.PermitsAcquired, st.Together, st.Lost, st.Failed, st.Reads, st.Sets, st.ResetsKnown)
 		}
 		if len(sc.Replace) > 0 {
 			withChange++
