@@ -23,6 +23,7 @@ type Mutant struct {
 // tests are too slow to run for every mutant), the -run pattern of that
 // package's tests that run against it, by mutant name.
 var ownTests = map[string]string{
+	"mode-old-servers-ignored":     "^TestSharedHoldingsNeedProtocolOneNine$",
 	"address-rate-ignored":         "^TestQUICAcceptRatePerAddress$",
 	"connection-refusal-uncounted": "^TestQUICAcceptRatePerAddress$",
 	"proclaim-not-resent":          "^TestElectionValueSurvivesRestarts$",
@@ -507,7 +508,7 @@ var Catalogue = []Mutant{
 	{"doorway-passable", "§3.3: a member in its Doorway (choosing) makes the client wait", "bakery/listen.go",
 		"if st.Phase == wire.PhaseDoorway {\n\t\treturn false", "if st.Phase == wire.PhaseDoorway {\n\t\treturn true"},
 	{"passed-member-forgotten", "§3.3, change 14: a member a waiting client has passed stays passed", "bakery/listen.go",
-		"a.reports[x].passed = true", "_ = x"},
+		"\t\t\tr.passed = true\n", "\t\t\t_ = r\n"},
 	{"settled-without-statement", "change 15: no statement settles nothing (the absence rule needs q servers)", "server/core/clients.go",
 		"case en == nil:\n\t\t\treturn false", "case en == nil:\n\t\t\treturn true"},
 	{"settled-equal-n", "change 15, §3.3: a member is settled only by a ticket after the listener's (tie-break)", "server/core/clients.go",
