@@ -218,3 +218,100 @@ func ExampleElection_Campaign() {
 		_ = l.Resign(ctx)
 	}
 }
+
+// rwStore is a resource a readers–writer lock protects (docs/protocol.md
+// change 60): a write needs a token at least the highest it has seen from
+// anyone, a read one at least the highest of a write.
+type rwStore struct{ highest, highestWrite bq.Token }
+
+func (s *rwStore) Read(token bq.Token) error {
+	if token.Less(s.highestWrite) {
+		return fmt.Errorf("stale reader %s: %s has written since", token, s.highestWrite)
+	}
+	if s.highest.Less(token) {
+		s.highest = token
+	}
+	return nil
+}
+
+func (s *rwStore) Write(token bq.Token) error {
+	if token.Less(s.highest) {
+		return fmt.Errorf("stale writer %s: %s came after it", token, s.highest)
+	}
+	s.highest, s.highestWrite = token, token
+	return nil
+}
+
+var config rwStore
+
+func ExampleRWMutex() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key", CreateIdentity: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	rw := c.RWMutex("config")
+
+	r, err := rw.RLock(ctx) // with other readers, never with a writer
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := config.Read(r.Token()); err != nil {
+		log.Print(err)
+	}
+	if err := rw.RUnlock(ctx, r); err != nil {
+		log.Print(err)
+	}
+
+	w, err := rw.Lock(ctx) // alone; readers that come after it wait for it
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Unlock(ctx)
+	if err := config.Write(w.Token()); err != nil {
+		log.Print(err)
+	}
+}
+
+func ExampleSemaphore() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key", CreateIdentity: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	gpus := c.Semaphore("gpus", 4) // every user of "gpus" must say 4
+	p, err := gpus.Acquire(ctx)    // at most 4 holders at once, first come first served
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer gpus.Release(ctx, p)
+	select {
+	case <-p.Lost():
+		log.Print("permit lost; stopping")
+	default:
+		fmt.Println("training with one of", gpus.Permits(), "permits:", p.Mode())
+	}
+}
+
+func ExampleClient_LockAll() {
+	ctx := context.Background()
+	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key", CreateIdentity: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// Taken in one order (by name) whatever the order given, so two programs
+	// that each take both never deadlock.
+	hs, err := c.LockAll(ctx, c.Mutex("accounts/bob"), c.Mutex("accounts/alice"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer hs.Unlock(ctx)
+	for _, h := range hs.List() {
+		fmt.Println("holding", h.Name(), "token", h.Token())
+	}
+}
