@@ -19,13 +19,15 @@ import (
 //     record) by the commands that run under the lock and by the harness;
 //   - the counter: an append-only log of increments, one line "TOKEN VALUE"
 //     a write. A command reads the last VALUE, sleeps, and appends VALUE+1:
-//     a read-modify-write that two overlapping holders spoil.
+//     a read-modify-write that two overlapping holders spoil. A reader (a
+//     command under a shared holding, docs/protocol.md change 60) reads
+//     only: readers may overlap readers, never a writer.
 //
 // A history line is "KIND TOKEN NS key=value...", NS a CLOCK_MONOTONIC
 // reading in nanoseconds (one clock for every namespace: intervals of
 // different processes compare), TOKEN the holder's BQ_LOCK_TOKEN_INT or "-":
 //
-//	start TOKEN NS client=C pid=P term=obey|ignore   the command starts (before it reads)
+//	start TOKEN NS client=C pid=P term=obey|ignore [mode=shared]   the command starts (before it reads)
 //	end   TOKEN NS client=C how=done|term            its last write is behind it
 //	dead  TOKEN NS client=C                          the harness saw it die (its socket closed)
 //	exit  -     NS client=C code=N                   the harness reaped that client's bqclient
@@ -141,6 +143,7 @@ const Never = int64(math.MaxInt64)
 // the moment it can no longer touch the resource (Close).
 type Command struct {
 	Client, Token, Term string
+	Shared              bool // a reader's: it overlaps readers (change 60)
 	StartLine           int
 	Start, Close        int64
 	// ClosedBy says what closed it: "end" (its own last record), "dead" (the
@@ -224,13 +227,15 @@ func (r Report) String() string {
 
 // Check is the checker: a pure function of a history and a counter log.
 //
-//   - Overlap: a command starts while another is open. A command is open from
+//   - Overlap: a command starts while another is open, unless both are
+//     readers' (change 60). A command is open from
 //     its start record to its end record; one killed before it wrote its end
 //     is open until the harness saw it die, and one with neither until the
 //     next record of its client (its bqclient's exit, its next start), or for
 //     ever.
-//   - Token out of order: a start whose token is not above every earlier
-//     start's (earlier by start time).
+//   - Token out of order: a writer's start whose token is not above every
+//     earlier start's (earlier by start time), or a reader's not above every
+//     earlier writer's.
 //   - Lost update: the counter's last value is not the number of increments,
 //     or an increment did not write the value before it plus one.
 func Check(hist []Record, writes []Write) Report {
@@ -242,7 +247,8 @@ func Check(hist []Record, writes []Write) Report {
 		key := rec.Client + " " + rec.Token
 		switch rec.Kind {
 		case "start":
-			c := &Command{Client: rec.Client, Token: rec.Token, Term: rec.Attrs["term"], StartLine: rec.Line, Start: rec.NS, Close: Never, ClosedBy: "never"}
+			c := &Command{Client: rec.Client, Token: rec.Token, Term: rec.Attrs["term"], Shared: rec.Attrs["mode"] == "shared",
+				StartLine: rec.Line, Start: rec.NS, Close: Never, ClosedBy: "never"}
 			cmds = append(cmds, c)
 			open[key] = c
 			// A start closes the client's earlier commands that nothing closed.
@@ -282,22 +288,34 @@ func Check(hist []Record, writes []Write) Report {
 		for _, a := range active {
 			if a.Close > c.Start {
 				kept = append(kept, a)
-				r.Overlaps = append(r.Overlaps, Overlap{Earlier: *a, Later: *c})
+				if !a.Shared || !c.Shared {
+					r.Overlaps = append(r.Overlaps, Overlap{Earlier: *a, Later: *c})
+				}
 			}
 		}
 		active = append(kept, c)
 	}
 
-	// Tokens: each start's above every earlier start's.
-	var top *Command
-	var topTok *big.Int
+	// Tokens: a writer's start above every earlier start's, a reader's
+	// above every earlier writer's.
+	var top, topWriter *Command
+	var topTok, topWriterTok *big.Int
 	for _, c := range cmds {
 		tok, _ := new(big.Int).SetString(c.Token, 10)
-		if top != nil && tok.Cmp(topTok) <= 0 {
+		switch {
+		case !c.Shared && top != nil && tok.Cmp(topTok) <= 0:
 			r.OutOfOrder = append(r.OutOfOrder, Overlap{Earlier: *top, Later: *c})
 			continue
+		case c.Shared && topWriter != nil && tok.Cmp(topWriterTok) <= 0:
+			r.OutOfOrder = append(r.OutOfOrder, Overlap{Earlier: *topWriter, Later: *c})
+			continue
 		}
-		top, topTok = c, tok
+		if top == nil || tok.Cmp(topTok) > 0 {
+			top, topTok = c, tok
+		}
+		if !c.Shared {
+			topWriter, topWriterTok = c, tok
+		}
 	}
 
 	// The counter.

@@ -349,3 +349,36 @@ func TestParseHistoryRefusesGarbage(t *testing.T) {
 	require.Equal(t, "isolate [s0] for 1s", recs[0].Attrs["text"])
 	require.Equal(t, Record{Line: 3, Kind: "start", Token: "7", NS: 6, Client: "c1", Attrs: map[string]string{"client": "c1", "pid": "3", "term": "obey"}}, recs[1])
 }
+
+// docs/protocol.md change 60: readers' commands (mode=shared) may overlap
+// each other, never a writer's; a writer's token exceeds every earlier
+// start's, a reader's every earlier writer's; readers leave the counter
+// alone.
+func TestCheckerReadsModes(t *testing.T) {
+	check := func(hist, counter string) Report {
+		t.Helper()
+		h, err := ParseHistory(strings.NewReader(hist))
+		require.NoError(t, err)
+		w, err := ParseCounter(strings.NewReader(counter))
+		require.NoError(t, err)
+		return Check(h, w)
+	}
+	readers := `start 5 100 client=c0 pid=1 term=obey mode=shared
+start 4 110 client=c1 pid=2 term=obey mode=shared
+end 5 200 client=c0 how=done
+end 4 210 client=c1 how=done
+start 9 300 client=c2 pid=3 term=obey
+end 9 400 client=c2 how=done
+`
+	r := check(readers, "9 1\n")
+	require.True(t, r.OK(), "two readers together, out of token order, then a writer above both: %v", r)
+
+	r = check(strings.Replace(readers, "start 9 300", "start 9 205", 1), "9 1\n")
+	require.Len(t, r.Overlaps, 1, "a writer while a reader is in: %v", r)
+	r = check(strings.Replace(readers, "start 4 110 client=c1 pid=2 term=obey mode=shared", "start 4 110 client=c1 pid=2 term=obey", 1), "9 1\n4 2\n")
+	require.NotEmpty(t, r.Overlaps, "a reader with a writer: %v", r)
+	r = check(strings.Replace(strings.Replace(readers, "start 9 300", "start 3 300", 1), "end 9 400", "end 3 400", 1), "3 1\n")
+	require.Len(t, r.OutOfOrder, 1, "a writer below an earlier reader's token: %v", r)
+	r = check(readers+"start 8 500 client=c0 pid=4 term=obey mode=shared\nend 8 600 client=c0 how=done\n", "9 1\n")
+	require.Len(t, r.OutOfOrder, 1, "a reader below an earlier writer's token: %v", r)
+}

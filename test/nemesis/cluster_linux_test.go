@@ -77,6 +77,7 @@ type lockOpts struct {
 	hold         time.Duration // the worker's sleep between its read and its write
 	term         string        // obey (default) or ignore
 	try          bool          // --try
+	shared       bool          // --shared: a reader (docs/protocol.md change 60)
 }
 
 // lock starts `bqclient lock nemesis --ttl T [--timeout D] [--try] -- WORKER` in
@@ -102,6 +103,9 @@ func (c *cluster) start(client string, o lockOpts) (*proc, error) {
 	}
 	if o.try {
 		args = append(args, "--try")
+	}
+	if o.shared {
+		args = append(args, "--shared")
 	}
 	args = append(args, "--", testBinary())
 	return newProc(c.t, client, c.topo.node(client).ns, append([]string{roleEnv + "=worker"}, c.res.env(client, o.hold, o.term)...), args...)

@@ -81,7 +81,12 @@ func worker() int {
 	}
 
 	mu.Lock()
-	if err := appendLine(os.Getenv(workerHist), FormatRecord("start", token, mono(), "client="+client, "pid="+strconv.Itoa(os.Getpid()), "term="+term)); err != nil {
+	shared := os.Getenv("BQ_LOCK_MODE") == "shared"
+	attrs := []string{"client=" + client, "pid=" + strconv.Itoa(os.Getpid()), "term=" + term}
+	if shared {
+		attrs = append(attrs, "mode=shared")
+	}
+	if err := appendLine(os.Getenv(workerHist), FormatRecord("start", token, mono(), attrs...)); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return workerNoFiles
 	}
@@ -94,7 +99,9 @@ func worker() int {
 	}
 	time.Sleep(hold)
 	mu.Lock()
-	if err := appendLine(os.Getenv(workerCount), fmt.Sprintf("%s %d", token, v+1)); err != nil {
+	if shared {
+		// A reader reads only (change 60): it leaves the counter alone.
+	} else if err := appendLine(os.Getenv(workerCount), fmt.Sprintf("%s %d", token, v+1)); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		return workerNoFiles
 	}
