@@ -150,10 +150,17 @@ type bqLocker struct {
 	m     *bq.Mutex
 	h     *bq.Holding
 	fence *fence
+	// acquire, if set, takes the lock in another mode than m's exclusive
+	// (shared.go).
+	acquire func(context.Context) (*bq.Holding, error)
 }
 
 func (l *bqLocker) Lock(ctx context.Context) error {
-	h, err := l.m.Lock(ctx)
+	lock := l.m.Lock
+	if l.acquire != nil {
+		lock = l.acquire
+	}
+	h, err := lock(ctx)
 	if err != nil {
 		return err
 	}

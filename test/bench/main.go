@@ -5,7 +5,7 @@
 //
 //	bench [--json] [--quick] [--bqserver PATH] [--systems bq,etcd]
 //	      [--schemes Ed25519,ML-DSA-44,...]
-//	      [--workloads uncontended,contended,scaling,spread,failover]
+//	      [--workloads uncontended,contended,scaling,spread,failover,readers,semaphore]
 //	      [--servers N] [--spread 16,64,256] [--larger 7] [--profile DIR]
 //	bench --attack [--json] [--quick] [attack sizes]
 //
@@ -70,7 +70,10 @@ type options struct {
 
 	uncontendedWarm, uncontendedOps int
 	contenders                      int
-	failoverRounds                  int
+	// readers: the readers workload's readers (and one writer); semClients
+	// on permits: the semaphore workload's (shared.go).
+	readers, semClients, permits int
+	failoverRounds               int
 	// servers is bq's n (f = ⌊(n-1)/3⌋); etcdMembers etcd's members
 	// (default: servers).
 	servers, etcdMembers           int
@@ -89,7 +92,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (logs, data) at the end; with ./run, give a --workdir outside its temporary directory")
 	systems := fs.String("systems", "bq,etcd", "systems to measure")
 	schemes := fs.String("schemes", "Ed25519", "bq's signature schemes, comma-separated (Ed25519, ML-DSA-44, Ed25519-Dilithium2): the first is measured as \"bq\", each other one as \"bq/SCHEME\", with the same workloads")
-	workloads := fs.String("workloads", "uncontended,contended,scaling,spread,failover", "workloads to run, for every system (--quick: without spread)")
+	workloads := fs.String("workloads", "uncontended,contended,scaling,spread,failover,readers,semaphore", "workloads to run, for every system (--quick: without spread; etcd has no semaphore)")
+	fs.IntVar(&o.readers, "readers", 8, "readers beside the one writer in the readers workload")
+	fs.IntVar(&o.semClients, "semaphore-clients", 8, "clients in the semaphore workload")
+	fs.IntVar(&o.permits, "permits", 2, "the semaphore workload's permits")
 	fs.IntVar(&o.failoverRounds, "failover-rounds", 20, "kill -9 of the leader in the failover workload (--quick: 5)")
 	fs.DurationVar(&o.observePoll, "observe-poll", 0, "bq's observer in the failover workload reads the leader this often instead of Observe (200ms: Observe before it was pushed)")
 	scaling := fs.String("scaling", "", "contender counts for the scaling runs (default 1,2,4,8,16,32,64; --quick 1,4,16)")
@@ -369,6 +375,8 @@ type sysResult struct {
 	// failover is each measured failover: kill -9 of the leader to the
 	// next leader's Campaign returning, and an observer's lag behind it.
 	failover failoverResult
+	// readers and semaphore are the shared workloads' runs (shared.go).
+	readers, semaphore *sharedResult
 }
 
 // scalingRow is one run with K contenders.
@@ -469,6 +477,9 @@ func runBQ(ctx context.Context, o *options, work, name, scheme string) (*sysResu
 		if err != nil {
 			return nil, err
 		}
+	}
+	if r.readers, r.semaphore, err = runBQShared(ctx, o, name, b); err != nil {
+		return nil, err
 	}
 	if o.workloads["failover"] && name == "bq" {
 		self, err := os.Executable()
@@ -674,6 +685,11 @@ func runEtcd(ctx context.Context, o *options, work, name string) (*sysResult, er
 			})
 		}
 		if r.spread, err = runSpread(ctx, o, name, dial, e.pids(), e.metrics()); err != nil {
+			return nil, err
+		}
+	}
+	if o.workloads["readers"] {
+		if r.readers, err = runEtcdReaders(ctx, o, name, e); err != nil {
 			return nil, err
 		}
 	}

@@ -284,7 +284,35 @@ func (r *results) print(w io.Writer) {
 			fmt.Fprintf(w, "\nWARNING: %s broke mutual exclusion (%d overlaps) or fencing (%d tokens out of order)\n", s.name, overlaps, s.fenceErrors)
 		}
 	}
+	r.printShared(w)
 	r.printTargets(w)
+}
+
+// printShared prints the readers and semaphore workloads (shared.go).
+func (r *results) printShared(w io.Writer) {
+	header := false
+	for _, s := range r.systems {
+		for _, x := range []struct {
+			what string
+			res  *sharedResult
+		}{{"readers", s.readers}, {"semaphore", s.semaphore}} {
+			if x.res == nil {
+				continue
+			}
+			if !header {
+				fmt.Fprintf(w, "\nshared holdings (docs/protocol.md change 60): readers: %d readers (each in %v) and a writer (every %v) on one lock;\n"+
+					"semaphore: %d clients on %d permits (each in %v). Reads are the readers' or permit holders' acquisitions.\n",
+					r.opts.readers, readHold, writerThink, r.opts.semClients, r.opts.permits, readHold)
+				fmt.Fprintf(w, "%-16s %-10s %9s %20s %8s %22s %9s %9s\n", "system", "workload", "reads/s", "read Lock p50/p99", "writes", "writer's wait p50/p99", "together", "overlaps")
+				header = true
+			}
+			fmt.Fprintf(w, "%-16s %-10s %9s %20s %8d %22s %9d %9d\n", s.name, x.what, f1(x.res.readsPerSec()), pair(x.res.ReadLock.ms(.5), x.res.ReadLock.ms(.99)),
+				x.res.Writes, pair(x.res.WriteLock.ms(.5), x.res.WriteLock.ms(.99)), x.res.Together, x.res.Overlaps)
+			if x.res.Overlaps > 0 {
+				fmt.Fprintf(w, "WARNING: %s's %s workload broke its mode's exclusion %d times\n", s.name, x.what, x.res.Overlaps)
+			}
+		}
+	}
 }
 
 // printScaling prints s's scaling rows.
@@ -699,6 +727,20 @@ func (s *sysResult) json() map[string]any {
 			rows = append(rows, x)
 		}
 		m["scaling"] = rows
+	}
+	for _, x := range []struct {
+		what string
+		res  *sharedResult
+	}{{"readers", s.readers}, {"semaphore", s.semaphore}} {
+		if x.res == nil {
+			continue
+		}
+		m[x.what] = map[string]any{
+			"seconds": jnum(x.res.Window.Seconds()), "reads_per_s": jnum(x.res.readsPerSec()), "reads": x.res.Reads, "writes": x.res.Writes,
+			"read_lock_p50_ms": jnum(x.res.ReadLock.ms(.5)), "read_lock_p99_ms": jnum(x.res.ReadLock.ms(.99)),
+			"writer_wait_p50_ms": jnum(x.res.WriteLock.ms(.5)), "writer_wait_p99_ms": jnum(x.res.WriteLock.ms(.99)),
+			"together": x.res.Together, "overlaps": x.res.Overlaps, "permits": x.res.Permits,
+		}
 	}
 	if len(s.spread) > 0 {
 		var rows []map[string]any
