@@ -222,7 +222,8 @@ func TestHolderHealedAroundItsLoss(t *testing.T) {
 }
 
 // One server cut off changes nothing for the clients: with each server
-// isolated in turn, 5 locks each, 20 of 20 locks succeed.
+// isolated in turn, 5 locks each (every other one a reader's), 20 of 20
+// locks succeed.
 func TestIsolatedServer(t *testing.T) {
 	c := newCluster(t)
 	var took stats
@@ -233,7 +234,8 @@ func TestIsolatedServer(t *testing.T) {
 		for j := range 5 {
 			client := clientNames[(i*5+j)%len(clientNames)]
 			t0 := mono()
-			p := c.lock(client, lockOpts{ttl: 3 * time.Second, timeout: 10 * time.Second, hold: 10 * time.Millisecond})
+			// Every other lock is a reader's (docs/protocol.md change 60).
+			p := c.lock(client, lockOpts{ttl: 3 * time.Second, timeout: 10 * time.Second, hold: 10 * time.Millisecond, shared: j%2 == 1})
 			if code := c.done(p, 20*time.Second); code != 0 {
 				t.Errorf("%s isolated: lock %d by %s exited %d, want 0:\n%s", s, j, client, code, p.output())
 				continue
@@ -253,7 +255,8 @@ func TestIsolatedServer(t *testing.T) {
 	}
 }
 
-// A 2|2 split of the servers: a client on either side (`lock --try`) gets
+// A 2|2 split of the servers: a client on either side (`lock --try`, c1's
+// as a reader) gets
 // "unavailable" (exit 5) within a few seconds, and once the split heals a
 // client started at the heal takes the lock within a second.
 func TestSplitServers(t *testing.T) {
@@ -265,7 +268,7 @@ func TestSplitServers(t *testing.T) {
 		c.topo.Partition(a, b)
 		cut := mono()
 		p0 := c.lock("c0", lockOpts{ttl: 3 * time.Second, try: true, hold: 10 * time.Millisecond})
-		p1 := c.lock("c1", lockOpts{ttl: 3 * time.Second, try: true, hold: 10 * time.Millisecond})
+		p1 := c.lock("c1", lockOpts{ttl: 3 * time.Second, try: true, hold: 10 * time.Millisecond, shared: true}) // a reader (change 60)
 		for _, p := range []*proc{p0, p1} {
 			code := c.done(p, 30*time.Second)
 			took := time.Duration(p.exitNS - cut)
