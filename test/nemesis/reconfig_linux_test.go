@@ -40,7 +40,7 @@ func TestChangeWhileAServerIsCutOff(t *testing.T) {
 
 	c.res.note("isolate s0: s2, s3 and s4 are exactly q of epoch 1")
 	c.topo.Isolate("s0")
-	p = c.lock("c1", lockOpts{ttl: 3 * time.Second, timeout: 20 * time.Second, hold: 10 * time.Millisecond})
+	p = c.lock("c1", lockOpts{ttl: 3 * time.Second, timeout: 20 * time.Second, hold: 10 * time.Millisecond, shared: true}) // a reader (change 60)
 	if code := c.done(p, 30*time.Second); code != 0 {
 		t.Fatalf("c1, with s0 cut off, needs s3 in epoch 1; it exited %d:\n%s", code, p.output())
 	}

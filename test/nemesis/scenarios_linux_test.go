@@ -88,7 +88,9 @@ func TestIsolatedHolder(t *testing.T) {
 				if !ok {
 					t.Fatalf("trial %d: %s did not take the free lock within 15s:\n%s", trial, holder, hp.output())
 				}
-				np := c.lock(next, lockOpts{ttl: 3 * time.Second, timeout: 30 * time.Second, hold: 50 * time.Millisecond})
+				// On odd trials the next is a reader (change 60): it waits
+				// for the cut-off writer as a writer would.
+				np := c.lock(next, lockOpts{ttl: 3 * time.Second, timeout: 30 * time.Second, hold: 50 * time.Millisecond, shared: trial%2 == 1})
 				time.Sleep(500*time.Millisecond + time.Duration(rng.IntN(3500))*time.Millisecond)
 				if np.exited() {
 					t.Fatalf("trial %d: %s ended (exit %d) while %s held the lock:\n%s", trial, next, np.code, holder, np.output())
@@ -174,7 +176,7 @@ func TestHolderHealedAroundItsLoss(t *testing.T) {
 		if !ok {
 			t.Fatalf("trial %d: c0 did not take the free lock within 15s:\n%s", trial, hp.output())
 		}
-		np := c.lock("c1", lockOpts{ttl: ttl, timeout: 30 * time.Second, hold: 50 * time.Millisecond})
+		np := c.lock("c1", lockOpts{ttl: ttl, timeout: 30 * time.Second, hold: 50 * time.Millisecond, shared: trial%2 == 1}) // a reader on odd trials (change 60)
 		time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond)
 		d := time.Duration(800+rng.IntN(350)) * time.Millisecond
 		c.res.note("trial %d: isolate c0, the holder, for %v", trial, d)
@@ -381,7 +383,8 @@ func TestMinorityThenCutOffClient(t *testing.T) {
 // Flapping partitions under three looping clients: every 0.5–3 s every cut
 // heals and a random one is made (one server isolated, one client isolated,
 // one of each, or none; a client cut is the holder's half the time), for
-// -nemesis.duration. Each client loops `lock --ttl 2s --timeout 10s -- CMD`,
+// -nemesis.duration. Each client loops `lock --ttl 2s --timeout 10s -- CMD`
+// (with --shared one time in three: a reader, change 60),
 // CMD holding 20–600 ms, or 1.5–4 s one time in four, and obeying SIGTERM
 // or ignoring it (-nemesis.term; mixed: one in three ignores it). At the
 // end the checker must find no overlap, no token out of order and no lost
@@ -427,7 +430,10 @@ func TestFlapping(t *testing.T) {
 				if crng.IntN(4) == 0 {
 					hold = time.Duration(1500+crng.IntN(2500)) * time.Millisecond
 				}
-				p, err := c.start(client, lockOpts{ttl: 2 * time.Second, timeout: 10 * time.Second, hold: hold, term: term})
+				// One run in three is a reader (docs/protocol.md change 60):
+				// readers overlap readers, never a writer, whatever the cuts.
+				shared := crng.IntN(3) == 0
+				p, err := c.start(client, lockOpts{ttl: 2 * time.Second, timeout: 10 * time.Second, hold: hold, term: term, shared: shared})
 				if err != nil {
 					mu.Lock()
 					odd = append(odd, err.Error())
