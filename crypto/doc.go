@@ -8,9 +8,9 @@
 //
 // Schemes come from circl's sign.Scheme: Ed25519 (default), ML-DSA-44, and the
 // Ed25519+Dilithium2 hybrid. Every public key on the wire names its scheme.
-// circl is the only verifier used anywhere (circl and the standard library
-// disagree on some non-canonical Ed25519 keys, and two verifiers that disagree
-// would let a Byzantine client split correct servers).
+// Ed25519 signatures are checked by curve25519-voi under circl's rule, with
+// the same verdict on every input (ed25519verify.go; two verifiers that
+// disagree would let a Byzantine client split correct servers).
 //
 // Decoding is strict everywhere: size caps, bounded lengths and nesting, no
 // duplicate map keys, no indefinite lengths, no tags, no unknown fields and no
