@@ -41,6 +41,19 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
+// BenchmarkVerifyRemembered is a check the memo answers: a signature that
+// a connection's read loop verified, checked again by the core.
+func BenchmarkVerifyRemembered(b *testing.B) {
+	k := testKey(b, crypto.Ed25519, 74)
+	sig := k.Sign(crypto.DomainStatement, benchBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !k.Public.Verify(crypto.DomainStatement, benchBody, sig) {
+			b.Fatal("signature does not verify")
+		}
+	}
+}
+
 // BenchmarkParse measures PublicKey.Parse, which SignedStatement.Verify runs on every call.
 func BenchmarkParse(b *testing.B) {
 	for _, scheme := range crypto.Schemes() {

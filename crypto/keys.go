@@ -112,10 +112,22 @@ func ParsePublicKeyString(s string) (*Parsed, error) {
 
 // Verify checks sig over domain||body: Ed25519 by curve25519-voi under circl's
 // rule (ed25519verify.go), the other schemes by circl.
+// A verdict reached before on the same bytes is remembered (verdicts.go).
 func (p *Parsed) Verify(domain Domain, body, sig []byte) bool {
 	if len(sig) != p.sch.SignatureSize() {
 		return false
 	}
+	k := verdictKey(domain, p, body, sig)
+	if v, ok := verdicts.get(k); ok {
+		return v
+	}
+	v := p.verify(domain, body, sig)
+	verdicts.put(k, v)
+	return v
+}
+
+// verify decides sig with the scheme's verifier.
+func (p *Parsed) verify(domain Domain, body, sig []byte) bool {
 	if p.ed != nil {
 		return verifyEd25519(p.ed, domain.message(body), sig)
 	}

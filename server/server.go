@@ -77,8 +77,15 @@ type Server struct {
 	// certificates: what the server depends on, as noteCertificates last
 	// worked it out (expiry.go); set before the first warning reads it.
 	certificates atomic.Pointer[[]metrics.Certificate]
-	http         *http.Server
-	published    time.Time
+	// preverifier checks signatures in the transport's read loops, with the
+	// keyring of the epoch served (followEpochs keeps it current).
+	preverifier atomic.Pointer[wire.Preverifier]
+	// clientRate, clientBurst: client_rate and client_burst, which bound
+	// the checks made ahead on a client's connection (preverify.go).
+	clientRate  float64
+	clientBurst int
+	http        *http.Server
+	published   time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -173,6 +180,8 @@ func Start(cfg Config) (*Server, error) {
 
 	c := m.Cluster
 	s.roster = certs.NewRoster(c)
+	s.preverifier.Store(&wire.Preverifier{Self: m.ID}) // statements only until an epoch's keyring is known
+	s.clientRate, s.clientBurst = clientRateOf(cfg.Settings)
 	if err := s.followEpochs(); err != nil {
 		return fail(err)
 	}
@@ -202,6 +211,7 @@ func Start(cfg Config) (*Server, error) {
 		Limits:         limits,
 		Logger:         log,
 		OnLimit:        s.connLimits.note,
+		Preverify:      s.preverifyFor,
 	})
 	if err != nil {
 		return fail(err)
@@ -515,6 +525,7 @@ func (s *Server) publish(now time.Time) {
 		Pushes:      k.Stats.Pushes, ListensHeld: k.Stats.ListensHeld, Forwards: k.Stats.Forwards, Suspicions: k.Stats.VotesCast,
 		Resets: k.Stats.Resets, Bans: k.Stats.Bans, Equivocation: k.Stats.Equivocation,
 		Rejected: k.Stats.Rejected, Stale: k.Stats.Stale, Announced: k.Stats.Announced, Pulled: k.Stats.Pulled, CacheHits: k.Stats.CacheHits, CacheMisses: k.Stats.CacheMisses,
+		Remembered: crypto.VerdictHits(),
 	}
 	for kind, n := range k.Stats.Accesses {
 		snap.Accesses[kind] = n
@@ -558,6 +569,11 @@ func (s *Server) followEpochs() error {
 		return nil
 	}
 	serves, knows := k.Epoch()
+	if p := s.preverifier.Load(); p.Keys == nil || p.Keys.Epoch != serves {
+		if keys, _, ok := k.Chain().Keyring(serves); ok {
+			s.preverifier.Store(&wire.Preverifier{Keys: &keys, Self: s.Material.ID})
+		}
+	}
 	if serves == s.serves && knows == s.knows {
 		return nil // every batch asks; only a new epoch costs anything
 	}

@@ -50,6 +50,13 @@ type ServerConfig struct {
 	// accept_rate_per_address, accept_rate), for the server's metrics
 	// (docs/protocol.md change 25). It must be safe for concurrent use.
 	OnLimit func(limit string)
+	// Preverify, if set, is asked once per connection (but an observer's)
+	// for a check that the connection's read loop then runs on each of its
+	// messages before delivering it, so that signature checks run in
+	// parallel across connections (wire.Preverifier); a nil check checks
+	// nothing. A check must decide nothing; Preverify must be safe for
+	// concurrent use, each check need not be.
+	Preverify func(from Peer) func(*wire.Message)
 }
 
 // ClientConfig configures DialClient.
@@ -122,6 +129,7 @@ func ListenServer(cfg ServerConfig) (Transport, error) {
 	n.identify = cfg.IdentifyServer
 	n.admit = cfg.AdmitClient
 	n.onLimit = cfg.OnLimit
+	n.preverify = cfg.Preverify
 	n.version = versionOr(cfg.Version)
 	n.log = n.log.With("node", ServerPeer(cfg.ID).String())
 	n.mu.Lock()
@@ -325,10 +333,11 @@ type node struct {
 	// INVARIANT: observers[p] is non-empty and at most MaxObserversPerClient
 	// long, and each of its conns is also clients[its id]'s only conn.
 	observers   map[wire.ClientID][]*clientConn
-	accepted    int           // accepted connections not yet closed (ConnContext)
-	clientConns int           // client connections in handshake or bound
-	accept      *rate.Limiter // new connections started per second (Limits.AcceptRate)
-	onLimit     func(string)  // ServerConfig.OnLimit; nil on clients
+	accepted    int                            // accepted connections not yet closed (ConnContext)
+	clientConns int                            // client connections in handshake or bound
+	accept      *rate.Limiter                  // new connections started per second (Limits.AcceptRate)
+	onLimit     func(string)                   // ServerConfig.OnLimit; nil on clients
+	preverify   func(Peer) func(*wire.Message) // ServerConfig.Preverify; nil on clients
 	// perAddress: the AcceptRatePerAddress bucket of each source address.
 	// INVARIANT: at most maxAddressBuckets entries (allowAddress).
 	perAddress   map[netip.Addr]*rate.Limiter

@@ -133,7 +133,7 @@ func (n *node) serveServer(conn *quic.Conn, id wire.ServerID, deadline time.Time
 		_ = old.CloseWithError(codeReplaced, "replaced by a newer connection")
 	}
 	n.log.Info("transport: accepted server connection", "peer", peer, "addr", conn.RemoteAddr(), "auth", "mutual TLS")
-	err = n.readLoop(conn, s, peer)
+	err = n.readLoop(conn, s, peer, n.preverifyFor(peer, false))
 	n.mu.Lock()
 	if n.srvIn[id] == conn {
 		delete(n.srvIn, id)
@@ -227,13 +227,14 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 		n.spawn(func() { _ = old.conn.CloseWithError(codeReplaced, "replaced by a newer connection of the same client") })
 	}
 	n.log.Debug("transport: client connected", "peer", peer, "addr", conn.RemoteAddr(), "observes", observes)
+	check := n.preverifyFor(peer, observes != nil)
 	if !n.deliver(Inbound{Kind: EventConnected, From: peer, Admission: grant, Observes: observes}) {
 		n.unbind(cc)
 		return
 	}
 	var w sync.WaitGroup
 	w.Go(func() { n.writeLoop(conn, s, cc.q) })
-	err = n.readLoop(conn, s, peer)
+	err = n.readLoop(conn, s, peer, check)
 	_ = conn.CloseWithError(codeShutdown, "")
 	w.Wait()
 	if n.unbind(cc) {
@@ -495,7 +496,7 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 	var w sync.WaitGroup
 	d.q.signal() // send what waited while we were away
 	w.Go(func() { n.writeLoop(conn, s, d.q) })
-	err = n.readLoop(conn, s, peer)
+	err = n.readLoop(conn, s, peer, n.preverifyFor(peer, false))
 	_ = conn.CloseWithError(codeShutdown, "")
 	w.Wait()
 	n.deliver(Inbound{Kind: EventDisconnected, From: peer})
@@ -608,14 +609,18 @@ func describeRefusal(err error) error {
 // Moving frames.
 
 // readLoop delivers the messages on s until the connection ends, and returns
-// why it ended. Bad input closes the connection.
-func (n *node) readLoop(conn *quic.Conn, s *quic.Stream, from Peer) error {
+// why it ended. Bad input closes the connection. check, if not nil, sees
+// each message first (ServerConfig.Preverify).
+func (n *node) readLoop(conn *quic.Conn, s *quic.Stream, from Peer, check func(*wire.Message)) error {
 	r := bufio.NewReaderSize(s, 4<<10)
 	for {
 		b, err := readFrame(r, n.lim.MaxFrame)
 		if err == nil {
 			var m *wire.Message
 			if m, err = decodeFrame(b, n.lim.MaxFrame); err == nil {
+				if check != nil {
+					check(m)
+				}
 				if !n.deliver(Inbound{Kind: EventMessage, From: from, Msg: m, Size: len(b)}) {
 					return ErrClosed
 				}
@@ -639,6 +644,15 @@ func (n *node) readLoop(conn *quic.Conn, s *quic.Stream, from Peer) error {
 		_ = conn.CloseWithError(codeBadInput, msg)
 		return bad
 	}
+}
+
+// preverifyFor is the read loop's check of a connection from peer: none for
+// an observer connection (it may not submit) or without ServerConfig.Preverify.
+func (n *node) preverifyFor(peer Peer, observes bool) func(*wire.Message) {
+	if n.preverify == nil || observes {
+		return nil
+	}
+	return n.preverify(peer)
 }
 
 // writeLoop sends what q holds, in order, until the connection ends.

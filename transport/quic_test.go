@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -511,4 +512,29 @@ func TestAddressBucketsBounded(t *testing.T) {
 	last := maxAddressBuckets + 9
 	require.False(t, n.allowAddress(&net.UDPAddr{IP: net.IPv4(10, byte(last>>16), byte(last>>8), byte(last)), Port: 2}, now),
 		"a tracked address still has its bucket")
+}
+
+// ServerConfig.Preverify's check sees every message of a connection in its
+// read loop, before the message is delivered (the signature checks that run in
+// parallel ahead of a server's core: wire.Preverifier).
+func TestQUICPreverifyRunsBeforeDelivery(t *testing.T) {
+	qc := newQUICCluster(t, 1, Limits{})
+	cfg := qc.cfg(0)
+	var seen atomic.Int64
+	cfg.Preverify = func(Peer) func(*wire.Message) {
+		return func(m *wire.Message) {
+			if m.Ack != nil && m.Ack.Req == 77 {
+				seen.Add(1)
+			}
+		}
+	}
+	w0 := watch("s0", qc.listen(t, cfg))
+	key := newKey(t)
+	c := qc.dial(t, key)
+	w0.next(t, "client connected", connected(clientOf(key)))
+	require.NoError(t, c.Send(ServerPeer(0), &wire.Message{Ack: &wire.Ack{Req: 77}}))
+	w0.next(t, "the client's message", isMsg(clientOf(key), func(m *wire.Message) bool {
+		require.Equal(t, int64(1), seen.Load(), "delivered before the read loop's Preverify saw it")
+		return m.Ack != nil && m.Ack.Req == 77
+	}))
 }

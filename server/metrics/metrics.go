@@ -43,6 +43,9 @@ type Snapshot struct {
 	Pulled       uint64 // statements asked of other servers
 	CacheHits    uint64
 	CacheMisses  uint64
+	// Remembered counts signature checks answered by an identical earlier
+	// check, mostly one a connection's read loop made (process-wide).
+	Remembered uint64
 	// Locks is the number of locks with members; Members sums their active
 	// sets; MaxMembers is the largest one.
 	Locks, Members, MaxMembers int
@@ -171,6 +174,7 @@ var (
 		{prometheus.NewDesc("bq_pulled_total", "Statements this server asked another for after an announcement.", nil, nil), func(s *Snapshot) uint64 { return s.Pulled }},
 		{prometheus.NewDesc("bq_verify_cache_hits_total", "Statement signature checks answered from the cache.", nil, nil), func(s *Snapshot) uint64 { return s.CacheHits }},
 		{prometheus.NewDesc("bq_verify_cache_misses_total", "Statement signatures verified.", nil, nil), func(s *Snapshot) uint64 { return s.CacheMisses }},
+		{prometheus.NewDesc("bq_signature_checks_remembered_total", "Signature checks answered by an identical earlier check, most made ahead in a connection's read loop, in parallel (docs/protocol.md §1).", nil, nil), func(s *Snapshot) uint64 { return s.Remembered }},
 	}
 	gaugeDescs = []struct {
 		d   *prometheus.Desc

@@ -40,6 +40,7 @@ var ownTests = map[string]string{
 	"door-last-issuer-only":        "^TestDoor",
 	"hello-unsigned":               "^TestQUICHelloBinding$",
 	"ca-pool-not-swapped":          "^TestQUICSetCAPool$",
+	"preverify-client-unlimited":   "^TestPreverifyKeepsToTheClientRate$",
 }
 
 // Catalogue is every mutant, grouped by the kind of rule it weakens.
@@ -100,6 +101,12 @@ var Catalogue = []Mutant{
 		"voied.VerifyOptionsStdLib}", "voied.VerifyOptionsZIP_215}"},
 	{"ed25519-cache-wrong-key", "§1: a signature verifies under its own key's precomputed form only", "crypto/ed25519verify.go",
 		"c.put(k, x)\n\tc.mu.Unlock()\n\treturn x\n}", "c.put(k, x)\n\tc.mu.Unlock()\n\tif len(c.cur) > 1 {\n\t\tfor _, y := range c.cur {\n\t\t\treturn y\n\t\t}\n\t}\n\treturn x\n}"},
+	{"verdict-memo-ignores-domain", "§1: a remembered verdict is the verdict on the same domain, key, body and signature", "crypto/verdicts.go",
+		"range [][]byte{[]byte(d), body, sig}", "range [][]byte{body, sig}"},
+	{"verdict-memo-ignores-sig", "§1: a remembered verdict is the verdict on the same domain, key, body and signature", "crypto/verdicts.go",
+		"range [][]byte{[]byte(d), body, sig}", "range [][]byte{[]byte(d), body}"},
+	{"preverify-client-unlimited", "§8: a client's statements are checked ahead of the core at most at client_rate", "server/preverify.go",
+		"if lim.Allow() {", "if lim.Allow() || true {"},
 	{"key-scheme-not-utf8", "§8: the hand-written key decoder is never looser than the library (a scheme is UTF-8)", "crypto/codec_hand.go",
 		"if !utf8.Valid(scheme) {", "if false && !utf8.Valid(scheme) {"},
 	{"view-signer-not-server", "§3.1: a View is signed by the server it names", "wire/verify.go",
