@@ -235,3 +235,27 @@ func TestExpandedKeyCacheIsBounded(t *testing.T) {
 	c.get(k)
 	require.Equal(t, misses, c.misses, "a key just used is not expanded again")
 }
+
+// Ed25519 signing is deterministic: the signer bq uses (curve25519-voi)
+// makes, for every seed and message, the bytes circl's signer makes, so a
+// signature is the same whichever release made it.
+func TestEd25519SignersAgree(t *testing.T) {
+	seed := uint64(0x516e_a9ee)
+	t.Logf("seed %#x", seed)
+	r := rand.New(rand.NewPCG(seed, seed))
+	for i := 0; i < 300; i++ {
+		s := make([]byte, 32)
+		for j := range s {
+			s[j] = byte(r.Uint32())
+		}
+		body := make([]byte, r.IntN(300))
+		for j := range body {
+			body[j] = byte(r.Uint32())
+		}
+		k, err := PrivateKeyFromSeed(Ed25519, s)
+		require.NoError(t, err)
+		ref := circled.Sign(circled.NewKeyFromSeed(s), DomainTest.message(body))
+		require.Equal(t, ref, k.Sign(DomainTest, body), "seed %x body %x", s, body)
+		require.Equal(t, []byte(circled.NewKeyFromSeed(s).Public().(circled.PublicKey)), k.Public.Wire.Key)
+	}
+}
