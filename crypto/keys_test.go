@@ -260,11 +260,11 @@ func TestFingerprintDiffersAcrossSchemes(t *testing.T) {
 	}
 }
 
-// The one verifier (circl) decides every Ed25519 key the same way, whichever
-// path parsed it and however often it is asked. Small-order and non-canonical
-// points are accepted by Parse (it checks the length only); what matters for
-// Byzantine tolerance is that all correct servers agree, and they do because
-// they run the same deterministic code.
+// Every Ed25519 key is decided the same way, whichever path parsed it and
+// however often it is asked (the second time from the verdict memo).
+// Small-order and non-canonical points are refused by Parse (weakkeys.go);
+// what matters for Byzantine tolerance is that all correct servers agree,
+// and they do because they run one rule (ed25519verify.go).
 func TestEd25519SpecialKeysConsistent(t *testing.T) {
 	special := []string{
 		"0100000000000000000000000000000000000000000000000000000000000000", // identity (order 1)
