@@ -2,6 +2,7 @@ package crypto
 
 import (
 	"sync"
+	"time"
 
 	voied "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
@@ -47,8 +48,9 @@ func verifyEd25519(key *[32]byte, msg, sig []byte) bool {
 
 // expandedGeneration bounds the cache: two generations of this many keys,
 // each about 1.5 KiB, so at most 6 MiB whatever keys a flood of clients
-// brings. A server verifies under its peers' keys and those of the clients
-// with live sessions, far fewer in any deployment we size for.
+// brings, and given back within two ages once it stops (AgeCaches). A
+// server verifies under its peers' keys and those of the clients with live
+// sessions, far fewer in any deployment we size for.
 const expandedGeneration = 2048
 
 // keyCache maps a key's bytes to its precomputed form (nil for bytes that
@@ -56,9 +58,10 @@ const expandedGeneration = 2048
 // INVARIANT: len(cur) ≤ expandedGeneration and len(old) ≤ expandedGeneration;
 // an entry is NewExpandedPublicKey of its key (nil on error).
 type keyCache struct {
-	mu       sync.Mutex
-	cur, old map[[32]byte]*voied.ExpandedPublicKey
-	misses   uint64 // keys expanded, for tests
+	mu        sync.Mutex
+	cur, old  map[[32]byte]*voied.ExpandedPublicKey
+	misses    uint64 // keys expanded, for tests
+	rotatedAt time.Time
 }
 
 var expandedKeys = &keyCache{}
@@ -89,7 +92,18 @@ func (c *keyCache) get(k [32]byte) *voied.ExpandedPublicKey {
 // put adds k under c.mu, retiring the current generation when it is full.
 func (c *keyCache) put(k [32]byte, x *voied.ExpandedPublicKey) {
 	if c.cur == nil || len(c.cur) >= expandedGeneration {
-		c.old, c.cur = c.cur, make(map[[32]byte]*voied.ExpandedPublicKey, expandedGeneration)
+		c.old, c.cur = c.cur, make(map[[32]byte]*voied.ExpandedPublicKey)
 	}
 	c.cur[k] = x
+}
+
+// age retires the current generation if it is older than cacheAge at now (AgeCaches).
+func (c *keyCache) age(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.rotatedAt) < cacheAge {
+		return
+	}
+	c.rotatedAt = now
+	c.old, c.cur = c.cur, make(map[[32]byte]*voied.ExpandedPublicKey)
 }

@@ -3,6 +3,7 @@ package crypto
 import (
 	"crypto/rand"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -45,4 +46,44 @@ func TestVerdictMemoIsBounded(t *testing.T) {
 	v, ok := m.get(k)
 	require.True(t, ok)
 	require.Equal(t, (3*verdictGeneration+6)%2 == 0, v)
+}
+
+// What is not used again within two ages is let go; what is used stays.
+func TestCachesAgeAway(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	m := &verdictMemo{}
+	c := &keyCache{}
+	var hot, cold [32]byte
+	hot[0], cold[0] = 1, 2
+	hot[1], cold[1] = 9, 9
+	m.put(hot, true)
+	m.put(cold, false)
+	c.get(hot)
+	c.get(cold)
+	m.age(t0)
+	c.age(t0)
+	m.age(t0.Add(cacheAge / 2)) // too early: nothing moves
+	require.Len(t, m.old, 2)
+	_, ok := m.get(hot) // used: back in the current generation
+	require.True(t, ok)
+	c.get(hot)
+	m.age(t0.Add(cacheAge))
+	c.age(t0.Add(cacheAge))
+	_, ok = m.get(cold)
+	require.False(t, ok, "a verdict not used for two ages is let go")
+	_, ok = m.get(hot)
+	require.True(t, ok, "a verdict used within an age stays")
+	misses := c.misses
+	c.get(hot)
+	require.Equal(t, misses, c.misses, "a key used within an age stays")
+	c.get(cold)
+	require.Equal(t, misses+1, c.misses, "a key not used for two ages is expanded again")
+	for i := 2; i < 5; i++ {
+		m.age(t0.Add(time.Duration(i) * cacheAge))
+		c.age(t0.Add(time.Duration(i) * cacheAge))
+	}
+	require.Empty(t, m.cur)
+	require.Empty(t, m.old)
+	require.Empty(t, c.cur)
+	require.Empty(t, c.old)
 }

@@ -283,6 +283,7 @@ func (s *Server) loop(ctx context.Context) {
 		case now := <-ticker.C:
 			tick = true
 			eff = s.core.Tick(now)
+			crypto.AgeCaches(now) // what a flood of identities left is let go (crypto/verdicts.go)
 			s.repairMu.Lock()
 			due := s.repair.Due(now)
 			s.repairMu.Unlock()

@@ -107,6 +107,8 @@ var Catalogue = []Mutant{
 		"range [][]byte{[]byte(d), body, sig}", "range [][]byte{[]byte(d), body}"},
 	{"preverify-client-unlimited", "§8: a client's statements are checked ahead of the core at most at client_rate", "server/preverify.go",
 		"if lim.Allow() {", "if lim.Allow() || true {"},
+	{"verdict-memo-never-ages", "§8, change 26: what a flood left in a cache is let go once it stops (remembered verdicts age)", "crypto/verdicts.go",
+		"if now.Sub(m.rotatedAt) < cacheAge {", "if true || now.Sub(m.rotatedAt) < cacheAge {"},
 	{"key-scheme-not-utf8", "§8: the hand-written key decoder is never looser than the library (a scheme is UTF-8)", "crypto/codec_hand.go",
 		"if !utf8.Valid(scheme) {", "if false && !utf8.Valid(scheme) {"},
 	{"view-signer-not-server", "§3.1: a View is signed by the server it names", "wire/verify.go",
