@@ -222,18 +222,19 @@ func FuzzEd25519VerifiersAgree(f *testing.F) {
 // The cache of expanded keys stays within its two generations whatever
 // number of keys arrives, and answers a key it holds without expanding it again.
 func TestExpandedKeyCacheIsBounded(t *testing.T) {
-	c := &keyCache{}
+	c := newKeyCache()
 	var k [32]byte
 	k[0] = 9 // a point (the base point's y is 4/5; any decodable y works)
 	for i := 0; i < 3*expandedGeneration+5; i++ {
 		k[1], k[2] = byte(i), byte(i>>8)
 		c.get(k)
-		require.LessOrEqual(t, len(c.cur), expandedGeneration)
-		require.LessOrEqual(t, len(c.old), expandedGeneration)
+		cur, old := c.lens()
+		require.LessOrEqual(t, cur, expandedGeneration)
+		require.LessOrEqual(t, old, expandedGeneration)
 	}
-	misses := c.misses
+	misses := c.misses.Load()
 	c.get(k)
-	require.Equal(t, misses, c.misses, "a key just used is not expanded again")
+	require.Equal(t, misses, c.misses.Load(), "a key just used is not expanded again")
 }
 
 // Ed25519 signing is deterministic: the signer bq uses (curve25519-voi)

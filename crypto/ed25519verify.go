@@ -1,8 +1,7 @@
 package crypto
 
 import (
-	"sync"
-	"time"
+	"sync/atomic"
 
 	voied "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
@@ -55,55 +54,27 @@ const expandedGeneration = 2048
 
 // keyCache maps a key's bytes to its precomputed form (nil for bytes that
 // are no point). Safe for concurrent use; the form is immutable once made.
-// INVARIANT: len(cur) ≤ expandedGeneration and len(old) ≤ expandedGeneration;
-// an entry is NewExpandedPublicKey of its key (nil on error).
+// INVARIANT: an entry is NewExpandedPublicKey of its key (nil on error).
 type keyCache struct {
-	mu        sync.Mutex
-	cur, old  map[[32]byte]*voied.ExpandedPublicKey
-	misses    uint64 // keys expanded, for tests
-	rotatedAt time.Time
+	generations[*voied.ExpandedPublicKey]
+	misses atomic.Uint64 // keys expanded, for tests
 }
 
-var expandedKeys = &keyCache{}
+var expandedKeys = newKeyCache()
+
+func newKeyCache() *keyCache {
+	return &keyCache{generations: generations[*voied.ExpandedPublicKey]{size: expandedGeneration}}
+}
 
 func (c *keyCache) get(k [32]byte) *voied.ExpandedPublicKey {
-	c.mu.Lock()
-	if x, ok := c.cur[k]; ok {
-		c.mu.Unlock()
+	if x, ok := c.generations.get(k); ok {
 		return x
 	}
-	if x, ok := c.old[k]; ok {
-		c.put(k, x)
-		c.mu.Unlock()
-		return x
-	}
-	c.misses++
-	c.mu.Unlock()
+	c.misses.Add(1)
 	x, err := voied.NewExpandedPublicKey(k[:])
 	if err != nil {
-		x = nil
+		x = nil // not a point: nothing verifies under it
 	}
-	c.mu.Lock()
 	c.put(k, x)
-	c.mu.Unlock()
 	return x
-}
-
-// put adds k under c.mu, retiring the current generation when it is full.
-func (c *keyCache) put(k [32]byte, x *voied.ExpandedPublicKey) {
-	if c.cur == nil || len(c.cur) >= expandedGeneration {
-		c.old, c.cur = c.cur, make(map[[32]byte]*voied.ExpandedPublicKey)
-	}
-	c.cur[k] = x
-}
-
-// age retires the current generation if it is older than cacheAge at now (AgeCaches).
-func (c *keyCache) age(now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now.Sub(c.rotatedAt) < cacheAge {
-		return
-	}
-	c.rotatedAt = now
-	c.old, c.cur = c.cur, make(map[[32]byte]*voied.ExpandedPublicKey)
 }

@@ -3,7 +3,7 @@ package crypto
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,15 +21,17 @@ import (
 const verdictGeneration = 16384
 
 // INVARIANT: every entry maps verdictKey(d, p, body, sig) to
-// p.verify(d, body, sig); len(cur), len(old) ≤ verdictGeneration.
+// p.verify(d, body, sig).
 type verdictMemo struct {
-	mu        sync.Mutex
-	cur, old  map[[32]byte]bool
-	hits      uint64
-	rotatedAt time.Time
+	generations[bool]
+	hits atomic.Uint64
 }
 
-var verdicts = &verdictMemo{}
+var verdicts = newVerdictMemo()
+
+func newVerdictMemo() *verdictMemo {
+	return &verdictMemo{generations: generations[bool]{size: verdictGeneration}}
+}
 
 // verdictKey hashes the scheme-tagged key's fingerprint, the domain, the body and the signature, each length-prefixed.
 func verdictKey(d Domain, p *Parsed, body, sig []byte) [32]byte {
@@ -47,47 +49,12 @@ func verdictKey(d Domain, p *Parsed, body, sig []byte) [32]byte {
 }
 
 func (m *verdictMemo) get(k [32]byte) (verdict, ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if v, ok := m.cur[k]; ok {
-		m.hits++
-		return v, true
+	verdict, ok = m.generations.get(k)
+	if ok {
+		m.hits.Add(1)
 	}
-	if v, ok := m.old[k]; ok {
-		m.hits++
-		if m.cur == nil || len(m.cur) >= verdictGeneration {
-			m.old, m.cur = m.cur, make(map[[32]byte]bool)
-		}
-		m.cur[k] = v // used again: it stays
-		return v, true
-	}
-	return false, false
+	return verdict, ok
 }
-
-func (m *verdictMemo) put(k [32]byte, v bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cur == nil || len(m.cur) >= verdictGeneration {
-		m.old, m.cur = m.cur, make(map[[32]byte]bool)
-	}
-	m.cur[k] = v
-}
-
-// age retires the current generation if it is older than cacheAge at now.
-func (m *verdictMemo) age(now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if now.Sub(m.rotatedAt) < cacheAge {
-		return
-	}
-	m.rotatedAt = now
-	m.old, m.cur = m.cur, make(map[[32]byte]bool)
-}
-
-// cacheAge is how long a generation of remembered verdicts or keys stays
-// current: what is not used again within two ages is let go (as a server
-// core's statement cache does, docs/protocol.md change 26).
-const cacheAge = 10 * time.Second
 
 // AgeCaches lets the remembered verdicts and precomputed keys age at now: a
 // generation is retired when it is older than cacheAge, and whatever was not
@@ -102,8 +69,4 @@ func AgeCaches(now time.Time) {
 
 // VerdictHits is how many verdicts were answered from the memo since the
 // process started (a metric and a test's probe).
-func VerdictHits() uint64 {
-	verdicts.mu.Lock()
-	defer verdicts.mu.Unlock()
-	return verdicts.hits
-}
+func VerdictHits() uint64 { return verdicts.hits.Load() }

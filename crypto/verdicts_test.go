@@ -35,13 +35,14 @@ func TestVerdictMemoNeverChangesAVerdict(t *testing.T) {
 
 // The memo holds at most two generations whatever number of verdicts arrives.
 func TestVerdictMemoIsBounded(t *testing.T) {
-	m := &verdictMemo{}
+	m := newVerdictMemo()
 	var k [32]byte
 	for i := 0; i < 3*verdictGeneration+7; i++ {
 		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
 		m.put(k, i%2 == 0)
-		require.LessOrEqual(t, len(m.cur), verdictGeneration)
-		require.LessOrEqual(t, len(m.old), verdictGeneration)
+		cur, old := m.lens()
+		require.LessOrEqual(t, cur, verdictGeneration)
+		require.LessOrEqual(t, old, verdictGeneration)
 	}
 	v, ok := m.get(k)
 	require.True(t, ok)
@@ -51,8 +52,8 @@ func TestVerdictMemoIsBounded(t *testing.T) {
 // What is not used again within two ages is let go; what is used stays.
 func TestCachesAgeAway(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	m := &verdictMemo{}
-	c := &keyCache{}
+	m := newVerdictMemo()
+	c := newKeyCache()
 	var hot, cold [32]byte
 	hot[0], cold[0] = 1, 2
 	hot[1], cold[1] = 9, 9
@@ -63,7 +64,8 @@ func TestCachesAgeAway(t *testing.T) {
 	m.age(t0)
 	c.age(t0)
 	m.age(t0.Add(cacheAge / 2)) // too early: nothing moves
-	require.Len(t, m.old, 2)
+	_, old := m.lens()
+	require.Equal(t, 2, old)
 	_, ok := m.get(hot) // used: back in the current generation
 	require.True(t, ok)
 	c.get(hot)
@@ -73,17 +75,18 @@ func TestCachesAgeAway(t *testing.T) {
 	require.False(t, ok, "a verdict not used for two ages is let go")
 	_, ok = m.get(hot)
 	require.True(t, ok, "a verdict used within an age stays")
-	misses := c.misses
+	misses := c.misses.Load()
 	c.get(hot)
-	require.Equal(t, misses, c.misses, "a key used within an age stays")
+	require.Equal(t, misses, c.misses.Load(), "a key used within an age stays")
 	c.get(cold)
-	require.Equal(t, misses+1, c.misses, "a key not used for two ages is expanded again")
+	require.Equal(t, misses+1, c.misses.Load(), "a key not used for two ages is expanded again")
 	for i := 2; i < 5; i++ {
 		m.age(t0.Add(time.Duration(i) * cacheAge))
 		c.age(t0.Add(time.Duration(i) * cacheAge))
 	}
-	require.Empty(t, m.cur)
-	require.Empty(t, m.old)
-	require.Empty(t, c.cur)
-	require.Empty(t, c.old)
+	for _, lens := range [][2]int{pair(m.lens()), pair(c.lens())} {
+		require.Equal(t, [2]int{0, 0}, lens, "nothing left two ages after the last use")
+	}
 }
+
+func pair(a, b int) [2]int { return [2]int{a, b} }

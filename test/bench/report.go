@@ -292,10 +292,7 @@ func (r *results) print(w io.Writer) {
 func (r *results) printShared(w io.Writer) {
 	header := false
 	for _, s := range r.systems {
-		for _, x := range []struct {
-			what string
-			res  *sharedResult
-		}{{"readers", s.readers}, {"semaphore", s.semaphore}} {
+		for _, x := range s.sharedRuns() {
 			if x.res == nil {
 				continue
 			}
@@ -728,10 +725,7 @@ func (s *sysResult) json() map[string]any {
 		}
 		m["scaling"] = rows
 	}
-	for _, x := range []struct {
-		what string
-		res  *sharedResult
-	}{{"readers", s.readers}, {"semaphore", s.semaphore}} {
+	for _, x := range s.sharedRuns() {
 		if x.res == nil {
 			continue
 		}

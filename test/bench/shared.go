@@ -42,6 +42,17 @@ type sharedResult struct {
 	Permits            int // 0: the readers workload
 }
 
+// namedShared is a shared workload's run under its name.
+type namedShared struct {
+	what string
+	res  *sharedResult // nil: not run
+}
+
+// sharedRuns lists a system's shared workloads, readers first.
+func (s *sysResult) sharedRuns() []namedShared {
+	return []namedShared{{"readers", s.readers}, {"semaphore", s.semaphore}}
+}
+
 func (r sharedResult) readsPerSec() float64 { return float64(r.Reads) / r.Window.Seconds() }
 
 // runShared runs readers (Lock is RLock, or Acquire of permits) each in a
