@@ -18,7 +18,7 @@ import (
 func (l *Lock) subscribeHeld(s *Subscription, u *wire.Update, certFor CertFor) *wire.Update {
 	for _, x := range sortedIDs(s.Watch) {
 		if s.Settled != nil && s.Settled(x, l.highest[x]) {
-			l.describe(u, x, certFor)
+			l.describe(u, x, certFor, true)
 			delete(s.Watch, x)
 		}
 	}
@@ -34,7 +34,7 @@ func (l *Lock) subscribeHeld(s *Subscription, u *wire.Update, certFor CertFor) *
 // returns the report if it is released now (s is then forgotten).
 func (l *Lock) heldChanged(s *Subscription, c wire.ClientID, certFor CertFor, reset bool) *wire.Update {
 	if reset || (s.Settled != nil && s.Settled(c, l.highest[c])) {
-		l.describe(s.held, c, certFor)
+		l.describe(s.held, c, certFor, true)
 		delete(s.Watch, c)
 	}
 	if l.blocks(s) {
@@ -95,7 +95,7 @@ func (l *Lock) Refrozen(c wire.ClientID, certFor CertFor) []Push {
 // s.Watch and marks it the subscription's one answer.
 func (l *Lock) release(s *Subscription, u *wire.Update, certFor CertFor) *wire.Update {
 	for _, x := range sortedIDs(s.Watch) {
-		l.describe(u, x, certFor)
+		l.describe(u, x, certFor, true)
 	}
 	u.Last, u.Released = true, true
 	return u

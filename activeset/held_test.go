@@ -74,8 +74,9 @@ func TestHeldListenAnswersOnceWhenNothingAhead(t *testing.T) {
 	require.Equal(t, uint64(7), u.Req)
 	require.True(t, u.Last)
 	require.True(t, u.Released)
-	require.Equal(t, map[wire.ClientID]wire.Phase{a.id: wire.PhaseExit, b.id: wire.PhaseExit, c.id: wire.PhaseTicket, d.id: wire.PhaseTicket},
-		phases(u), "a's Exit (not its next Doorway), b's Exit, c's and d's Tickets behind")
+	require.Equal(t, map[wire.ClientID]wire.Phase{c.id: wire.PhaseTicket, d.id: wire.PhaseTicket},
+		phases(u), "c's and d's Tickets behind; a and b left by their Exits: named by their absence alone (change 61)")
+	require.ElementsMatch(t, []wire.ClientID{a.id, b.id}, u.Absent, "a (not its next Doorway) and b")
 	require.Zero(t, l.Subscribers(), "a released Listen is forgotten")
 	l.Apply(d.entry(t, 1, 1, wire.PhaseExit, 0))
 	require.Empty(t, l.Changed(d.id, nil))
@@ -186,4 +187,30 @@ func TestHeldListenFrozenMemberDoesNotBlock(t *testing.T) {
 	require.Equal(t, map[wire.ClientID]wire.Phase{a.id: wire.PhaseTicket, b.id: wire.PhaseDoorway}, phases(p[0].Update))
 	require.Zero(t, l.Subscribers())
 	require.Empty(t, l.Refrozen(b.id, nil), "a released Listen is forgotten")
+}
+
+// A member that left by its Exit is named by its absence alone in a held
+// report, at release and as it settles during the hold; a snapshot without
+// Hold still carries the Exit, which outranks a stale value another server
+// reports (docs/protocol.md change 61).
+func TestHeldReportNamesAnExitByItsAbsence(t *testing.T) {
+	l := NewLock("L")
+	a, b, w := newSigner(t), newSigner(t), newSigner(t)
+	l.Apply(a.entry(t, 1, 1, wire.PhaseExit, 0))   // gone before the Listen
+	l.Apply(b.entry(t, 1, 1, wire.PhaseTicket, 1)) // ahead
+	require.Nil(t, l.Subscribe(heldListen(w, 5, a, b), nil), "b is ahead")
+	l.Apply(b.entry(t, 1, 1, wire.PhaseExit, 0))
+	p := l.Changed(b.id, nil)
+	require.Len(t, p, 1)
+	u := p[0].Update
+	require.True(t, u.Released)
+	require.Empty(t, u.Statements, "no Exit in a held report")
+	require.ElementsMatch(t, []wire.ClientID{a.id, b.id}, u.Absent)
+
+	unheld := heldListen(w, 5, a, b)
+	unheld.Hold = false
+	u = l.Subscribe(unheld, nil)
+	require.False(t, u.Released)
+	require.ElementsMatch(t, []wire.ClientID{a.id, b.id}, u.Absent)
+	require.Equal(t, map[wire.ClientID]wire.Phase{a.id: wire.PhaseExit, b.id: wire.PhaseExit}, phases(u), "a snapshot carries the Exits")
 }

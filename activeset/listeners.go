@@ -80,7 +80,7 @@ func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
 		u.Statements = Signed(l.Members())
 	} else {
 		for _, c := range sortedIDs(s.Watch) {
-			l.describe(u, c, certFor)
+			l.describe(u, c, certFor, false)
 			l.settle(s, c)
 		}
 	}
@@ -94,8 +94,10 @@ func (l *Lock) Subscribe(s *Subscription, certFor CertFor) *wire.Update {
 
 // describe adds c's current state to u: its statement if it is a member,
 // else its absence with its Exit or, if it has none here, the certificate
-// that reset it, if any (a certificate collects the values it voids).
-func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor) {
+// that reset it, if any (a certificate collects the values it voids). In a
+// held report (held) an Exit or a voided value is named by the absence
+// alone (docs/protocol.md change 61).
+func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor, held bool) {
 	e := l.highest[c]
 	if e.Active() {
 		u.Statements = append(u.Statements, e.Signed)
@@ -106,7 +108,11 @@ func (l *Lock) describe(u *wire.Update, c wire.ClientID, certFor CertFor) {
 		// The Exit itself too: the listener takes the highest statement over
 		// all reports (§3.3), so one correct server's Exit outranks a stale
 		// Ticket that a server which missed the Exit still reports (test/sim).
-		u.Statements = append(u.Statements, e.Signed)
+		// A held report leaves it out: a client that q such reports leave
+		// blocked listens again without Hold, and hears it then (change 61).
+		if !held {
+			u.Statements = append(u.Statements, e.Signed)
+		}
 		return
 	}
 	if certFor != nil {
@@ -161,7 +167,7 @@ func (l *Lock) changed(c wire.ClientID, certFor CertFor, listens, reset bool) []
 			continue
 		}
 		u := &wire.Update{Req: s.Req, Lock: l.Name, Seq: l.seq}
-		l.describe(u, c, certFor)
+		l.describe(u, c, certFor, false)
 		if reset && s.Watch != nil {
 			delete(s.Watch, c)
 		} else {

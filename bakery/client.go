@@ -99,8 +99,9 @@ type attempt struct {
 	since    time.Time // when the current phase's request went out
 	accesses int
 	// unheld: this attempt's Listen asks for a snapshot and pushes, not a
-	// held report: a TryLock (it must see who is ahead at once), or the
-	// session was suspected (listen.go, unholdIfSuspected).
+	// held report: a TryLock (it must see who is ahead at once), a permits
+	// attempt, the session was suspected (listen.go, unholdIfSuspected), or
+	// q released reports left it blocked (unholdIfReleasedBlocked).
 	// INVARIANT: never goes back to false.
 	unheld bool
 

@@ -102,4 +102,7 @@ type Stats struct {
 	Accesses map[string]uint64 // doorway, ticket, listen, exit, read, getset
 	// EpochMoves counts the moves to a newer epoch (change 43).
 	EpochMoves uint64
+	// Unheld counts the Listens renewed without Hold because q released
+	// reports left the attempt blocked (change 61).
+	Unheld uint64
 }

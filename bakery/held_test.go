@@ -119,3 +119,60 @@ func isExit(ss wire.SignedStatement) bool {
 	var st wire.Statement
 	return crypto.Unmarshal(ss.Signed.Body, &st) == nil && st.Phase == wire.PhaseExit
 }
+
+// change 61: a held report names a member that left by its absence alone.
+// When q servers released their reports and a member still blocks (here
+// server 0 reports x's stale Ticket, and only two report x absent), the
+// client listens again without Hold, once, at every server, for the
+// members it still waits for; the snapshot's Exit then lets it in.
+func TestReleasedReportsThatLeaveABlockListenAgain(t *testing.T) {
+	r := newRules(t)
+	x, y := r.member(), r.member()
+	a := r.listening(5, x.id, y.id)
+	released := func(s int, u *wire.Update) Effects {
+		u.Req, u.Lock, u.Last, u.Released = 99, "L", true, true
+		return r.step(s, &wire.Message{Update: u})
+	}
+	listens := func(e Effects) []*wire.Listen {
+		var out []*wire.Listen
+		for _, s := range e.Send {
+			if s.Msg.Listen != nil {
+				out = append(out, s.Msg.Listen)
+			}
+		}
+		return out
+	}
+	e := released(0, &wire.Update{Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseTicket, 1)}, Absent: []wire.ClientID{y.id}})
+	require.Empty(t, listens(e))
+	e = released(1, &wire.Update{Absent: []wire.ClientID{x.id, y.id}})
+	require.Empty(t, listens(e), "two reports: fewer than q")
+	e = released(2, &wire.Update{Absent: []wire.ClientID{x.id, y.id}})
+	ls := listens(e)
+	require.Len(t, ls, rulesN, "q released reports and x still blocks: listen again at every server")
+	for _, l := range ls {
+		require.False(t, l.Hold)
+		require.Equal(t, uint64(99), l.Req, "the same LISTEN: the reports so far still count")
+		require.Equal(t, []wire.ClientID{x.id}, l.Members, "y passed (absent at q): only x")
+	}
+	require.True(t, a.unheld)
+
+	e = released(3, &wire.Update{Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseTicket, 1)}})
+	require.Empty(t, listens(e), "once per attempt")
+	e = r.step(1, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Absent: []wire.ClientID{x.id},
+		Statements: []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseExit, 0)}}})
+	require.Equal(t, []EventKind{Acquired}, kinds(e), "the snapshot's Exit outranks the stale Ticket")
+}
+
+// change 61: q held reports that name every member absent let the client in
+// at once, with no second Listen.
+func TestReleasedReportsOfAbsenceDecide(t *testing.T) {
+	r := newRules(t)
+	x := r.member()
+	r.listening(5, x.id)
+	var e Effects
+	for s := range rulesQ {
+		e = r.step(s, &wire.Message{Update: &wire.Update{Req: 99, Lock: "L", Last: true, Released: true, Absent: []wire.ClientID{x.id}}})
+	}
+	require.Equal(t, []EventKind{Acquired}, kinds(e))
+	require.Nil(t, sent(e, func(m *wire.Message) bool { return m.Listen != nil }))
+}

@@ -90,6 +90,30 @@ func (c *Client) unholdIfSuspected(now time.Time, e *Effects) {
 	}
 }
 
+// unholdIfReleasedBlocked listens again, without Hold, for the members
+// still waited for once q servers released their held reports and one of
+// them still blocks a (docs/protocol.md change 61). A held report names a
+// member that left by its Exit by its absence alone; so a stale value that
+// one server reports (a session it voted on, change 42, or a faulty server's
+// old statement) is no longer outranked by the Exits of the others, and
+// the released reports will say nothing more. The snapshots carry the Exits
+// and the pushes follow every change. Once per attempt: unheld never goes
+// back.
+func (c *Client) unholdIfReleasedBlocked(a *attempt, e *Effects) {
+	if a.unheld || len(a.heard) < c.q {
+		return
+	}
+	var waiting []wire.ClientID
+	for _, x := range a.others {
+		if !a.reports[x].passed {
+			waiting = append(waiting, x)
+		}
+	}
+	a.unheld = true
+	c.Stats.Unheld++
+	c.toAll(e, a.listen(waiting))
+}
+
 // passable applies LISTEN's rule to member x (§3.3): x passes for good
 // once its value is none, an Exit, void, a ticket after a's, or absent at q
 // servers; for a shared attempt also once it is shared (change 60: a
@@ -171,6 +195,7 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 			a.busy = c.Waiting(a.lock) // who is ahead, for the error
 			c.exit(a, Failed, ErrBusy, e)
 		}
+		c.unholdIfReleasedBlocked(a, e)
 		return
 	}
 	if !c.lease.Holds(now) {

@@ -63,6 +63,10 @@ type RunStats struct {
 	// EpochMoves the correct clients' moves to a newer epoch, and
 	// Restarted the attempts that started over in the new epoch;
 	Changes, EpochMoves, Restarted int
+	// Unheld counts the correct clients' Listens renewed without Hold after
+	// q released reports left them blocked (change 61), by the clients
+	// running at the end.
+	Unheld int
 }
 
 // Result is the outcome of one run.
@@ -699,6 +703,9 @@ func (w *World) result(start time.Time) *Result {
 	lastHB := make(map[int]time.Duration)
 	for i, c := range w.cli {
 		lastHB[i] = c.lastHB
+		if c.c != nil {
+			w.stats.Unheld += int(c.c.Stats.Unheld)
+		}
 	}
 	if w.el != nil {
 		w.stats.LeaderReads, w.stats.LeadersNamed = w.el.decisions, w.el.named

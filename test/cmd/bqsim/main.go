@@ -134,9 +134,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		wallN[sc.N] += res.Wall
 		if *stats {
 			st := res.Stats
-			fmt.Fprintf(stdout, "seed=%d wall=%v sim=%.1fs lines=%d msgs=%d locks=%d acquired=%d (2-access %d, 3-access %d; shared %d, permits %d, with another in %d) lost=%d failed=%d reads=%d sets=%d resets=%d\n",
+			fmt.Fprintf(stdout, "seed=%d wall=%v sim=%.1fs lines=%d msgs=%d locks=%d acquired=%d (2-access %d, 3-access %d; shared %d, permits %d, with another in %d) lost=%d failed=%d reads=%d sets=%d resets=%d unheld=%d\n",
 				s, res.Wall.Round(time.Millisecond), st.SimTime.Seconds(), st.TraceLines, st.Messages, st.Locks, st.Acquired,
-				st.Accesses2, st.Accesses3, st.SharedAcquired, st.PermitsAcquired, st.Together, st.Lost, st.Failed, st.Reads, st.Sets, st.ResetsKnown)
+				st.Accesses2, st.Accesses3, st.SharedAcquired, st.PermitsAcquired, st.Together, st.Lost, st.Failed, st.Reads, st.Sets, st.ResetsKnown, st.Unheld)
 		}
 		if len(sc.Replace) > 0 {
 			withChange++
