@@ -286,6 +286,10 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 		return e
 	case InputConnected:
 		if !in.From.IsClient && k.sealed() {
+			// What this server told the peer before may have been lost
+			// with its connection (a peer that was down when this server
+			// sealed): tell it again, once for this connection.
+			delete(k.told, in.From.Server)
 			k.tellEpochs(in.From.Server, &e)
 		} else if !in.From.IsClient {
 			k.showPeer(in.From.Server, &e)

@@ -358,6 +358,8 @@ var Catalogue = []Mutant{
 		"if r.told >= last {", "if false {"},
 	{"peer-not-told-at-connect", "change 43: a peer that connects is shown the epochs", "server/core/core.go",
 		"\t\t\tk.showPeer(in.From.Server, &e)\n", "\n"},
+	{"sealed-peer-told-once-for-good", "change 43, change 62: a sealed server shows a peer the epochs on every connection", "server/core/core.go",
+		"\t\t\tdelete(k.told, in.From.Server)\n", "\n"},
 	{"heartbeat-names-no-epoch", "change 43: a client's Heartbeat names its epoch", "bakery/session.go",
 		"Seq: c.hbSeq, Epoch: c.cfg.Keys.Epoch}", "Seq: c.hbSeq}"},
 	{"own-votes-dropped-at-copy-end", "change 43: the copy's end signs this server's own votes again in the new epoch", "detector/copy.go",
