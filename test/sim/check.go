@@ -16,7 +16,9 @@ package sim
 //     empty (no LISTEN sent), exactly 3 otherwise; Unlock is 1 access.
 //   - register-regularity (§2): a Read begun after a write completed returns
 //     it or a newer statement (unless a reset voids it), and only statements
-//     the client wrote.
+//     the client wrote. An Exit a correct server acknowledged and then lost
+//     in a restart (its records are lazy, change 29) does not count as
+//     completed until it completes again.
 //   - getset (§3, Algorithm 1): a getSet holds every client whose Doorway
 //     completed before it began (and that did not start to leave or get reset
 //     before it ended), and no client whose Exit completed before it began
@@ -259,6 +261,11 @@ type write struct {
 	at   Instant
 	ts   quorum.Timestamp
 	done bool
+	// lost: an Exit a correct server acknowledged and lost in a restart
+	// before its lazy records were on disk (change 29). Its completion
+	// promises reads nothing: they may see the value before it until the
+	// client sends it again (a new completion) or its session is reset.
+	lost bool
 }
 
 type opKey struct {
@@ -355,11 +362,21 @@ func (h *history) restarted(old *attemptRec, att uint64) {
 	h.cur[regKey{old.lock, old.client}] = a
 }
 
+// lostExit marks c's completed Exit ts on lock as lost (write.lost).
+func (h *history) lostExit(lock string, c int, ts quorum.Timestamp) {
+	ws := h.writes[regKey{lock, c}]
+	for i := range ws {
+		if ws[i].ts == ts && ws[i].done {
+			ws[i].lost = true
+		}
+	}
+}
+
 func (h *history) wrote(at Instant, c int, st *wire.Statement, done bool) {
 	k := regKey{st.Lock, c}
 	ts := quorum.TimestampOf(st)
 	for _, w := range h.writes[k] {
-		if w.ts == ts && w.done == done {
+		if w.ts == ts && w.done == done && !w.lost {
 			return
 		}
 	}
@@ -451,7 +468,7 @@ func (h *history) latestDone(lock string, c int, t Instant) (quorum.Timestamp, b
 	var best quorum.Timestamp
 	found := false
 	for _, w := range h.writes[regKey{lock, c}] {
-		if w.done && w.at.Before(t) && (!found || w.ts.Compare(best) > 0) {
+		if w.done && !w.lost && w.at.Before(t) && (!found || w.ts.Compare(best) > 0) {
 			best, found = w.ts, true
 		}
 	}
@@ -517,7 +534,7 @@ func (h *history) checkGetSet() []Violation {
 			ws := h.writes[regKey{s.lock, x}]
 			for i := range ws {
 				w := &ws[i]
-				if !w.done || !w.at.Before(s.start) {
+				if !w.done || w.lost || !w.at.Before(s.start) {
 					continue
 				}
 				switch w.ts.Phase {

@@ -185,6 +185,17 @@ func (w *World) restartServer(i int) {
 				w.h.violate(CheckDurability, at, "s%d acknowledged c%d's statement %+v on %s before crashing, but restarted with %s", i, k.client, want, k.lock, got)
 			}
 		}
+		// An Exit acked here and not on the disk was lost with its lazy
+		// records (change 29): until its client sends it again or its
+		// session is reset, reads may see the value before it.
+		for _, k := range sortedRegKeys(s.exitAcks) {
+			want := s.exitAcks[k]
+			id := w.cli[k.client].c.ID()
+			if st := c.Register(k.lock, id); st == nil || quorum.TimestampOf(st).Compare(want) < 0 {
+				w.h.lostExit(k.lock, k.client, want)
+			}
+		}
+		clear(s.exitAcks)
 	}
 	clear(s.reset)
 	w.observeResets(i)

@@ -175,6 +175,13 @@ func (w *World) noteAck(s *simServer, sub *wire.Submit, e core.Effects) {
 		if st.Phase == wire.PhaseExit {
 			// An Exit is lazy too (change 29): its ack promises only what
 			// was acked before it; the client resends it after a crash.
+			// Noted, so that a restart that loses it tells the checkers.
+			if s.exitAcks == nil {
+				s.exitAcks = make(map[regKey]quorum.Timestamp)
+			}
+			if ts.Compare(s.exitAcks[k]) > 0 {
+				s.exitAcks[k] = ts
+			}
 			return
 		}
 		if st.Phase == wire.PhaseHeld {

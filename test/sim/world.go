@@ -110,6 +110,9 @@ type simServer struct {
 	up   bool
 	byz  *Byz
 	acks map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
+	// exitAcks: the highest Exit acknowledged per (lock, client). An Exit's
+	// records are lazy (change 29), so a restart may lose it.
+	exitAcks map[regKey]quorum.Timestamp
 	// restarts: how often it restarted from its disk.
 	restarts int
 	reset    map[int]uint64 // ResetUpTo last seen per client
