@@ -16,9 +16,9 @@ package sim
 //     empty (no LISTEN sent), exactly 3 otherwise; Unlock is 1 access.
 //   - register-regularity (§2): a Read begun after a write completed returns
 //     it or a newer statement (unless a reset voids it), and only statements
-//     the client wrote. An Exit a correct server acknowledged and then lost
-//     in a restart (its records are lazy, change 29) does not count as
-//     completed until it completes again.
+//     the client wrote. An Exit that restarts lost before its lazy records
+//     were on disk (change 29), so that at most n − q members hold it, does
+//     not count as completed until it completes again.
 //   - getset (§3, Algorithm 1): a getSet holds every client whose Doorway
 //     completed before it began (and that did not start to leave or get reset
 //     before it ended), and no client whose Exit completed before it began
@@ -261,10 +261,11 @@ type write struct {
 	at   Instant
 	ts   quorum.Timestamp
 	done bool
-	// lost: an Exit a correct server acknowledged and lost in a restart
-	// before its lazy records were on disk (change 29). Its completion
-	// promises reads nothing: they may see the value before it until the
-	// client sends it again (a new completion) or its session is reset.
+	// lost: an Exit that restarts lost before its lazy records were on
+	// disk (change 29), until at most n − q members held it
+	// (World.readsMayMiss). Its completion promises reads nothing: they may
+	// see the value before it until the client sends it again (a new
+	// completion) or its session is reset.
 	lost bool
 }
 

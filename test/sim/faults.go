@@ -186,12 +186,13 @@ func (w *World) restartServer(i int) {
 			}
 		}
 		// An Exit acked here and not on the disk was lost with its lazy
-		// records (change 29): until its client sends it again or its
-		// session is reset, reads may see the value before it.
+		// records (change 29). Once so few members hold it that q reporters
+		// can all lack it, reads may see the value before it until its
+		// client sends it again or its session is reset.
 		for _, k := range sortedRegKeys(s.exitAcks) {
 			want := s.exitAcks[k]
 			id := w.cli[k.client].c.ID()
-			if st := c.Register(k.lock, id); st == nil || quorum.TimestampOf(st).Compare(want) < 0 {
+			if st := c.Register(k.lock, id); (st == nil || quorum.TimestampOf(st).Compare(want) < 0) && w.readsMayMiss(k.lock, id, want) {
 				w.h.lostExit(k.lock, k.client, want)
 			}
 		}
@@ -205,6 +206,26 @@ func (w *World) restartServer(i int) {
 			w.linkUp(i, o)
 		}
 	}
+}
+
+// readsMayMiss reports whether a read of q reporters may now lack the
+// statement want of client id on lock: at most n − q of the newest epoch's
+// members hold it (a member that is down or faulty counts as lacking it).
+func (w *World) readsMayMiss(lock string, id wire.ClientID, want quorum.Timestamp) bool {
+	n, holders := 0, 0
+	for i, s := range w.srv {
+		if !w.member(i) {
+			continue
+		}
+		n++
+		if s.byz != nil || !s.up {
+			continue
+		}
+		if st := s.core.Register(lock, id); st != nil && quorum.TimestampOf(st).Compare(want) >= 0 {
+			holders++
+		}
+	}
+	return holders <= n-quorum.Size(n, quorum.MaxFaults(n))
 }
 
 func sortedRegKeys[V any](m map[regKey]V) []regKey {
