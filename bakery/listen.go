@@ -103,15 +103,21 @@ func (c *Client) unholdIfReleasedBlocked(a *attempt, e *Effects) {
 	if a.unheld || len(a.heard) < c.q {
 		return
 	}
-	var waiting []wire.ClientID
-	for _, x := range a.others {
-		if !a.reports[x].passed {
-			waiting = append(waiting, x)
-		}
-	}
+	waiting := a.waitingFor()
 	a.unheld = true
 	c.Stats.Unheld++
 	c.toAll(e, a.listen(waiting))
+}
+
+// waitingFor is the members a has not passed yet, in a.others' order.
+func (a *attempt) waitingFor() []wire.ClientID {
+	var out []wire.ClientID
+	for _, x := range a.others {
+		if !a.reports[x].passed {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // passable applies LISTEN's rule to member x (§3.3): x passes for good
@@ -260,12 +266,7 @@ func (c *Client) relisten(now time.Time, a *attempt, e *Effects) {
 	if a.phase != phaseListen || len(a.heard) < c.q || now.Sub(a.progress) < c.cfg.TTL {
 		return
 	}
-	var waiting []wire.ClientID
-	for _, x := range a.others {
-		if !a.reports[x].passed {
-			waiting = append(waiting, x)
-		}
-	}
+	waiting := a.waitingFor()
 	if len(waiting) == 0 {
 		return
 	}
