@@ -1,6 +1,9 @@
 package detector
 
 import (
+	"crypto/rand"
+
+	"github.com/bq-lock/bq/crypto"
 	"testing"
 	"time"
 
@@ -98,4 +101,66 @@ func TestCopyEndVotesAgainATTLLater(t *testing.T) {
 	certs := f.gossip(t, revotes)
 	require.NotEmpty(t, certs, "q votes of epoch 1: a certificate ends the session")
 	require.NoError(t, certs[0].Verify(next, q))
+}
+
+// docs/protocol.md change 63 (issue 54, item 1): a kept member that knew a
+// session only from forwarded statements, or from f+1 votes, held its lease
+// with the default TTL; the copy's end restarted it with that TTL, so it
+// voted in the new epoch a default TTL after the copy's end — before the
+// client's guarantee of the epoch before, counted with the client's own
+// TTL, ended. With a faulty member's vote at once, that was f+1, the new
+// members' copied leases gave way (change 47), and a quorum ended a live
+// holder's session. The copy shows the client's signed open: the lease
+// takes its TTL, so its vote comes a whole client TTL after the copy's
+// end, whether the lease was live or already voted on in the epoch before.
+func TestCopiedOpenGivesAKeptLeaseItsClientsTTL(t *testing.T) {
+	const n, q = 4, 3
+	def, clientTTL := time.Second, 3*time.Second
+	for _, voted := range []bool{false, true} {
+		f := newFixture(t, n, q, def)
+		ck, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+		require.NoError(t, err)
+		c := wire.ClientID(ck.Public.ID)
+		open, err := wire.SignOpen(ck, f.keys.Cluster, 1, uint32(clientTTL/time.Millisecond))
+		require.NoError(t, err)
+		d := f.dets[2]
+		t0 := time.Unix(0, 0)
+		require.NoError(t, d.Observe(c, 1, t0)) // a forward: the default TTL
+		end := t0.Add(def / 2)
+		if voted {
+			end = t0.Add(2 * def)
+			v := d.Tick(end)
+			require.Len(t, v, 1, "the lease of the forward ran out: a vote of epoch 0")
+			_, _, err := d.AddVote(v[0])
+			require.NoError(t, err)
+		}
+		require.True(t, d.RestoreCopied(c, 1, clientTTL, false, &open), "the copy's signed open gives the session its client's TTL")
+		got, ok := d.TTLOf(c, 1)
+		require.True(t, ok)
+		require.Equal(t, clientTTL, got)
+		require.Same(t, &open, d.OpenOf(c, 1), "kept to hand on in later copies")
+		require.False(t, d.RestoreCopied(c, 1, time.Hour, false, &open), "a TTL known stands")
+
+		next := f.keys
+		next.Epoch = 1
+		d.SetEpoch(next, q)
+		d.RestartClocks(end)
+		require.Empty(t, d.Tick(end.Add(def)), "voted=%t: no vote a default TTL after the copy's end", voted)
+		require.Empty(t, d.Tick(end.Add(clientTTL-time.Millisecond)), "voted=%t: no vote before the client's TTL ran out", voted)
+		v := d.Tick(end.Add(clientTTL))
+		require.Len(t, v, 1, "voted=%t: a vote of epoch 1 a whole client TTL after the copy's end", voted)
+		body, err := v[0].Verify(next)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, body.Epoch)
+	}
+
+	// Without a signed open, a lease this server started itself keeps its
+	// TTL: the copy's unsigned numbers change nothing (change 47).
+	f := newFixture(t, n, q, def)
+	c := clientID(t)
+	t0 := time.Unix(0, 0)
+	require.NoError(t, f.dets[1].Observe(c, 1, t0))
+	require.False(t, f.dets[1].RestoreCopied(c, 1, clientTTL, false, nil))
+	_, ok := f.dets[1].TTLOf(c, 1)
+	require.False(t, ok)
 }

@@ -312,16 +312,34 @@ func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
 // lease starts ended, as a SessionClose leaves it, so it is voted on in
 // order and keeps no newer session of the client waiting for it to end.
 // Until its client speaks in it here, the lease gives way to f+1 votes of
-// the epoch served on it (YieldCopied). A session this server knows
-// already — its TTL (its client told it, or its disk) or a lease of its own
-// (a forward's) — is left as it is: what others report of it counts for
-// nothing (change 47). It reports whether it took the TTL, for the caller
-// to persist.
+// the epoch served on it (YieldCopied). A session whose TTL this server
+// knows already (its client told it, or its disk) is left as it is: what
+// others report of it counts for nothing (change 47). A lease this server
+// started itself without its client's TTL — on a forward (Observe) or on
+// f+1 votes (HeardOf), so with the default TTL — takes the TTL of its
+// client's signed open if the copy shows one (open non-nil), and is
+// otherwise left as it is (docs/protocol.md change 63). It reports whether
+// it took the TTL, for the caller to persist.
 func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration, closed bool, open *wire.SignedOpen) bool {
 	cs := m.client(c)
 	_, told := cs.ttls[sess]
-	if told || sess <= cs.resetUpTo || slices.ContainsFunc(cs.leases, func(l *lease) bool { return l.session == sess }) {
+	if told || sess <= cs.resetUpTo {
 		return false
+	}
+	if i := slices.IndexFunc(cs.leases, func(l *lease) bool { return l.session == sess }); i >= 0 {
+		if open == nil {
+			return false
+		}
+		// Its client signed the TTL its guarantee counts: this server's
+		// lease, restarted at the copy's end (RestartClocks) or voted on
+		// again then (revoteLater), runs that TTL, not the default, so
+		// that its vote in the epoch served comes a whole client TTL after
+		// the copy's end, as change 47's f+1 rule assumes of every
+		// correct member's vote.
+		cs.leases[i].ttl = ttl
+		cs.ttls[sess], cs.opens[sess] = ttl, open
+		m.pruneTTLs(cs)
+		return true
 	}
 	m.restore(c, sess, ttl, closed, true)
 	if open != nil {
