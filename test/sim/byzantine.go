@@ -67,13 +67,14 @@ var behaviors = []BehaviorInfo{
 	{"replay-foreign", "replays what the same client and server keys signed for a second cluster: Exits of every member it reports (to clients, and forwarded to servers) and reset certificates of every server's genuine vote", func() Behavior { return replayForeign{} }},
 	{"drip-feed", "holds a silent colluding client's key, as if it had pre-signed Doorways for sessions 1, 2, 3, …, and forwards the next session's Doorway on every lock to every server each time the previous session was reset (docs/protocol.md change 33)", func() Behavior { return dripFeed{} }},
 	{"forge-copy", "in the copies it hands out (docs/protocol.md change 47): an hw at 2^62−1 of every lock, signed by its colluding client, with no J and with another lock's J; that client's Ticket of every lock on another lock's J; a session 2^63 with a TTL of 2^32−1 ms for every client, every TTL raised to 2^32−1 ms and some sessions marked closed, counters at 2^62 and forged certificates; parts now and then out of order, and, after a later change, its first copy's parts again", func() Behavior { return &forgeCopy{} }},
+	{"vote-at-change", "votes on every session of every client it knows in each epoch after the first, at once, as it starts serving the epoch, to every member, while it acks as a correct member does: the faulty one of the f+1 votes a copied lease gives way to (docs/protocol.md changes 47, 57 and 63)", func() Behavior { return voteAtChange{} }},
 	{"leaked-keys", "holds the keys of every member replaced so far, each once the epoch that left it out is served (change 47): where it holds q keys of an epoch, signs with them certificates on every client's session (to servers, clients and in its copies), Views for its colluding client's Tickets, and evidence against every client's Ticket", func() Behavior { return &leakedKeys{} }},
 }
 
 // ownStream are the behaviours added since "-byzantine all" first drew from
 // a seed's main stream: a stream of their own adds them (generate.go), so
 // every earlier seed keeps the scenario it had.
-var ownStream = []string{"drip-feed", "forge-copy", "leaked-keys"}
+var ownStream = []string{"drip-feed", "forge-copy", "leaked-keys", "vote-at-change"}
 
 // drawnBehaviors are the behaviours "-byzantine all" draws from a seed's
 // main stream: every one but ownStream.
@@ -143,6 +144,11 @@ type Byz struct {
 	// the simulator and in a run without changes.
 	Chain  func() *wire.Chain
 	Leaked func() map[wire.ServerID]*crypto.PrivateKey
+	// Serves is the epoch this server's honest core serves (nil: epoch 0):
+	// the faulty server signs its own votes in it, so that they count where
+	// a correct member's would (docs/protocol.md change 57: a faulty member
+	// votes at once in the epoch after a change).
+	Serves func() uint64
 	// nextAmnesia: when amnesia next wipes the server (zero: not yet set).
 	nextAmnesia time.Time
 	oversized   int
@@ -158,8 +164,8 @@ type Byz struct {
 }
 
 type vote struct {
-	session uint64
-	signed  wire.SignedSuspect
+	session, epoch uint64
+	signed         wire.SignedSuspect
 }
 
 type seenStatement struct {
@@ -365,12 +371,44 @@ func (b *Byz) garble(to wire.Peer, data []byte) []byte {
 
 func (b *Byz) toServers(m *wire.Message) []core.Outgoing {
 	var out []core.Outgoing
+	for _, s := range b.servers() {
+		out = append(out, core.Outgoing{To: wire.ServerPeer(s), Msg: m})
+	}
+	return out
+}
+
+// servers are the servers a faulty server sends its own messages to: the
+// first members and every member of an epoch the chain holds, itself aside.
+func (b *Byz) servers() []wire.ServerID {
+	seen := map[wire.ServerID]bool{b.Self: true}
+	var out []wire.ServerID
+	add := func(s wire.ServerID) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
 	for i := range b.N {
-		if s := wire.ServerID(i); s != b.Self {
-			out = append(out, core.Outgoing{To: wire.ServerPeer(s), Msg: m})
+		add(wire.ServerID(i))
+	}
+	if b.Chain != nil {
+		if ch := b.Chain(); ch != nil {
+			for e := uint64(1); e <= ch.Number(); e++ {
+				for _, m := range ch.Body(e).Members {
+					add(m.ID)
+				}
+			}
 		}
 	}
 	return out
+}
+
+// served is the epoch this faulty server's core serves (0 if unknown).
+func (b *Byz) served() uint64 {
+	if b.Serves == nil {
+		return 0
+	}
+	return b.Serves()
 }
 
 func one(to wire.Peer, m *wire.Message) []core.Outgoing {

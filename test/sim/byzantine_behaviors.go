@@ -174,6 +174,21 @@ func (suspectHidden) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing {
 
 func (suspectHidden) Tick(b *Byz) []core.Outgoing { return b.suspectEveryone(false) }
 
+type voteAtChange struct{}
+
+func (voteAtChange) Name() string                                    { return "vote-at-change" }
+func (voteAtChange) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(o.To, o.Msg) }
+
+// Tick votes only once the server serves an epoch after the first: a
+// correct member votes there a whole TTL after its copy's end (change 57),
+// this one at once.
+func (voteAtChange) Tick(b *Byz) []core.Outgoing {
+	if b.served() == 0 {
+		return nil
+	}
+	return b.suspectEveryone(false)
+}
+
 // suspectEveryone signs a vote on every client's highest session and sends
 // it to the servers (and to the client, if tell), resending now and then.
 func (b *Byz) suspectEveryone(tell bool) []core.Outgoing {
@@ -183,15 +198,17 @@ func (b *Byz) suspectEveryone(tell bool) []core.Outgoing {
 		b.nextResend = b.Now.Add(suspectResend)
 	}
 	for _, c := range sortedClientIDs(b.sessions) {
-		sess := b.sessions[c]
+		sess, epoch := b.sessions[c], b.served()
 		v, ok := b.votes[c]
 		fresh := false
-		if !ok || v.session != sess {
-			sv, err := wire.SignSuspect(b.Key, b.Keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute})
+		if !ok || v.session != sess || v.epoch != epoch {
+			// Signed in the epoch its core serves: at once after a change,
+			// where a correct member waits a TTL (change 57).
+			sv, err := wire.SignSuspect(b.Key, b.Keys.Cluster, &wire.SuspectBody{Client: c, Session: sess, Server: b.Self, Reason: wire.SuspectMute, Epoch: epoch})
 			if err != nil {
 				continue
 			}
-			v = vote{session: sess, signed: sv}
+			v = vote{session: sess, epoch: epoch, signed: sv}
 			b.votes[c] = v
 			fresh = true
 		}

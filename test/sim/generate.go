@@ -273,6 +273,7 @@ func varyChanges(seed uint64, sc *Scenario, byzantine string) {
 			v.CutHolder = &Fault{Kind: FaultIsolateClient, Client: -1, Servers: all, At: at, Dur: rc.At - at + ttl/2}
 		}
 	}
+	partialOpens(seed, sc, v)
 	if byzantine == "none" || byzantine == "" {
 		return
 	}
@@ -294,6 +295,61 @@ func varyChanges(seed uint64, sc *Scenario, byzantine string) {
 			if br.IntN(2) == 0 {
 				v.Behaviors[s] = append(v.Behaviors[s], name)
 			}
+		}
+	}
+	// vote-at-change (change 63) from a stream of its own, so the draws
+	// above stay what they were: each faulty server in half the runs.
+	vr := rand.New(rand.NewPCG(seed, 0x47c4b1))
+	for _, s := range sortedInts(slices.Collect(maps.Keys(faulty))) {
+		if vr.IntN(2) == 0 {
+			v.VoteAtChange = append(v.VoteAtChange, s)
+		}
+	}
+}
+
+// partialOpens draws, each from a stream of its own (issue 54, change 63):
+//   - in a third of the runs with changes, clients cut off from 1 to n−q
+//     members of the start from the run's beginning, before they open a
+//     session, to a TTL after the last change (within the fault window):
+//     every client from the same members in half of those runs, a third
+//     of them each from members of its own in the rest. Those members know
+//     the clients' sessions from forwards only, with the default TTL,
+//     which is a quarter of the clients' TTL in half the runs (restarts)
+//     and above the varied ones in the rest;
+//   - in a third, the holder of the moment cut off from every server from
+//     a fifth of a TTL before a change to a TTL and a half after it, so
+//     that its guarantee of the epoch before outlasts the change by most
+//     of a TTL, while the members vote in the new epoch.
+func partialOpens(seed uint64, sc *Scenario, v *Variation) {
+	ttl := sc.TTLOrDefault()
+	last := sc.Replace[len(sc.Replace)-1].At
+	if pr := rand.New(rand.NewPCG(seed, 0x47c4af)); pr.IntN(3) == 0 {
+		// The same members for every client cut off, in half of these
+		// runs: they then know no session from its open.
+		most := sc.N - quorum.Size(sc.N, sc.F)
+		cut := sortedInts(pr.Perm(sc.N)[:1+pr.IntN(most)])
+		same := pr.IntN(2) == 0
+		for c := range sc.Roles {
+			if !same && pr.IntN(3) > 0 {
+				continue
+			}
+			servers := cut
+			if !same {
+				servers = sortedInts(pr.Perm(sc.N)[:1+pr.IntN(most)])
+			}
+			v.PartialOpens = append(v.PartialOpens, Fault{Kind: FaultIsolateClient, Client: c, Servers: servers,
+				Dur: min(last+ttl, sc.FaultWindow)})
+		}
+	}
+	if hr := rand.New(rand.NewPCG(seed, 0x47c4b0)); hr.IntN(3) == 0 {
+		rc := sc.Replace[hr.IntN(len(sc.Replace))]
+		at := max(0, rc.At-ttl/5+time.Duration(hr.Int64N(int64(ttl/5))))
+		if at < sc.FaultWindow {
+			all := make([]int, sc.serverSlots())
+			for i := range all {
+				all[i] = i
+			}
+			v.CutAtChange = &Fault{Kind: FaultIsolateClient, Client: -1, Servers: all, At: at, Dur: min(rc.At-at+3*ttl/2, sc.FaultWindow-at)}
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 var ProcessBehaviors = []string{
 	"silent", "stale", "lying-membership", "selective", "suspect-all", "suspect-hidden",
 	"equivocate", "forge", "drop-forwards", "forge-reset", "partial-service",
-	"forge-copy",
+	"forge-copy", "vote-at-change",
 }
 
 // Mask wraps an honest server core so that it misbehaves: every input is
@@ -60,7 +60,12 @@ func NewMask(inner MaskedCore, self wire.ServerID, n int, key *crypto.PrivateKey
 	if b.Collude, err = keyFrom(seed, 0xc011+uint64(self)); err != nil {
 		return nil, err
 	}
-	return &Mask{inner: inner, byz: b}, nil
+	m := &Mask{inner: inner, byz: b}
+	// Its own messages go to the members of every epoch, its votes are
+	// signed in the epoch its core serves (Byz.Serves).
+	b.Chain = m.Chain
+	b.Serves = func() uint64 { serves, _ := m.Epoch(); return serves }
+	return m, nil
 }
 
 // Restore implements server.Core.

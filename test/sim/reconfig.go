@@ -470,8 +470,19 @@ func (w *World) newServerByz(id, n int, names []string) (*Byz, error) {
 		return nil, err
 	}
 	b.Foreign = w.foreign
-	b.Chain, b.Leaked = w.theChain, w.leakedKeys
+	b.Chain, b.Leaked, b.Serves = w.theChain, w.leakedKeys, w.servesOf(id)
 	return b, nil
+}
+
+// servesOf is the epoch server id's core serves now (0 while it is down).
+func (w *World) servesOf(id int) func() uint64 {
+	return func() uint64 {
+		if s := w.srv[id]; s.core != nil {
+			serves, _ := s.core.Epoch()
+			return serves
+		}
+		return 0
+	}
 }
 
 // theChain is the epochs the operator signed so far (nil without changes).

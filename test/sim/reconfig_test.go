@@ -152,23 +152,28 @@ func TestChangeRegressions(t *testing.T) {
 		// modes: the run with the shared and permits holdings the campaign
 		// draws since change 60.
 		modes bool
+		// partial: the run with the partial opens and the cut at a change
+		// that the varied campaign draws since change 63.
+		partial bool
 	}{
-		{8410411, 0, "a member back from a partition that hid the change refused a Ticket whose J was of an epoch it did not know, and the access waited for ever (a client now shows a server it reconnects to the newest epochs)", false, false, false},
-		{8413159, 7, "a removed member fed a kept one a colluder's Doorway of a session signed in advance, which the other members refused: no certificate could end it (a removed member is no peer; a client the copy settles is on probation)", true, false, false},
-		{8413651, 7, "the same, with the drip-feed server itself removed (it failed as a replace; the campaign now removes it)", false, false, false},
-		{8420559, 0, "a client the operator revoked before the change never learned the epoch, and the end-of-run check asked it to (the servers refuse it everything: the check leaves it out)", false, false, false},
-		{8435661, 0, "a read answered by the removed faulty member and a stale correct one before the move, and by a faulty new member after it, returned a value older than a completed write (a move starts a pending access afresh, with the new epoch's q)", false, false, false},
-		{8517460, 0, "a client whose session failed after its workload's end sent nothing naming its epoch, and the end-of-run check asked it to know the newest (the check asks it of clients that keep a session open)", false, false, false},
-		{8441704, 0, "a getSet re-sent after a CA rotation took a push of the old subscription, still in flight, for the new one's snapshot and missed a completed Doorway (a move sends a pending access again under a new request id)", false, false, false},
-		{3001877, 0, "a sybil's Doorway, of a session never opened, was named by the faulty member with a TTL of 2^32-1 ms, and the copiers took the longest named: every waiter behind it waited max_ttl (an unsigned copied TTL is the (f+1)-th highest named, change 54)", false, true, false},
-		{3012996, 0, "two clients of epoch 0 met only members that had served epoch 1 and sealed a later one; each showed them the epochs after its own, never epoch 1, and they stayed in epoch 0 for good (a sealed server shows the epochs after the client's, change 55)", false, true, false},
-		{6012409, 7, "a new member held nine leases of one client, bound eight: four copied, and the client's own grew to five as it spoke in a copied one (a client holds at most 2×MaxSessions leases in all)", false, true, false},
-		{5000057, 0, "three replaces in a row; a server joining in epoch 3, still copying from epoch 2, took live a certificate of epoch 0 that the faulty member forged with the leaked keys of two replaced members, and kept it: a live session reset (a certificate counts live only at the copy of its epoch, change 58)", false, true, false},
-		{1185, 0, "a server joining in epoch 1 that took no certificate of epoch 0 live kept a colluding client's statements 16 s past the quiet period: that certificate voided them at its copy's end (change 58's first fix, withdrawn: a certificate of the epoch copied still counts)", false, true, false},
-		{4008282, 0, "a kept member that had voted on a client's session in epoch 0 (it was cut off from the client) voted again in epoch 1 at once; with the faulty member's vote that was f+1, the new member's copied lease gave way, and the three votes ended the session while its guarantee of epoch 0 held (a vote of the epoch before is cast again a whole TTL after the copy's end, change 57)", false, true, false},
-		{9119248, 0, "s3 acknowledged c0's Exit and restarted with every server before its lazy records were on disk (change 29); c0 had gone silent, so reads saw its Ticket until the reset, and the read checkers counted the lost Exit as completed (they now allow for an Exit a restart lost)", false, true, true},
-		{9111131, 0, "s9 was down while s4's removal was endorsed; every peer told it the new epoch when it sealed, the message was lost with the link, and no peer told it again when it came back: it stayed in epoch 0 to the end (a sealed server now tells a peer on every connection, change 62)", false, true, true},
-		{3000190, 0, "a client opened its session at the one member already serving the new epoch, was refused by the three still copying, and went silent; the copy had put it on probation there, so they never took its Doorway and it stayed for ever (a sealed server notes that the client spoke, change 53)", false, true, false},
+		{8410411, 0, "a member back from a partition that hid the change refused a Ticket whose J was of an epoch it did not know, and the access waited for ever (a client now shows a server it reconnects to the newest epochs)", false, false, false, false},
+		{8413159, 7, "a removed member fed a kept one a colluder's Doorway of a session signed in advance, which the other members refused: no certificate could end it (a removed member is no peer; a client the copy settles is on probation)", true, false, false, false},
+		{8413651, 7, "the same, with the drip-feed server itself removed (it failed as a replace; the campaign now removes it)", false, false, false, false},
+		{8420559, 0, "a client the operator revoked before the change never learned the epoch, and the end-of-run check asked it to (the servers refuse it everything: the check leaves it out)", false, false, false, false},
+		{8435661, 0, "a read answered by the removed faulty member and a stale correct one before the move, and by a faulty new member after it, returned a value older than a completed write (a move starts a pending access afresh, with the new epoch's q)", false, false, false, false},
+		{8517460, 0, "a client whose session failed after its workload's end sent nothing naming its epoch, and the end-of-run check asked it to know the newest (the check asks it of clients that keep a session open)", false, false, false, false},
+		{8441704, 0, "a getSet re-sent after a CA rotation took a push of the old subscription, still in flight, for the new one's snapshot and missed a completed Doorway (a move sends a pending access again under a new request id)", false, false, false, false},
+		{3001877, 0, "a sybil's Doorway, of a session never opened, was named by the faulty member with a TTL of 2^32-1 ms, and the copiers took the longest named: every waiter behind it waited max_ttl (an unsigned copied TTL is the (f+1)-th highest named, change 54)", false, true, false, false},
+		{3012996, 0, "two clients of epoch 0 met only members that had served epoch 1 and sealed a later one; each showed them the epochs after its own, never epoch 1, and they stayed in epoch 0 for good (a sealed server shows the epochs after the client's, change 55)", false, true, false, false},
+		{6012409, 7, "a new member held nine leases of one client, bound eight: four copied, and the client's own grew to five as it spoke in a copied one (a client holds at most 2×MaxSessions leases in all)", false, true, false, false},
+		{5000057, 0, "three replaces in a row; a server joining in epoch 3, still copying from epoch 2, took live a certificate of epoch 0 that the faulty member forged with the leaked keys of two replaced members, and kept it: a live session reset (a certificate counts live only at the copy of its epoch, change 58)", false, true, false, false},
+		{1185, 0, "a server joining in epoch 1 that took no certificate of epoch 0 live kept a colluding client's statements 16 s past the quiet period: that certificate voided them at its copy's end (change 58's first fix, withdrawn: a certificate of the epoch copied still counts)", false, true, false, false},
+		{4008282, 0, "a kept member that had voted on a client's session in epoch 0 (it was cut off from the client) voted again in epoch 1 at once; with the faulty member's vote that was f+1, the new member's copied lease gave way, and the three votes ended the session while its guarantee of epoch 0 held (a vote of the epoch before is cast again a whole TTL after the copy's end, change 57)", false, true, false, false},
+		{9119248, 0, "s3 acknowledged c0's Exit and restarted with every server before its lazy records were on disk (change 29); c0 had gone silent, so reads saw its Ticket until the reset, and the read checkers counted the lost Exit as completed (they now allow for an Exit a restart lost)", false, true, true, false},
+		{9111131, 0, "s9 was down while s4's removal was endorsed; every peer told it the new epoch when it sealed, the message was lost with the link, and no peer told it again when it came back: it stayed in epoch 0 to the end (a sealed server now tells a peer on every connection, change 62)", false, true, true, false},
+		{54002049, 0, "c3, cut off from s1 since before its session opened and from every server at s2's replace; s1 knew c3's session from forwards only and restarted its lease with the default TTL (0.5 s; c3's is 2 s) at its copy's end, the faulty s0 voted at once in epoch 1, so the new member s4's copied lease gave way, and s0, s1 and s4 certified c3's session 0.55 s after the copy while its guarantee held (a lease a server started itself takes its client's signed TTL from the copy, change 63)", false, true, true, true},
+		{54002697, 0, "the same with c2, cut off from s3 (change 63)", false, true, true, true},
+		{3000190, 0, "a client opened its session at the one member already serving the new epoch, was refused by the three still copying, and went silent; the copy had put it on probation there, so they never took its Doorway and it stayed for ever (a sealed server notes that the client spoke, change 53)", false, true, false, false},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
 		if err != nil {
@@ -180,10 +185,13 @@ func TestChangeRegressions(t *testing.T) {
 		if !c.varied {
 			sc.NoVariation() // the run as it failed, before the campaign varied its changes (change 47)
 		}
+		if !c.partial {
+			sc.NoPartialOpens() // as drawn before change 63
+		}
 		if len(sc.Replace) == 0 {
 			t.Fatalf("seed %d makes no change any more: pick another run for %q", c.seed, c.why)
 		}
-		replay := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -vary=%t -v", c.seed, c.varied)
+		replay := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -vary=%t -partial-opens=%t -v", c.seed, c.varied, c.partial)
 		if c.n != 0 {
 			replay += fmt.Sprintf(" -n %d", c.n)
 		}
@@ -196,5 +204,42 @@ func TestChangeRegressions(t *testing.T) {
 		}
 		res := Run(sc, RunOptions{})
 		report(t, res, fmt.Sprintf("%s  (%s)", replay, c.why))
+	}
+}
+
+// TestAKeptMembersVoteWaitsItsClientsTTL is issue 54's first two-holder
+// path, by hand (docs/protocol.md change 63): n = 4, s0 faulty and voting
+// at once in every epoch after the first; both clients are cut off from s2
+// from the start, so s2 knows their sessions from forwards only, with the
+// servers' default TTL (0.5 s, the clients' is 2 s); s3 is replaced while
+// the holder is cut off from every server. s2's vote of epoch 1 and s0's
+// are f+1, the new member's copied lease gives way, and the three would
+// certify the holder's session about half a second after the copy's end,
+// while its guarantee of epoch 0 holds — unless s2's lease takes the
+// holder's signed TTL from the copy.
+func TestAKeptMembersVoteWaitsItsClientsTTL(t *testing.T) {
+	for seed := uint64(5401); seed <= 5405; seed++ {
+		sc := quietScenario(seed, 4, RoleLocker, RoleLocker)
+		sc.TTL, sc.ServerTTL = 2*time.Second, 500*time.Millisecond
+		sc.FaultWindow, sc.LongHoldProb = 6*time.Second, 1
+		sc.Byzantine = []ByzServer{{Server: 0, Behaviors: []string{"vote-at-change"}}}
+		sc.Faults = []Fault{
+			{Kind: FaultIsolateClient, Client: 0, Servers: []int{2}, Dur: 6 * time.Second},
+			{Kind: FaultIsolateClient, Client: 1, Servers: []int{2}, Dur: 6 * time.Second},
+			{Kind: FaultIsolateClient, Client: -1, Servers: []int{0, 1, 2, 3, 4}, At: 1500 * time.Millisecond, Dur: 3 * time.Second},
+		}
+		sc.Replace = []ReplaceChange{{At: 1500 * time.Millisecond, Server: 3}}
+		res := Run(sc, RunOptions{})
+		report(t, res, fmt.Sprintf("go test ./test/sim -run TestAKeptMembersVoteWaitsItsClientsTTL -v (seed %d)", seed))
+		if res.Stats.Changes != 1 {
+			t.Fatalf("seed %d: %d changes made, want 1", seed, res.Stats.Changes)
+		}
+		held := false
+		for _, h := range res.Holds {
+			held = held || (h.From.At < 1500*time.Millisecond && (h.To == never || h.To.At > 1500*time.Millisecond))
+		}
+		if !held {
+			t.Fatalf("seed %d: nobody held the lock at the change: the scenario no longer reaches the path", seed)
+		}
 	}
 }

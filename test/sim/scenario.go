@@ -253,6 +253,19 @@ type Variation struct {
 	// server before a change, so that its lease nears its end as the
 	// change is made.
 	CutHolder *Fault
+	// PartialOpens cut clients off from some members of the start, from
+	// before they open a session to after the last change: those members
+	// know their sessions from forwards only, with the default TTL, never
+	// from their SessionOpens (docs/protocol.md change 63).
+	PartialOpens []Fault
+	// CutAtChange, if set, cuts the holder of that moment off from every
+	// server from just before a change to well after it, so that its
+	// guarantee of the epoch before outlasts the change by most of a TTL
+	// (change 63: a vote of the new epoch must not come before it ends).
+	CutAtChange *Fault
+	// VoteAtChange: the faulty servers (by id) that vote at once on every
+	// session in each epoch after the first (the vote-at-change behaviour).
+	VoteAtChange []int
 	// Behaviors adds behaviours to the faulty servers by id: the faulty
 	// ones of the start, and the new and removed members of the changes
 	// that make them faulty.
@@ -281,6 +294,18 @@ func (v *Variation) String() string {
 		fmt.Fprintf(&b, "%scut-holder@%.3fs+%.3fs", sep, v.CutHolder.At.Seconds(), v.CutHolder.Dur.Seconds())
 		sep = " "
 	}
+	for _, f := range v.PartialOpens {
+		fmt.Fprintf(&b, "%spartial-open(c%d from %v)@%.3fs+%.3fs", sep, f.Client, f.Servers, f.At.Seconds(), f.Dur.Seconds())
+		sep = " "
+	}
+	if v.CutAtChange != nil {
+		fmt.Fprintf(&b, "%scut-at-change@%.3fs+%.3fs", sep, v.CutAtChange.At.Seconds(), v.CutAtChange.Dur.Seconds())
+		sep = " "
+	}
+	for _, s := range v.VoteAtChange {
+		fmt.Fprintf(&b, "%ss%d+vote-at-change", sep, s)
+		sep = " "
+	}
 	for _, id := range sortedInts(slices.Collect(maps.Keys(v.Behaviors))) {
 		fmt.Fprintf(&b, "%ss%d+%s", sep, id, strings.Join(v.Behaviors[id], "+"))
 		sep = " "
@@ -295,6 +320,14 @@ func (sc *Scenario) NoVariation() {
 	if v := sc.Vary; v != nil {
 		sc.Replace = sc.Replace[:len(sc.Replace)-v.Extra]
 		sc.Vary = nil
+	}
+}
+
+// NoPartialOpens takes back the partial opens and the cut at a change
+// (change 63): a run with changes as drawn before them.
+func (sc *Scenario) NoPartialOpens() {
+	if v := sc.Vary; v != nil {
+		v.PartialOpens, v.CutAtChange, v.VoteAtChange = nil, nil, nil
 	}
 }
 
@@ -332,7 +365,11 @@ func (sc *Scenario) clientTTL(c int) time.Duration {
 // variedBehaviors are the behaviours Vary adds to faulty server s.
 func (sc *Scenario) variedBehaviors(s int) []string {
 	if v := sc.Vary; v != nil && len(sc.Replace) > 0 {
-		return v.Behaviors[s]
+		out := slices.Clone(v.Behaviors[s])
+		if slices.Contains(v.VoteAtChange, s) {
+			out = append(out, "vote-at-change")
+		}
+		return out
 	}
 	return nil
 }

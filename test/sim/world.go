@@ -445,7 +445,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		if b.Collude, err = crypto.PrivateKeyFromSeed(crypto.Ed25519, cseed); err != nil {
 			return nil, err
 		}
-		b.Chain, b.Leaked = w.theChain, w.leakedKeys
+		b.Chain, b.Leaked, b.Serves = w.theChain, w.leakedKeys, w.servesOf(z.Server)
 		w.srv[z.Server].byz = b
 	}
 	var ids []wire.ClientID
@@ -561,8 +561,15 @@ func (w *World) schedule() {
 		w.At(deadline, func() { w.checkMalGone(m) })
 	}
 	faults := w.sc.Faults
-	if v := w.sc.Vary; v != nil && v.CutHolder != nil && len(w.sc.Replace) > 0 {
-		faults = append(slices.Clone(faults), *v.CutHolder)
+	if v := w.sc.Vary; v != nil && len(w.sc.Replace) > 0 {
+		faults = slices.Clone(faults)
+		if v.CutHolder != nil {
+			faults = append(faults, *v.CutHolder)
+		}
+		faults = append(faults, v.PartialOpens...)
+		if v.CutAtChange != nil {
+			faults = append(faults, *v.CutAtChange)
+		}
 	}
 	for _, f := range faults {
 		w.At(f.At, func() {

@@ -56,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	changes := fs.Bool("changes", true, "membership changes (a member replaced, docs/protocol.md change 43) in a quarter of the runs")
 	modes := fs.Bool("modes", true, "readers–writer locks and semaphores in a third of the runs (docs/protocol.md change 60); false replays a seed as drawn before")
 	vary := fs.Bool("vary", true, "vary the runs with changes (docs/protocol.md change 47: more changes, each client's TTL, a holder cut off at a change, faulty copiers and leaked keys); false replays a seed as drawn before")
+	partial := fs.Bool("partial-opens", true, "in runs with changes, clients whose SessionOpens reach only some members and a holder cut off at a change (docs/protocol.md change 63); false replays a seed as drawn before")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,6 +78,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		sc.Elect = *elect
 		if !*vary {
 			sc.NoVariation()
+		}
+		if !*partial {
+			sc.NoPartialOpens()
 		}
 		if !*modes || *elect {
 			sc.NoModes() // a leader is one holder: elections run on plain locks
