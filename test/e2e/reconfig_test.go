@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bq-lock/bq/certs"
 	"github.com/stretchr/testify/require"
 )
 
@@ -424,4 +426,67 @@ func TestRenewedHolderKeepsItsLockThroughRetireClients(t *testing.T) {
 	require.Equal(t, 0, holder.waitExit(20*time.Second), holder.output())
 	o, code = y("lock", "ci/held", "--timeout", "20s", "--", "true")
 	require.Equal(t, 0, code, o)
+}
+
+// Issue 54, item 1 (docs/protocol.md change 63), with real processes: a
+// holder with a 15 s TTL never reaches s2 (its cluster file gives s2 a port
+// nothing listens on), so s2 knows its session from forwards only, with the
+// servers' default TTL of 2 s. The holder is stopped (SIGSTOP: its
+// guarantee, counted by its own acks, lasts at least 0.9·15 − 15/3 = 8.5 s
+// from then) and s3 is replaced. s0 is the faulty member, voting at once in
+// the new epoch (vote-at-change). Were s2's lease restarted with the default
+// TTL at its copy's end, s2's vote and s0's would make the new member's
+// copied lease give way, and s0, s2 and s4 would end the holder's session
+// about 2 s after the copy: a waiter would enter while the holder still
+// held. The waiter must not enter before the holder's guarantee can have
+// ended.
+func TestKeptMemberWaitsTheHoldersTTLThroughAReplace(t *testing.T) {
+	dir := initCluster(t, 4)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "server.yaml"), []byte("default_ttl: 2s\n"), 0o644))
+	var servers []*proc
+	for i := range 4 {
+		args := []string{bin("bqserver"), "run", "--dir", dir, "--id", itoa(i)}
+		if i == 0 {
+			args = []string{bin("bqserver-byzantine"), "--dir", dir, "--id", "0", "--behaviours", "vote-at-change"}
+		}
+		servers = append(servers, start(t, fmt.Sprintf("s%d", i), nil, args...))
+	}
+	for _, p := range servers {
+		p.waitFor(20*time.Second, 3, "accepted server connection")
+	}
+	cluster := filepath.Join(dir, "cluster.yaml")
+	work := t.TempDir()
+
+	// The holder's cluster file: s2 at a port nothing listens on.
+	b, err := os.ReadFile(cluster)
+	require.NoError(t, err)
+	c, err := certs.LoadCluster(cluster)
+	require.NoError(t, err)
+	s2 := c.Servers[2].Address
+	host, _, err := net.SplitHostPort(s2)
+	require.NoError(t, err)
+	cut := strings.Replace(string(b), "address: "+s2, "address: "+net.JoinHostPort(host, itoa(freePortBase(t, 1))), 1)
+	require.NotEqual(t, string(b), cut)
+	holderCluster := filepath.Join(work, "holder.yaml")
+	require.NoError(t, os.WriteFile(holderCluster, []byte(cut), 0o644))
+	holder := start(t, "holder", nil, bin("bqclient"), "--cluster", holderCluster, "--identity", filepath.Join(work, "holder.key"),
+		"lock", "L", "--ttl", "15s", "--timeout", "30s", "--", "sh", "-c", "echo held; exec sleep 600")
+	holder.waitFor(30*time.Second, 1, "held")
+	require.NoError(t, holder.cmd.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+	t.Cleanup(func() { _ = holder.cmd.Process.Signal(syscall.SIGCONT) })
+
+	o, code := runCLI(t, "bqserver", "server", "replace", "3", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, o)
+	s4 := start(t, "s4", nil, bin("bqserver"), "run", "--dir", dir, "--id", "4")
+	s4.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+
+	waiter := start(t, "waiter", nil, bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, "waiter.key"),
+		"lock", "L", "--ttl", "15s", "--timeout", "60s", "--", "sh", "-c", "echo entered")
+	waiter.waitFor(60*time.Second, 1, "entered")
+	entered := time.Since(stopped)
+	guarantee := 15*time.Second*9/10 - 15*time.Second/3
+	require.GreaterOrEqual(t, entered, guarantee,
+		"the waiter entered %v after the holder stopped, while the holder's guarantee may last %v: two holders", entered.Round(time.Millisecond), guarantee)
+	t.Logf("the waiter entered %v after the holder stopped (its guarantee ends %v after at the earliest)", entered.Round(time.Millisecond), guarantee)
 }

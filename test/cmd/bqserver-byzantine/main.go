@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -36,9 +37,20 @@ func run() int {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	names := strings.Split(*behaviours, "+")
-	cfg := server.Config{Dir: *dir, ID: *id, Logger: logger}
+	// The operator's settings, as bqserver run reads them (DIR/server.yaml
+	// if it exists): its honest core keeps the same lease bounds as the
+	// correct members' do.
+	var settings *server.Settings
+	if path := filepath.Join(*dir, server.SettingsFileName); fileExists(path) {
+		var err error
+		if settings, err = server.LoadSettings(path); err != nil {
+			fmt.Fprintf(os.Stderr, "bqserver-byzantine: %v\n", err)
+			return 2
+		}
+	}
+	cfg := server.Config{Dir: *dir, ID: *id, Logger: logger, Settings: settings}
 	cfg.NewCore = func(m *certs.ServerMaterial) (server.Core, error) {
-		honest, err := server.NewProtocolCore(m, nil)
+		honest, err := server.NewProtocolCore(m, settings.ApplyCore)
 		if err != nil {
 			return nil, err
 		}
@@ -57,4 +69,9 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
