@@ -276,7 +276,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	var chain *wire.Chain
 	if cfg.ClusterCA != nil {
-		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys.Servers)
+		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys)
 		if _, err := chain.Extend(cfg.Epochs); err != nil {
 			return nil, fmt.Errorf("bakery: the epochs the client was started with: %w", err)
 		}

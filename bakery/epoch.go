@@ -1,6 +1,7 @@
 package bakery
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/bq-lock/bq/activeset"
@@ -56,9 +57,33 @@ func (c *Client) onEpochNews(now time.Time, n *wire.EpochNews, e *Effects) {
 	}
 	from := c.chain.Number()
 	_, _ = c.chain.Extend(n.List()) // what verifies is kept; the rest is a faulty server's
+	if c.chain.Conflict() != nil {
+		// Two epochs of one number, both verified (change 64): keys beyond
+		// what bq tolerates leaked. Every attempt ends, and no new one
+		// starts: which epoch's members to believe, nobody can say.
+		for _, lock := range c.sortedLocks() {
+			a := c.attempts[lock]
+			a.outcome, a.err = Failed, c.EpochConflict()
+			if a.phase == phaseHeld {
+				a.outcome = Lost
+			}
+			c.finish(a, e)
+		}
+		return
+	}
 	if c.chain.Number() > from {
 		c.moveTo(now, e)
 	}
+}
+
+// EpochConflict is the error every attempt gets once the client was shown
+// two epochs of one number, both signed and endorsed (docs/protocol.md
+// change 64), nil before.
+func (c *Client) EpochConflict() error {
+	if c.chain == nil || c.chain.Conflict() == nil {
+		return nil
+	}
+	return fmt.Errorf("bakery: %w: this client serves neither; the cluster's operator must act (its servers raise the same alarm)", c.chain.Conflict())
 }
 
 // useEpoch makes epoch n's members, quorum and f the client's.

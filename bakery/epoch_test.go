@@ -17,9 +17,10 @@ import (
 // epochPair is a cluster of four (epoch 0) and its epoch 1, in which server
 // 3 is replaced by server 4, signed by the cluster CA.
 type epochPair struct {
-	ca   *crypto.PrivateKey
-	keys wire.Keyring
-	one  wire.Epoch // endorsed by servers 0–2 (change 49)
+	ca      *crypto.PrivateKey
+	keys    wire.Keyring
+	one     wire.Epoch // endorsed by servers 0–2 (change 49)
+	signers map[wire.ServerID]*crypto.PrivateKey
 }
 
 func newEpochPair(t *testing.T) *epochPair {
@@ -46,6 +47,7 @@ func newEpochPair(t *testing.T) *epochPair {
 	one, err := wire.SignEpoch(p.ca, &wire.EpochBody{Cluster: p.keys.Cluster, Number: 1, Prev: [32]byte(p.keys.Cluster), Members: members, F: 1})
 	require.NoError(t, err)
 	p.one = testutil.Endorse(one, p.keys.Cluster, 1, signers)
+	p.signers = signers
 	return p
 }
 
@@ -367,4 +369,43 @@ func TestMoveRestartsPendingAccesses(t *testing.T) {
 		done[ev.Op] = true
 	}
 	require.Equal(t, map[uint64]bool{read: true, set: true, exit: true}, done, "three members of epoch 1 answered; the events name the operations as they began")
+}
+
+// docs/protocol.md change 64: a client shown two epochs of one number, each
+// signed by the CA and endorsed by q members of the epoch before (keys
+// beyond what bq tolerates leaked), ends every attempt — a holding is lost
+// — and starts none: it cannot tell which epoch's members to believe. An
+// epoch of a held number that does not verify changes nothing.
+func TestAClientShownTwoEpochsOfANumberLocksNothing(t *testing.T) {
+	p := newEpochPair(t)
+	c := p.client(t, p.one)
+	now := time.Unix(1_000, 0)
+	_, err := c.Start(now)
+	require.NoError(t, err)
+	_, err = c.Lock(now, "L", false)
+	require.NoError(t, err)
+
+	k, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	var members []wire.EpochMember
+	for i := range 3 {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i), Address: "127.0.0.1:7000", Key: p.keys.Servers[i].Wire, Cert: []byte{0x30}})
+	}
+	members = append(members, wire.EpochMember{ID: 5, Address: "127.0.0.1:7001", Key: k.Public.Wire, Cert: []byte{0x30}})
+	signed, err := wire.SignEpoch(p.ca, &wire.EpochBody{Cluster: p.keys.Cluster, Number: 1, Prev: [32]byte(p.keys.Cluster), Members: members, F: 1})
+	require.NoError(t, err)
+	other := testutil.Endorse(signed, p.keys.Cluster, 1, p.signers)
+
+	c.Step(now, 0, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{{Signed: other.Signed, Endorsements: other.Endorsements[:2]}})})
+	require.NoError(t, c.EpochConflict(), "two endorsements of q prove nothing")
+	require.NotZero(t, c.Attempt("L"))
+
+	e := c.Step(now, 0, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{other})})
+	require.ErrorIs(t, c.EpochConflict(), wire.ErrEpochConflict)
+	require.Zero(t, c.Attempt("L"), "the attempt ended")
+	require.Len(t, e.Events, 1)
+	require.Equal(t, bakery.Failed, e.Events[0].Kind)
+	require.ErrorIs(t, e.Events[0].Err, wire.ErrEpochConflict)
+	_, err = c.Lock(now, "M", false)
+	require.ErrorIs(t, err, wire.ErrEpochConflict, "no attempt starts")
 }

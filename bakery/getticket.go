@@ -28,6 +28,9 @@ func (c *Client) LockAs(now time.Time, lock string, h wire.Holding, tryOnly bool
 	if a := c.attempts[lock]; a != nil {
 		return e, fmt.Errorf("bakery: an attempt on %q is already in progress", lock)
 	}
+	if err := c.EpochConflict(); err != nil {
+		return e, err
+	}
 	if c.reopen {
 		if err := c.openSession(now, &e); err != nil {
 			return e, err

@@ -54,6 +54,9 @@ type Server struct {
 	Address    string         // host:port (UDP, QUIC)
 	SigningKey *crypto.Parsed // protocol signing key (bq/crypto)
 	Cert       *x509.Certificate
+	// Endorse are its endorsement keys (docs/protocol.md change 64); nil in
+	// a cluster file made before them.
+	Endorse *wire.EndorseKeys
 }
 
 // QuorumSize is q = ⌈(n+f+1)/2⌉: the smallest q for which any two q-subsets
@@ -73,10 +76,19 @@ func MaxFaults(n int) int {
 // cluster's id (wire.ClusterIDOf over n, f and those keys).
 func (c *Cluster) Keyring() wire.Keyring {
 	k := make([]*crypto.Parsed, len(c.Servers))
+	var endorse []*wire.EndorseKeys
 	for i := range c.Servers {
 		k[i] = c.Servers[i].SigningKey
+		if e := c.Servers[i].Endorse; e != nil {
+			if endorse == nil {
+				endorse = make([]*wire.EndorseKeys, len(c.Servers))
+			}
+			endorse[i] = e
+		}
 	}
-	return wire.NewKeyring(c.F, k)
+	ring := wire.NewKeyring(c.F, k)
+	ring.Endorse = endorse
+	return ring
 }
 
 // ID is the cluster's id: what every signature in it is bound to.
@@ -132,6 +144,8 @@ type serverEntry struct {
 	Address     string `yaml:"address"`
 	SigningKey  string `yaml:"signing_key"`
 	Certificate string `yaml:"certificate"`
+	// EndorseKeys: "first=F count=C root=HEX" (change 64).
+	EndorseKeys string `yaml:"endorse_keys"`
 }
 
 const clusterFileHeader = `# bq cluster file. Public: give the same copy to every server and client.
@@ -175,6 +189,9 @@ func (c *Cluster) marshal() ([]byte, error) {
 		fmt.Fprintf(&b, "  - id: %d\n", s.ID)
 		fmt.Fprintf(&b, "    address: %s\n", scalar(s.Address))
 		fmt.Fprintf(&b, "    signing_key: %s\n", scalar(s.SigningKey.Wire.String()))
+		if s.Endorse != nil {
+			fmt.Fprintf(&b, "    endorse_keys: %s\n", scalar(formatEndorseKeys(s.Endorse)))
+		}
 		fmt.Fprintf(&b, "    certificate: %s", block("      ", certPEM(s.Cert.Raw)))
 	}
 	return []byte(b.String()), nil
@@ -422,6 +439,18 @@ func parseCluster(data []byte, path string, now time.Time) (*Cluster, error) {
 		} else {
 			bySigning[k.ID] = where
 			s.SigningKey = k
+		}
+
+		// Endorsement keys (change 64): optional, for a cluster file made
+		// before them.
+		if e.EndorseKeys != "" {
+			if k, err := parseEndorseKeys(e.EndorseKeys); err != nil {
+				p.add("%s: endorse_keys: %v", where, err)
+			} else if k.First != 1 {
+				p.add("%s: endorse_keys: the first members' keys start at epoch 1, not %d", where, k.First)
+			} else {
+				s.Endorse = k
+			}
 		}
 
 		// TLS certificate.

@@ -222,7 +222,7 @@ func (c *Cluster) ChainIn(dir string) (*wire.Chain, []wire.Epoch, error) {
 
 // Chain starts the cluster's chain of epochs at its cluster file.
 func (c *Cluster) Chain() *wire.Chain {
-	return wire.NewChain(c.CAKey(), c.F, c.Keyring().Servers)
+	return wire.NewChain(c.CAKey(), c.F, c.Keyring())
 }
 
 // Members is one epoch's servers as a runtime dials them: id, address and
@@ -316,14 +316,18 @@ type NewMemberOptions struct {
 	ID   wire.ServerID
 	Host string // its host; with Port, its address
 	Port int
+	// Epoch is the epoch that brings it in: its endorsement keys start at
+	// the next (docs/protocol.md change 64).
+	Epoch uint64
 }
 
 // NewMember is a new server's public entry and its private files.
 type NewMember struct {
-	Entry   wire.EpochMember
-	tlsKey  []byte
-	tlsCert []byte
-	signing []byte
+	Entry                     wire.EpochMember
+	tlsKey                    []byte
+	tlsCert                   []byte
+	signing                   []byte
+	endorseKey, endorseLeaves []byte
 }
 
 // IssueMember makes a new server's keys and certificate (as Init makes each
@@ -347,10 +351,16 @@ func (ca *CA) IssueMember(c *Cluster, opts NewMemberOptions, now time.Time, rand
 	if err != nil {
 		return nil, err
 	}
+	en, err := newEndorser(rand, opts.Epoch+1)
+	if err != nil {
+		return nil, err
+	}
+	ek := en.Keys()
 	return &NewMember{
 		Entry: wire.EpochMember{ID: opts.ID, Address: net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)),
-			Key: sk.Public.Wire, Cert: der},
+			Key: sk.Public.Wire, Cert: der, Endorse: &ek},
 		tlsKey: keyPEM, tlsCert: []byte(certPEM(der)), signing: encodeSigningKey(sk),
+		endorseKey: en.State(), endorseLeaves: en.Leaves(),
 	}, nil
 }
 
@@ -363,6 +373,8 @@ func (m *NewMember) Write(dir string) error {
 	w.file(filepath.Join(sdir, TLSKeyFile), m.tlsKey, 0o600)
 	w.file(filepath.Join(sdir, TLSCertFile), m.tlsCert, 0o600)
 	w.file(filepath.Join(sdir, SigningKeyFile), m.signing, 0o600)
+	w.file(filepath.Join(sdir, EndorseKeyFile), m.endorseKey, 0o600)
+	w.file(filepath.Join(sdir, EndorseLeavesFile), m.endorseLeaves, 0o644)
 	w.syncDir(dir)
 	if w.err != nil {
 		w.undo()

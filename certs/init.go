@@ -190,7 +190,7 @@ func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
 		Name: opts.Name, N: opts.Servers, F: opts.F, Quorum: QuorumSize(opts.Servers, opts.F),
 		Scheme: opts.Scheme, CA: ca.Cert, Servers: make([]Server, opts.Servers),
 	}
-	type private struct{ tlsKey, tlsCert, signingKey []byte }
+	type private struct{ tlsKey, tlsCert, signingKey, endorseKey, endorseLeaves []byte }
 	privs := make([]private, opts.Servers)
 	hosts := opts.hosts()
 	for i := range c.Servers {
@@ -210,13 +210,20 @@ func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
+		en, err := newEndorser(rand, 1)
+		if err != nil {
+			return nil, err
+		}
+		ek := en.Keys()
 		c.Servers[i] = Server{
 			ID:         wire.ServerID(i),
 			Address:    net.JoinHostPort(hosts[i], strconv.Itoa(opts.PortBase+i)),
 			SigningKey: sk.Public,
 			Cert:       cert,
+			Endorse:    &ek,
 		}
-		privs[i] = private{tlsKey: keyPEM, tlsCert: []byte(certPEM(der)), signingKey: encodeSigningKey(sk)}
+		privs[i] = private{tlsKey: keyPEM, tlsCert: []byte(certPEM(der)), signingKey: encodeSigningKey(sk),
+			endorseKey: en.State(), endorseLeaves: en.Leaves()}
 	}
 	var clientCAKey []byte
 	if opts.Closed {
@@ -259,6 +266,8 @@ func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
 		w.file(filepath.Join(sdir, TLSKeyFile), p.tlsKey, 0o600)
 		w.file(filepath.Join(sdir, TLSCertFile), p.tlsCert, 0o600)
 		w.file(filepath.Join(sdir, SigningKeyFile), p.signingKey, 0o600)
+		w.file(filepath.Join(sdir, EndorseKeyFile), p.endorseKey, 0o600)
+		w.file(filepath.Join(sdir, EndorseLeavesFile), p.endorseLeaves, 0o644)
 	}
 	w.file(clusterPath, yamlBytes, 0o644)
 	w.syncDir(opts.Dir)

@@ -209,7 +209,8 @@ func TestClusterFileFormat(t *testing.T) {
 	for _, line := range []string{
 		"name: 'prod: eu-1'\n", "\nn: 4\n", "\nf: 1\n", "\nquorum: 3\n", "\nscheme: Ed25519\n",
 		"\nca: |\n  -----BEGIN CERTIFICATE-----\n",
-		"\nservers:\n  - id: 0\n    address: 127.0.0.1:7400\n    signing_key: " + c.Servers[0].SigningKey.Wire.String() + "\n    certificate: |\n      -----BEGIN CERTIFICATE-----\n",
+		"\nservers:\n  - id: 0\n    address: 127.0.0.1:7400\n    signing_key: " + c.Servers[0].SigningKey.Wire.String() +
+			"\n    endorse_keys: " + formatEndorseKeys(c.Servers[0].Endorse) + "\n    certificate: |\n      -----BEGIN CERTIFICATE-----\n",
 	} {
 		require.Contains(t, text, line)
 	}

@@ -147,7 +147,7 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 		if err := checkPlace(net.JoinHostPort(host, strconv.Itoa(port)), next.Members); err != nil {
 			return nil, err
 		}
-		if p.Added, err = ca.IssueMember(c, NewMemberOptions{ID: id, Host: host, Port: port}, now, rand); err != nil {
+		if p.Added, err = ca.IssueMember(c, NewMemberOptions{ID: id, Host: host, Port: port, Epoch: next.Number}, now, rand); err != nil {
 			return nil, err
 		}
 		next.Members = append(next.Members, p.Added.Entry)
@@ -235,7 +235,7 @@ func (c *Cluster) bodyOf(chain *wire.Chain) *wire.EpochBody {
 	}
 	b := &wire.EpochBody{Cluster: c.ID(), F: uint16(c.F)}
 	for _, s := range c.Servers {
-		b.Members = append(b.Members, wire.EpochMember{ID: s.ID, Address: s.Address, Key: s.SigningKey.Wire, Cert: s.Cert.Raw})
+		b.Members = append(b.Members, wire.EpochMember{ID: s.ID, Address: s.Address, Key: s.SigningKey.Wire, Cert: s.Cert.Raw, Endorse: s.Endorse})
 	}
 	if c.ClientCA != nil {
 		b.ClientCAs = []crypto.PublicKey{c.ClientCA.Wire}

@@ -356,14 +356,24 @@ func writeEndorsed(t *testing.T, dir string, p *Plan) {
 func endorseWritten(t *testing.T, dir string, p *Plan) {
 	t.Helper()
 	signers := map[wire.ServerID]*crypto.PrivateKey{}
+	endorsers := map[wire.ServerID]*wire.Endorser{}
 	for _, m := range p.Before.Members {
+		if m.Endorse != nil {
+			en, err := LoadMemberEndorser(dir, m.ID, m.Endorse)
+			require.NoError(t, err)
+			endorsers[m.ID] = en
+			continue
+		}
 		data, err := readPrivate(filepath.Join(ServerDir(dir, int(m.ID)), SigningKeyFile), true)
 		require.NoError(t, err)
 		k, err := parseSigningKey(data)
 		require.NoError(t, err)
 		signers[m.ID] = k
 	}
-	ep := testutil.Endorse(p.Proposal.Proposal, p.Next.Cluster, p.Next.Number, signers)
+	ep := testutil.EndorseAs(p.Proposal.Proposal, p.Next.Cluster, p.Next.Number, signers, endorsers)
+	for id, en := range endorsers {
+		require.NoError(t, NewEndorseKeyStore(ServerDir(dir, int(id))).Write(en.State()))
+	}
 	require.NoError(t, Complete(dir, p.Next.Number, ep))
 }
 

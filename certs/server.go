@@ -46,6 +46,9 @@ type ServerMaterial struct {
 	// Epochs are the signed epochs after the cluster file (DIR/epochs),
 	// verified as a chain (docs/protocol.md change 43).
 	Epochs []wire.Epoch
+	// Endorser is its endorsement keys (docs/protocol.md change 64), nil
+	// where its epoch names none (a cluster made before them).
+	Endorser *wire.Endorser
 	// LeftIn is the epoch that left this server out (replaced or removed),
 	// 0 while the newest epoch names it: such a server runs only to seal
 	// and hand its state to the new members.
@@ -89,7 +92,7 @@ func findServer(c *Cluster, chain *wire.Chain, dir string, id int) (*Server, err
 				if err != nil {
 					return nil, fmt.Errorf("certs: epoch %d: the certificate of server %d: %w", e, id, err)
 				}
-				return &Server{ID: m.ID, Address: m.Address, SigningKey: k, Cert: cert}, nil
+				return &Server{ID: m.ID, Address: m.Address, SigningKey: k, Cert: cert, Endorse: m.Endorse}, nil
 			}
 		}
 	}
@@ -181,10 +184,19 @@ func loadServer(dir string, id int, now time.Time) (*ServerMaterial, error) {
 		signing = k
 	}
 
+	// Endorsement keys (change 64), where its epoch names them.
+	var endorser *wire.Endorser
+	if srv.Endorse != nil {
+		if endorser, err = loadEndorser(sdir, srv.Endorse); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return &ServerMaterial{
+		Endorser:   endorser,
 		Cluster:    c,
 		Epochs:     epochs,
 		Address:    srv.Address,

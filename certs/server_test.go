@@ -39,16 +39,23 @@ func TestLoadServerValidation(t *testing.T) {
 		}, 0, 1, []string{"server-0/tls.crt: differs from server 0's certificate in cluster.yaml"}},
 		{"cluster file of another cluster", func(t *testing.T, dir, other string) {
 			copyFile(t, clusterPath(other), clusterPath(dir))
-		}, 2, 3, []string{
+		}, 2, 4, []string{
 			"server-2/tls.key: does not match the TLS certificate of server 2",
 			"server-2/signing.key: does not match the signing_key of server 2",
 			"server-2/tls.crt: differs",
 			"another server or another cluster",
+			"server-2/endorse.pub: wire: endorsement keys: the leaves are not of the root the epoch names",
 		}},
 		{"private directory of another cluster", func(t *testing.T, dir, other string) {
 			require.NoError(t, os.RemoveAll(ServerDir(dir, 1)))
 			require.NoError(t, os.Rename(ServerDir(other, 1), ServerDir(dir, 1)))
-		}, 1, 3, []string{"server-1/tls.key: does not match", "server-1/signing.key: does not match", "server-1/tls.crt: differs"}},
+		}, 1, 4, []string{"server-1/tls.key: does not match", "server-1/signing.key: does not match", "server-1/tls.crt: differs", "server-1/endorse.pub: wire: endorsement keys"}},
+		{"endorsement keys of another server", func(t *testing.T, dir, _ string) {
+			copyFile(t, privateFile(dir, 1, EndorseKeyFile), privateFile(dir, 0, EndorseKeyFile))
+		}, 0, 1, []string{"server-0/endorse.key", "the endorsement key state is not of these keys"}},
+		{"endorsement key state readable by others", func(t *testing.T, dir, _ string) {
+			require.NoError(t, os.Chmod(privateFile(dir, 0, EndorseKeyFile), 0o644))
+		}, 0, 1, []string{"endorse.key holds a private key but is accessible to group or others (mode 0644)"}},
 		{"signing key readable by others", func(t *testing.T, dir, _ string) {
 			require.NoError(t, os.Chmod(privateFile(dir, 0, SigningKeyFile), 0o644))
 		}, 0, 1, []string{"signing.key holds a private key but is accessible to group or others (mode 0644): run chmod 600 " + privateFile("DIR", 0, SigningKeyFile)}},
@@ -64,7 +71,7 @@ func TestLoadServerValidation(t *testing.T) {
 		}, 0, 2, []string{"server-0/signing.key is missing", "server-0/tls.crt is missing"}},
 		{"missing private directory", func(t *testing.T, dir, _ string) {
 			require.NoError(t, os.RemoveAll(ServerDir(dir, 2)))
-		}, 2, 3, []string{"server-2/tls.key is missing", "server-2/signing.key is missing", "server-2/tls.crt is missing"}},
+		}, 2, 4, []string{"server-2/tls.key is missing", "server-2/signing.key is missing", "server-2/tls.crt is missing", "server-2/endorse.key is missing"}},
 		{"unreadable signing key", func(t *testing.T, dir, _ string) {
 			p := privateFile(dir, 0, SigningKeyFile)
 			require.NoError(t, os.Remove(p))

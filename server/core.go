@@ -21,6 +21,7 @@ func NewProtocolCore(m *certs.ServerMaterial, tune func(*core.Config)) (Core, er
 	cfg := core.DefaultConfig(m.ID, c.N, c.F, c.Keyring(), m.SigningKey)
 	cfg.ClientCA = c.ClientCA
 	cfg.ClusterCA, cfg.Epochs = c.CAKey(), m.Epochs
+	cfg.Endorser = m.Endorser
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -73,6 +73,9 @@ type Server struct {
 	roster    *certs.Roster
 	// serves and knows: the core's epochs when followEpochs last looked.
 	serves, knows uint64
+	// conflictSaid, forgottenSaid: the epoch alarms already said (epochAlarms).
+	conflictSaid  bool
+	forgottenSaid uint64
 	metrics       *metrics.Registry
 	// certificates: what the server depends on, as noteCertificates last
 	// worked it out (expiry.go); set before the first warning reads it.
@@ -413,9 +416,20 @@ func (s *Server) persist(ctx context.Context, recs []core.Record) bool {
 	if len(recs) == 0 {
 		return true
 	}
-	ops := make([]store.Op, len(recs))
-	for i, r := range recs {
-		ops[i] = store.Op{Bucket: r.Bucket, Key: r.Key, Value: r.Value, Delete: r.Delete}
+	ops := make([]store.Op, 0, len(recs))
+	var endorseKey []byte
+	for _, r := range recs {
+		if r.Bucket == core.BucketEndorseKey {
+			endorseKey = r.Value // the newest state wins
+			continue
+		}
+		ops = append(ops, store.Op{Bucket: r.Bucket, Key: r.Key, Value: r.Value, Delete: r.Delete})
+	}
+	if endorseKey != nil && !s.persistEndorseKey(ctx, endorseKey) {
+		return false
+	}
+	if len(ops) == 0 {
+		return true
 	}
 	backoff := 10 * time.Millisecond
 	for failed := 0; ; failed++ {
@@ -430,6 +444,27 @@ func (s *Server) persist(ctx context.Context, recs []core.Record) bool {
 			return false
 		}
 		s.log.Error("cannot persist; holding every reply until the disk accepts writes again", "records", len(ops), "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// persistEndorseKey overwrites the member's endorsement key state in its
+// file, in place, before the batch's store records (docs/protocol.md change
+// 64: a key is destroyed before the endorsement it signed leaves), retrying
+// as persist does. It reports whether the loop should go on.
+func (s *Server) persistEndorseKey(ctx context.Context, state []byte) bool {
+	backoff := 10 * time.Millisecond
+	for {
+		err := certs.NewEndorseKeyStore(s.Material.Dir).Write(state)
+		if err == nil {
+			return true
+		}
+		s.log.Error("cannot destroy the endorsement key just used; holding every reply until it is", "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return false
@@ -569,6 +604,7 @@ func (s *Server) followEpochs() error {
 	if !ok || k.Chain() == nil {
 		return nil
 	}
+	s.epochAlarms(k)
 	serves, knows := k.Epoch()
 	if p := s.preverifier.Load(); p.Keys == nil || p.Keys.Epoch != serves {
 		if keys, _, ok := k.Chain().Keyring(serves); ok {
@@ -609,6 +645,28 @@ func (s *Server) followEpochs() error {
 		s.log.Info("the cluster is in a new epoch: dialing the servers of the epochs this one deals with", "serves", serves, "knows", knows)
 	}
 	return nil
+}
+
+// epochAlarms says, once each, what shows keys or this server's store
+// beyond what bq tolerates (docs/protocol.md change 64), in the log and
+// the metric bq_epoch_alarms_total.
+func (s *Server) epochAlarms(k epochCore) {
+	if c := k.Chain().Conflict(); c != nil && !s.conflictSaid {
+		s.conflictSaid = true
+		s.metrics.EpochAlarms.WithLabelValues("conflict").Inc()
+		h, o := wire.EpochHash(c.Held.Signed), wire.EpochHash(c.Shown.Signed)
+		s.log.Error("ALARM: two epochs of one number, each signed by the cluster CA and endorsed by a quorum of the epoch before: "+
+			"keys beyond what bq tolerates have leaked. This server refuses both from now on and adopts no later epoch. "+
+			"Stop every client; find which epoch you made (bqserver server list shows the one each server holds); the cluster cannot go on safely: make a new one (bqserver init) and move the clients to it",
+			"epoch", c.Number, "held", fmt.Sprintf("%x", h[:8]), "shown", fmt.Sprintf("%x", o[:8]))
+	}
+	if kc, ok := k.(*core.Core); ok && kc.Stats.EndorsementsForgotten > s.forgottenSaid {
+		s.forgottenSaid = kc.Stats.EndorsementsForgotten
+		s.metrics.EpochAlarms.WithLabelValues("forgotten-endorsement").Inc()
+		s.log.Error("ALARM: an epoch carries this server's endorsement that its store did not remember: its data directory is older than what it signed (put back from a backup?). "+
+			"It now remembers the endorsement, so it endorses no other epoch of that number; but it may have forgotten votes and acks too: replace it (bqserver server replace)",
+			"server", s.Material.ID.String())
+	}
 }
 
 // ID is this server's id.

@@ -27,16 +27,21 @@ type EndorsementBody struct {
 	Server  ServerID  `cbor:"4,keyasint"`
 }
 
-// SignedEndorsement is an endorsement and the member that signed it.
+// SignedEndorsement is an endorsement and the member that signed it: with
+// its one-time key for the epoch (OneTime, change 64) where the member's
+// epoch names its endorsement keys, else with its signing key.
 type SignedEndorsement struct {
-	Server ServerID      `cbor:"1,keyasint"`
-	Signed crypto.Signed `cbor:"2,keyasint"`
+	Server  ServerID      `cbor:"1,keyasint"`
+	Signed  crypto.Signed `cbor:"2,keyasint"`
+	OneTime *OneTimeProof `cbor:"3,keyasint,omitempty"`
 }
 
 func (e *SignedEndorsement) String() string { return fmt.Sprintf("Endorsement(by=%s)", e.Server) }
 
 // SignEndorsement signs member k's endorsement of the epoch signed as
-// epoch, number n, of cluster.
+// epoch, number n, of cluster, with its signing key: what a member whose
+// epoch names no endorsement keys signs with (a cluster made before change
+// 64); the others sign with their Endorser.
 func SignEndorsement(k *crypto.PrivateKey, cluster ClusterID, self ServerID, n uint64, epoch crypto.Signed) (SignedEndorsement, error) {
 	s, err := crypto.Seal(k, crypto.DomainEndorsement, &EndorsementBody{Cluster: cluster, Number: n, Hash: EpochHash(epoch), Server: self})
 	if err != nil {
@@ -46,14 +51,31 @@ func SignEndorsement(k *crypto.PrivateKey, cluster ClusterID, self ServerID, n u
 }
 
 // Verify checks an endorsement against the keyring of the epoch its signer
-// is a member of and decodes it.
+// is a member of and decodes it. A member whose epoch names its endorsement
+// keys endorses only with its one-time key for the epoch endorsed (change
+// 64): its signing key, which may leak once an epoch leaves it out,
+// endorses nothing.
 func (e *SignedEndorsement) Verify(keys Keyring) (*EndorsementBody, error) {
 	pub := keys.Key(e.Server)
 	if pub == nil {
 		return nil, invalid("endorsement by %s, no member of epoch %d", e.Server, keys.Epoch)
 	}
 	var b EndorsementBody
-	if err := crypto.Open(pub, crypto.DomainEndorsement, e.Signed, &b); err != nil {
+	if ek := keys.EndorseKeysOf(e.Server); ek != nil {
+		if e.OneTime == nil {
+			return nil, invalid("endorsement by %s without its one-time key (change 64: a member's signing key endorses nothing)", e.Server)
+		}
+		one, err := crypto.PublicKey{Scheme: crypto.Ed25519, Key: e.OneTime.Key}.Parse()
+		if err != nil {
+			return nil, invalid("endorsement by %s: one-time key: %v", e.Server, err)
+		}
+		if err := crypto.Open(one, crypto.DomainEndorsement, e.Signed, &b); err != nil {
+			return nil, invalid("endorsement by %s: %v", e.Server, err)
+		}
+		if err := ek.verifyOneTime(b.Number, e.OneTime); err != nil {
+			return nil, invalid("endorsement by %s of epoch %d: %v", e.Server, b.Number, err)
+		}
+	} else if err := crypto.Open(pub, crypto.DomainEndorsement, e.Signed, &b); err != nil {
 		return nil, invalid("endorsement by %s: %v", e.Server, err)
 	}
 	if b.Server != e.Server {

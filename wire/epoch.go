@@ -32,6 +32,10 @@ type EpochMember struct {
 	Address string           `cbor:"2,keyasint"`
 	Key     crypto.PublicKey `cbor:"3,keyasint"` // its signing key
 	Cert    []byte           `cbor:"4,keyasint"` // DER of its TLS certificate
+	// Endorse are its endorsement keys (change 64; protocol 1.10), the same
+	// in every epoch it is a member of; absent for a member of a cluster
+	// made before them, which endorses with its signing key.
+	Endorse *EndorseKeys `cbor:"5,keyasint,omitempty"`
 }
 
 // EpochBody is configuration Number of Cluster, as the cluster CA signs it.
@@ -114,6 +118,11 @@ func (b *EpochBody) check() error {
 		if _, err := m.Key.Parse(); err != nil {
 			return invalid("epoch %d: member %s: %v", b.Number, m.ID, err)
 		}
+		if m.Endorse != nil {
+			if err := m.Endorse.Check(); err != nil {
+				return invalid("epoch %d: member %s: %v", b.Number, m.ID, err)
+			}
+		}
 	}
 	for _, k := range b.ClientCAs {
 		if _, err := k.Parse(); err != nil {
@@ -148,9 +157,26 @@ func (n *EpochNews) String() string {
 	return fmt.Sprintf("EpochNews(%d epochs, to %d)", len(n.Epochs), last.Number)
 }
 
-// ErrEpochConflict marks two different signed epochs with one number: the
-// CA holder signed both, and a server refuses to go past them (change 43).
-var ErrEpochConflict = errors.New("two different epochs with one number")
+// ErrEpochConflict marks two different epochs with one number, each signed
+// by the cluster CA in force for it and endorsed by q members of the epoch
+// before (changes 43, 49, 64): keys beyond what bq tolerates have leaked.
+// Whoever holds the chain refuses both from then on (EpochConflict).
+var ErrEpochConflict = errors.New("two different epochs with one number, both signed and endorsed")
+
+// EpochConflict is the proof of ErrEpochConflict: the epoch the chain held
+// and the other, both verified.
+type EpochConflict struct {
+	Number uint64 `cbor:"1,keyasint"`
+	Held   Epoch  `cbor:"2,keyasint"`
+	Shown  Epoch  `cbor:"3,keyasint"`
+}
+
+func (c *EpochConflict) Error() string {
+	h, o := EpochHash(c.Held.Signed), EpochHash(c.Shown.Signed)
+	return fmt.Sprintf("wire: %v: epoch %d is both %x… and %x…", ErrEpochConflict, c.Number, h[:6], o[:6])
+}
+
+func (c *EpochConflict) Unwrap() error { return ErrEpochConflict }
 
 // Chain is a verified sequence of epochs after the cluster file's epoch 0.
 // It is a pure value: whoever shows epochs, Extend checks them.
@@ -162,11 +188,21 @@ type Chain struct {
 	cluster ClusterID
 	f0      int
 	keys0   []*crypto.Parsed // epoch 0's members' keys, by id
-	ca      *crypto.Parsed   // signs the next epoch
-	epochs  []chainEpoch
-	keys    map[ServerID][32]byte
-	maxID   ServerID
-	retired map[ServerID]bool
+	// endorse0: epoch 0's members' endorsement keys, by id (nil: none).
+	endorse0 []*EndorseKeys
+	ca       *crypto.Parsed // signs the next epoch
+	epochs   []chainEpoch
+	keys     map[ServerID][32]byte
+	// endorse: every id's endorsement keys, which never change (change
+	// 64); forwardSecure: every member of epoch 0 has some, so every later
+	// member must.
+	endorse       map[ServerID]*EndorseKeys
+	forwardSecure bool
+	maxID         ServerID
+	retired       map[ServerID]bool
+	// conflict, once set, is the proof of two epochs of one number: the
+	// chain adopts nothing more (Conflict).
+	conflict *EpochConflict
 }
 
 type chainEpoch struct {
@@ -175,22 +211,43 @@ type chainEpoch struct {
 	endorsements []SignedEndorsement
 	body         *EpochBody
 	hash         [32]byte
+	// ca: the cluster CA that signed it (the one in force after the epoch
+	// before), to verify another epoch shown with its number.
+	ca *crypto.Parsed
 }
 
 // NewChain starts a chain at epoch 0: the cluster file, whose members
-// 0..n0−1 have the signing keys keys0, f0 of them tolerated faulty, and
-// whose CA key is ca. The cluster is ClusterIDOf(f0, keys0) for its life.
-func NewChain(ca *crypto.Parsed, f0 int, keys0 []*crypto.Parsed) *Chain {
-	if len(keys0) < 1 || len(keys0) > MaxEpochMembers {
-		panic(fmt.Sprintf("wire: epoch 0 with %d members", len(keys0)))
+// 0..n0−1 have the signing keys keys0.Servers (and the endorsement keys
+// keys0.Endorse, change 64), f0 of them tolerated faulty, and whose CA key
+// is ca. The cluster is ClusterIDOf(f0, keys0.Servers) for its life.
+func NewChain(ca *crypto.Parsed, f0 int, keys0 Keyring) *Chain {
+	n := len(keys0.Servers)
+	if n < 1 || n > MaxEpochMembers {
+		panic(fmt.Sprintf("wire: epoch 0 with %d members", n))
 	}
-	c := &Chain{cluster: ClusterIDOf(f0, keys0), f0: f0, keys0: keys0, ca: ca,
-		keys: make(map[ServerID][32]byte, len(keys0)), maxID: ServerID(len(keys0) - 1), retired: map[ServerID]bool{}}
-	for i, k := range keys0 {
+	c := &Chain{cluster: ClusterIDOf(f0, keys0.Servers), f0: f0, keys0: keys0.Servers, ca: ca,
+		keys: make(map[ServerID][32]byte, n), endorse: map[ServerID]*EndorseKeys{}, maxID: ServerID(n - 1), retired: map[ServerID]bool{}}
+	c.forwardSecure = true
+	for i, k := range keys0.Servers {
 		c.keys[ServerID(i)] = k.Wire.Fingerprint()
+		if ek := keys0.EndorseKeysOf(ServerID(i)); ek != nil {
+			c.endorse[ServerID(i)] = ek
+		} else {
+			c.forwardSecure = false
+		}
+	}
+	if len(c.endorse) > 0 {
+		c.endorse0 = make([]*EndorseKeys, n)
+		for id, ek := range c.endorse {
+			c.endorse0[id] = ek
+		}
 	}
 	return c
 }
+
+// Conflict is the proof of two epochs of one number the chain was shown,
+// if any: it adopts nothing once it has one.
+func (c *Chain) Conflict() *EpochConflict { return c.conflict }
 
 // Number is the newest epoch held (0: the cluster file only).
 func (c *Chain) Number() uint64 { return uint64(len(c.epochs)) }
@@ -252,18 +309,25 @@ func (c *Chain) Keyring(e uint64) (keys Keyring, quorum int, ok bool) {
 	}
 	if e == 0 {
 		n := len(c.keys0)
-		return Keyring{Cluster: c.cluster, Servers: c.keys0}, (n + c.f0 + 2) / 2, true
+		return Keyring{Cluster: c.cluster, Servers: c.keys0, Endorse: c.endorse0}, (n + c.f0 + 2) / 2, true
 	}
 	b := c.epochs[e-1].body
 	servers := make([]*crypto.Parsed, int(b.Members[len(b.Members)-1].ID)+1)
+	var endorse []*EndorseKeys
 	for _, m := range b.Members {
 		k, err := m.Key.Parse()
 		if err != nil {
 			panic(fmt.Sprintf("wire: a verified epoch holds an unparsable key: %v", err)) // check() parsed it
 		}
 		servers[m.ID] = k
+		if m.Endorse != nil {
+			if endorse == nil {
+				endorse = make([]*EndorseKeys, len(servers))
+			}
+			endorse[m.ID] = m.Endorse
+		}
 	}
-	return Keyring{Cluster: c.cluster, Epoch: e, Servers: servers}, b.Quorum(), true
+	return Keyring{Cluster: c.cluster, Epoch: e, Servers: servers, Endorse: endorse}, b.Quorum(), true
 }
 
 // Faults is f of epoch e (0 if the chain does not hold e).
@@ -300,12 +364,19 @@ func (c *Chain) Latest() []Epoch {
 
 // Extend adopts the epochs of shown that continue the chain, oldest first,
 // and returns how many it adopted. An epoch it already holds is skipped if
-// it is byte for byte the one held and is ErrEpochConflict otherwise; the
-// first epoch that does not verify — its CA signature, or q endorsements of
-// the epoch before's members (change 49) — stops it with an ErrInvalid
-// error (the epochs before it stay adopted).
+// it is byte for byte the one held; another one with a held number is
+// verified as that epoch (its CA's signature and q endorsements of the
+// epoch before it), and is an *EpochConflict if it verifies — after which
+// the chain adopts nothing more — and an ErrInvalid error if it does not
+// (a faulty sender's garbage proves nothing). The first epoch that does
+// not verify — its CA signature, or q endorsements of the epoch before's
+// members (changes 49, 64) — stops it with an ErrInvalid error (the epochs
+// before it stay adopted).
 func (c *Chain) Extend(shown []Epoch) (adopted int, err error) {
 	for _, ep := range shown {
+		if c.conflict != nil {
+			return adopted, c.conflict
+		}
 		s := ep.Signed
 		if len(s.Body)+len(s.Sig) > MaxEpochBytes {
 			return adopted, invalid("epoch of %d bytes (the limit is %d)", len(s.Body)+len(s.Sig), MaxEpochBytes)
@@ -315,11 +386,15 @@ func (c *Chain) Extend(shown []Epoch) (adopted int, err error) {
 			return adopted, invalid("epoch: %v", err)
 		}
 		if pre.Number >= 1 && pre.Number <= c.Number() {
-			held := c.epochs[pre.Number-1].signed
-			if string(held.Body) == string(s.Body) {
+			held := c.epochs[pre.Number-1]
+			if string(held.signed.Body) == string(s.Body) {
 				continue
 			}
-			return adopted, fmt.Errorf("wire: %w: epoch %d", ErrEpochConflict, pre.Number)
+			if err := c.verifyAt(pre.Number, ep); err != nil {
+				return adopted, err
+			}
+			c.conflict = &EpochConflict{Number: pre.Number, Held: Epoch{Signed: held.signed, Endorsements: held.endorsements}, Shown: ep}
+			return adopted, c.conflict
 		}
 		b, err := c.Check(s)
 		if err != nil {
@@ -335,11 +410,39 @@ func (c *Chain) Extend(shown []Epoch) (adopted int, err error) {
 	return adopted, nil
 }
 
+// verifyAt verifies ep as epoch n of the chain, which holds another epoch
+// n: signed by the CA in force after epoch n−1, naming epoch n−1's hash,
+// and endorsed by q of epoch n−1's members (ErrInvalid otherwise).
+func (c *Chain) verifyAt(n uint64, ep Epoch) error {
+	s := ep.Signed
+	var b EpochBody
+	if err := crypto.Open(c.epochs[n-1].ca, crypto.DomainEpoch, s, &b); err != nil {
+		return invalid("epoch %d that is not the one held is not signed by the cluster CA in force for it", n)
+	}
+	prev := [32]byte(c.cluster)
+	if n > 1 {
+		prev = c.epochs[n-2].hash
+	}
+	if b.Number != n || b.Cluster != c.cluster || b.Prev != prev {
+		return invalid("epoch %d that is not the one held does not follow epoch %d", n, n-1)
+	}
+	if err := b.check(); err != nil {
+		return err
+	}
+	_, err := c.endorsedAt(n-1, n, s, ep.Endorsements)
+	return err
+}
+
 // endorsedBy returns q of the valid endorsements of s, epoch n, by distinct
 // members of the newest epoch held, ordered by id, or an ErrInvalid error
 // if there are fewer (change 49).
 func (c *Chain) endorsedBy(n uint64, s crypto.Signed, es []SignedEndorsement) ([]SignedEndorsement, error) {
-	keys, q, _ := c.Keyring(c.Number())
+	return c.endorsedAt(c.Number(), n, s, es)
+}
+
+// endorsedAt is endorsedBy by the members of epoch at.
+func (c *Chain) endorsedAt(at, n uint64, s crypto.Signed, es []SignedEndorsement) ([]SignedEndorsement, error) {
+	keys, q, _ := c.Keyring(at)
 	if len(es) > MaxEndorsements {
 		return nil, invalid("epoch %d with %d endorsements (the limit is %d)", n, len(es), MaxEndorsements)
 	}
@@ -401,8 +504,20 @@ func (c *Chain) Check(s crypto.Signed) (*EpochBody, error) {
 		if c.retired[m.ID] {
 			return nil, invalid("epoch %d brings back server id %s, which an earlier epoch left out (ids are never reused)", b.Number, m.ID)
 		}
-		if k, ok := c.keys[m.ID]; ok && k != m.Key.Fingerprint() {
+		k, kept := c.keys[m.ID]
+		if kept && k != m.Key.Fingerprint() {
 			return nil, invalid("epoch %d gives server id %s another key (a new key takes a new id: server replace)", b.Number, m.ID)
+		}
+		// Endorsement keys (change 64): a member's never change, and a
+		// forward-secure cluster's new members have some, from the epoch
+		// after the one that brings them in.
+		switch ek := c.endorse[m.ID]; {
+		case kept && !sameEndorseKeys(ek, m.Endorse):
+			return nil, invalid("epoch %d gives server id %s other endorsement keys (they are fixed when the member joins)", b.Number, m.ID)
+		case !kept && m.Endorse == nil && c.forwardSecure:
+			return nil, invalid("epoch %d brings in server id %s without endorsement keys (change 64)", b.Number, m.ID)
+		case !kept && m.Endorse != nil && m.Endorse.First != b.Number+1:
+			return nil, invalid("epoch %d brings in server id %s with endorsement keys from epoch %d, not %d", b.Number, m.ID, m.Endorse.First, b.Number+1)
 		}
 	}
 	if len(b.NextCA) > 0 {
@@ -443,9 +558,19 @@ func (c *Chain) append(s crypto.Signed, b *EpochBody, endorsed []SignedEndorseme
 	}
 	for _, m := range b.Members {
 		c.keys[m.ID] = m.Key.Fingerprint()
+		if m.Endorse != nil {
+			c.endorse[m.ID] = m.Endorse
+		}
 	}
+	c.epochs = append(c.epochs, chainEpoch{signed: s, endorsements: endorsed, body: b, hash: EpochHash(s), ca: c.ca})
 	c.maxID, c.ca = maxID, nextCA
-	c.epochs = append(c.epochs, chainEpoch{signed: s, endorsements: endorsed, body: b, hash: EpochHash(s)})
+}
+
+func sameEndorseKeys(a, b *EndorseKeys) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 // caKey is the signing key of a DER CA certificate (an Ed25519 key, as

@@ -62,7 +62,9 @@ func genKey(t testing.TB) *crypto.PrivateKey {
 	return k
 }
 
-func (w *epochWorld) chain() *wire.Chain { return wire.NewChain(w.ca.Public, 1, w.keys0) }
+func (w *epochWorld) chain() *wire.Chain {
+	return wire.NewChain(w.ca.Public, 1, wire.Keyring{Servers: w.keys0})
+}
 
 // member is server id with key k.
 func member(id wire.ServerID, k *crypto.Parsed) wire.EpochMember {

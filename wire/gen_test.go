@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"reflect"
 	"sort"
@@ -319,12 +320,18 @@ func (f *fixture) endorsedEpochOne(tb testing.TB) wire.Epoch {
 	tb.Helper()
 	one := f.epochOne(tb)
 	ep := wire.Epoch{Signed: one}
-	for s := range 3 {
+	for s := range 2 {
 		es, err := wire.SignEndorsement(f.servers[s], f.keys.Cluster, wire.ServerID(s), 1, one)
 		require.NoError(tb, err)
 		ep.Endorsements = append(ep.Endorsements, es)
 	}
-	return ep
+	// The third with a one-time key (change 64).
+	seed := sha256.Sum256([]byte("bq-test endorser s2"))
+	en, err := wire.NewEndorser(bytes.NewReader(seed[:]), 1, 4)
+	require.NoError(tb, err)
+	es, err := en.Sign(f.keys.Cluster, 2, 1, one)
+	require.NoError(tb, err)
+	return wire.Epoch{Signed: one, Endorsements: append(ep.Endorsements, es)}
 }
 
 // approvalOne is the approval of epochOne by alice's key as the client CA.

@@ -533,6 +533,12 @@ const (
 	// EpochNews it sent just before shows the epochs after it: adopt them
 	// and redo the request at the newer epoch's members.
 	ErrCodeEpochMoved ErrorCode = 11
+	// ErrCodeEpochConflict: this server holds two epochs of one number,
+	// each signed by the cluster CA and endorsed by a quorum of the epoch
+	// before (docs/protocol.md change 64): keys beyond what bq tolerates
+	// have leaked, and it serves neither. The EpochNews it sent just
+	// before shows both.
+	ErrCodeEpochConflict ErrorCode = 12
 )
 
 func (c ErrorCode) String() string {
@@ -559,6 +565,8 @@ func (c ErrorCode) String() string {
 		return "forbidden"
 	case ErrCodeEpochMoved:
 		return "epoch-moved"
+	case ErrCodeEpochConflict:
+		return "epoch-conflict"
 	}
 	return fmt.Sprintf("code(%d)", uint16(c))
 }

@@ -64,7 +64,7 @@ func stringLines(tb testing.TB) []string {
 	for k := wire.EvidenceKind(0); k <= wire.EvidenceEquivocation+1; k++ {
 		add("EvidenceKind", k)
 	}
-	for c := wire.ErrorCode(0); c <= wire.ErrCodeEpochMoved+1; c++ {
+	for c := wire.ErrorCode(0); c <= wire.ErrCodeEpochConflict+1; c++ {
 		add("ErrorCode", c)
 	}
 	add("ServerID", wire.ServerID(65535))

@@ -21,6 +21,18 @@ type Keyring struct {
 	// verified with this keyring must name it.
 	Epoch   uint64
 	Servers []*crypto.Parsed
+	// Endorse are the members' endorsement keys by id (change 64), where
+	// their epoch names them; nil for a member without (a cluster made
+	// before change 64), which endorses with its signing key.
+	Endorse []*EndorseKeys
+}
+
+// EndorseKeysOf returns server id's endorsement keys, or nil.
+func (k Keyring) EndorseKeysOf(id ServerID) *EndorseKeys {
+	if int(id) >= len(k.Endorse) {
+		return nil
+	}
+	return k.Endorse[id]
 }
 
 // NewKeyring makes the keyring of a cluster of len(servers) servers that

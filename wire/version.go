@@ -33,8 +33,15 @@ const (
 	// 1.9: Statement.Mode and Statement.Permits (shared holdings, change
 	// 60: a signed body, so a 1.8 server refuses such a statement, and the
 	// client asks them only of 1.9 servers; an exclusive statement is
-	// encoded as before).
-	ProtocolMinor = 9
+	// encoded as before); 1.10: EpochMember.Endorse and
+	// SignedEndorsement.OneTime (forward-secure endorsement keys, change 64:
+	// a member's epoch names its keys inside the CA-signed body, omitted
+	// for a member without, so an epoch of a cluster made before keeps its
+	// bytes; a 1.9 peer refuses an epoch that names keys and, in a cluster
+	// with keys, an endorsement by a one-time key, so a cluster upgrades
+	// every server before a change, as change 49 asks), EpochConflict and
+	// ErrCodeEpochConflict (change 64: a 1.9 peer ignores the code).
+	ProtocolMinor = 10
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

@@ -23,7 +23,16 @@ func WriteEndorsed(t testing.TB, dir string, p *certs.Plan) {
 	t.Helper()
 	require.NoError(t, p.Write(dir))
 	signers := map[wire.ServerID]*crypto.PrivateKey{}
+	endorsers := map[wire.ServerID]*wire.Endorser{}
 	for _, m := range p.Before.Members {
+		if m.Endorse != nil {
+			// Its endorsement keys (change 64), which it then destroys on
+			// disk as the member would.
+			en, err := certs.LoadMemberEndorser(dir, m.ID, m.Endorse)
+			require.NoError(t, err)
+			endorsers[m.ID] = en
+			continue
+		}
 		// The key file itself: LoadServer refuses an aged member's material.
 		data, err := os.ReadFile(filepath.Join(certs.ServerDir(dir, int(m.ID)), certs.SigningKeyFile))
 		require.NoError(t, err)
@@ -33,6 +42,9 @@ func WriteEndorsed(t testing.TB, dir string, p *certs.Plan) {
 		require.NoError(t, err)
 		signers[m.ID] = k
 	}
-	ep := testutil.Endorse(p.Proposal.Proposal, p.Next.Cluster, p.Next.Number, signers)
+	ep := testutil.EndorseAs(p.Proposal.Proposal, p.Next.Cluster, p.Next.Number, signers, endorsers)
+	for id, en := range endorsers {
+		require.NoError(t, certs.NewEndorseKeyStore(certs.ServerDir(dir, int(id))).Write(en.State()))
+	}
 	require.NoError(t, certs.Complete(dir, p.Next.Number, ep))
 }

@@ -49,6 +49,9 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		fail(requestID(m), wire.ErrCodeLimit, err)
 		return
 	}
+	if k.conflictClient(c, m, e) {
+		return
+	}
 	if m.EpochNews != nil {
 		if err := k.onEpochNews(now, m.EpochNews, e); err != nil {
 			fail(0, wire.ErrCodeRejected, err)

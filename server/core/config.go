@@ -55,6 +55,12 @@ type Config struct {
 	// 1 (change 43); nil: this server adopts no epoch (an EpochNews is
 	// ignored), and Keys must be of epoch 0.
 	ClusterCA *crypto.Parsed
+	// Endorser is this server's endorsement keys (docs/protocol.md change
+	// 64): it endorses epoch N with its key for N alone, which it destroys
+	// then. Nil: it endorses with its signing key (a member of a cluster
+	// made before change 64). New copies it; the state persisted in
+	// BucketEndorseKey, if any, replaces its state at Restore.
+	Endorser *wire.Endorser
 	// Epochs are epochs after 0 this server starts knowing (a member added
 	// by server add or replace is given them with its material); with
 	// ClusterCA only. Self must be a member of epoch 0 or of the newest.

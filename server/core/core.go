@@ -55,6 +55,10 @@ type Stats struct {
 	CacheMisses  uint64
 	Equivocation uint64
 	Limited      map[string]uint64 // requests refused by a limit, by its name (change 25)
+	// EndorsementsForgotten: epochs adopted that carry this server's own
+	// endorsement its store did not remember (change 64): a store older
+	// than what the server signed.
+	EndorsementsForgotten uint64
 }
 
 // Core is one server's protocol state.
@@ -123,7 +127,17 @@ type Core struct {
 	// the one it gathers endorsements of (nil: none).
 	// INVARIANT: pending == nil or endorsed[pending.body.Number] == pending.hash.
 	endorsed map[uint64][32]byte
-	pending  *proposal
+	// endorser: this server's endorsement keys (change 64), nil without;
+	// endorserDirty: its state changed since it was last persisted.
+	// INVARIANT: endorser.Next() > chain.Number() once a step or tick
+	// ran (the keys of every epoch held are destroyed).
+	endorser      *wire.Endorser
+	endorserDirty bool
+	// conflictSaved: the chain's conflict is on disk; conflictTold: the
+	// peers shown it on their current connection (conflict.go).
+	conflictSaved bool
+	conflictTold  map[wire.ServerID]bool
+	pending       *proposal
 	// hwJ holds the J of each lock's hw Ticket while that J is of the
 	// epoch served or a later one (hwj.go, change 47).
 	// INVARIANT: hwJ[name] justifies locks[name].HW(); mirrored in bucketHWJ.
@@ -215,7 +229,7 @@ func New(cfg Config) (*Core, error) {
 	var chain *wire.Chain
 	var keysOf func(uint64) (wire.Keyring, int, bool)
 	if cfg.ClusterCA != nil {
-		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys.Servers)
+		chain = wire.NewChain(cfg.ClusterCA, cfg.F, cfg.Keys)
 		if _, err := chain.Extend(cfg.Epochs); err != nil {
 			return nil, fmt.Errorf("core: the epochs this server was started with: %w", err)
 		}
@@ -256,6 +270,8 @@ func New(cfg Config) (*Core, error) {
 		justified:    make(map[regKey]justifiedTicket),
 		hwJ:          make(map[string][]wire.SignedView),
 		endorsed:     make(map[uint64][32]byte),
+		endorser:     cfg.Endorser.Clone(),
+		conflictTold: make(map[wire.ServerID]bool),
 		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
 		observers:    make(map[wire.ClientID]wire.ClientID),
 		expired:      make(map[wire.ClientID]struct{}),
@@ -285,7 +301,12 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 		}
 		return e
 	case InputConnected:
-		if !in.From.IsClient && k.sealed() {
+		if !in.From.IsClient {
+			delete(k.conflictTold, in.From.Server)
+		}
+		if !in.From.IsClient && k.conflicted() {
+			k.conflictServer(in.From.Server, &e)
+		} else if !in.From.IsClient && k.sealed() {
 			// What this server told the peer before may have been lost
 			// with its connection (a peer that was down when this server
 			// sealed): tell it again, once for this connection.
@@ -323,6 +344,9 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 // Tick lets time pass: expired leases and overdue Doorways become votes.
 func (k *Core) Tick(now time.Time) (e Effects) {
 	k.startRestored(now, &e)
+	if k.conflicted() {
+		return e // it serves neither epoch: no lease runs out, no vote is cast (conflict.go)
+	}
 	if k.sealed() {
 		// A sealed epoch's state is what its copy hands out: no lease
 		// runs out, no vote is cast, nothing is collected (epoch.go). A
@@ -671,6 +695,7 @@ func (k *Core) verifyView(v *wire.SignedView) (*wire.ViewBody, error) {
 // startRestored starts, at the first moment the core knows the time, the
 // leases and Doorway deadlines of statements restored from disk.
 func (k *Core) startRestored(now time.Time, e *Effects) {
+	k.forgetEndorseKeys(e)
 	e.Persist = append(e.Persist, k.collectOnStart...)
 	k.collectOnStart = nil
 	for _, en := range k.restored {

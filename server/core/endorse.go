@@ -26,6 +26,15 @@ import (
 // epoch this server endorsed with that number.
 const bucketEndorsed = "endorsed"
 
+// BucketEndorseKey: "state" → the secret part of this server's endorsement
+// keys (wire.Endorser.State, change 64). The runtime keeps it out of the
+// store, in the member's endorse.key file, overwritten in place, so that a
+// destroyed key does not linger in a free page of the store; the simulator
+// keeps it on its disk.
+const BucketEndorseKey = "endorse-key"
+
+var endorseKeyState = []byte("state")
+
 // proposal is the epoch after the newest held that this server endorsed,
 // and the endorsements gathered for it.
 // INVARIANT: body.Number == chain.Number()+1; every endorsement in by
@@ -101,17 +110,19 @@ func (k *Core) onEndorse(now time.Time, from wire.Peer, m *wire.Endorse, e *Effe
 		}
 	}
 	if _, own := p.by[k.cfg.Self]; !own {
-		es, err := wire.SignEndorsement(k.cfg.Signer, k.cfg.Keys.Cluster, k.cfg.Self, n, p.signed)
+		es, err := k.signEndorsement(n, p.signed, e)
 		if err != nil {
-			panic(fmt.Sprintf("core: signing an endorsement: %v", err)) // our own struct always encodes: a bug
+			return err
 		}
 		p.by[k.cfg.Self], grew = es, true
-		if _, ok := k.endorsed[n]; !ok {
-			// On disk in the batch the endorsement leaves after: a restart
-			// never endorses another epoch of this number.
-			k.endorsed[n] = h
-			e.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]})
-		}
+	}
+	if _, ok := k.endorsed[n]; !ok {
+		// On disk in the batch the endorsement leaves after: a restart
+		// never endorses another epoch of this number. Also when the
+		// endorsement shown is this server's own, valid, that its store
+		// does not remember (a store older than what it signed).
+		k.endorsed[n] = h
+		e.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]})
 	}
 	if grew {
 		out := &wire.Message{Endorse: k.endorseMsg(p)}
@@ -133,6 +144,102 @@ func (k *Core) onEndorse(now time.Time, from wire.Peer, m *wire.Endorse, e *Effe
 		return k.onEpochNews(now, wire.NewsOf([]wire.Epoch{ep}), e)
 	}
 	return nil
+}
+
+// signEndorsement endorses epoch n, signed as signed: with this server's
+// one-time key for n, which is destroyed then, its state persisted in e
+// before the endorsement leaves (change 64); with its signing key if it has
+// no endorsement keys.
+func (k *Core) signEndorsement(n uint64, signed crypto.Signed, e *Effects) (wire.SignedEndorsement, error) {
+	if k.endorser == nil {
+		es, err := wire.SignEndorsement(k.cfg.Signer, k.cfg.Keys.Cluster, k.cfg.Self, n, signed)
+		if err != nil {
+			panic(fmt.Sprintf("core: signing an endorsement: %v", err)) // our own struct always encodes: a bug
+		}
+		return es, nil
+	}
+	es, err := k.endorser.Sign(k.cfg.Keys.Cluster, k.cfg.Self, n, signed)
+	if err != nil {
+		return wire.SignedEndorsement{}, fmt.Errorf("core: this server cannot endorse epoch %d: %w", n, err)
+	}
+	k.endorserDirty = true
+	k.persistEndorseKey(e)
+	return es, nil
+}
+
+// forgetEndorseKeys destroys this server's endorsement keys of every epoch
+// the chain holds (change 64: a member endorses no epoch of a number it
+// holds), and persists the state in e if it changed.
+func (k *Core) forgetEndorseKeys(e *Effects) {
+	if k.endorser == nil {
+		return
+	}
+	if k.chain != nil && k.endorser.Forget(k.chain.Number()) {
+		k.endorserDirty = true
+	}
+	k.persistEndorseKey(e)
+}
+
+func (k *Core) persistEndorseKey(e *Effects) {
+	if k.endorserDirty {
+		k.endorserDirty = false
+		e.Persist = append(e.Persist, Record{Bucket: BucketEndorseKey, Key: endorseKeyState, Value: k.endorser.State()})
+	}
+}
+
+// restoreEndorseKey puts back the state of this server's endorsement keys,
+// and refuses a store that does not remember an endorsement the chain shows
+// this server made: its data directory is older than what it signed (a
+// backup put back), and it could endorse a second epoch of that number.
+func (k *Core) restoreEndorseKey(r Reader) error {
+	err := r.ForEach(BucketEndorseKey, func(key, v []byte) error {
+		if string(key) != string(endorseKeyState) {
+			return nil
+		}
+		if k.endorser == nil {
+			return errors.New("core: the store holds endorsement keys, but this server was started without them")
+		}
+		return k.endorser.SetState(v)
+	})
+	if err != nil {
+		return fmt.Errorf("core: restoring the endorsement keys: %w", err)
+	}
+	if k.chain == nil {
+		return nil
+	}
+	for n := uint64(1); n <= k.chain.Number(); n++ {
+		ep := k.chain.Since(n - 1)[0]
+		for _, es := range ep.Endorsements {
+			if es.Server != k.cfg.Self {
+				continue
+			}
+			if h, ok := k.endorsed[n]; !ok || h != wire.EpochHash(ep.Signed) {
+				return fmt.Errorf("core: epoch %d carries this server's endorsement, but its store does not remember making it: "+
+					"its data directory is older than what it signed (put back from a backup?), and it could endorse a second epoch of a number. "+
+					"Do not run it under this identity: replace it (bqserver server replace %d)", n, k.cfg.Self)
+			}
+		}
+	}
+	return nil
+}
+
+// noteOwnEndorsement takes epoch n, adopted as ep: if it carries this
+// server's endorsement that its store does not remember, the store is older
+// than what the server signed (change 64; Restore refuses such a store when
+// it starts): it remembers the endorsement now, so that it never endorses
+// another epoch n, and counts it for the runtime to say so.
+func (k *Core) noteOwnEndorsement(n uint64, ep wire.Epoch, e *Effects) {
+	for _, es := range ep.Endorsements {
+		if es.Server != k.cfg.Self {
+			continue
+		}
+		h := wire.EpochHash(ep.Signed)
+		if prev, ok := k.endorsed[n]; !ok || prev != h {
+			k.Stats.EndorsementsForgotten++
+			k.endorsed[n] = h
+			e.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]})
+		}
+	}
 }
 
 // endorsedOrHeld reports whether s is an epoch the chain holds.

@@ -60,7 +60,10 @@ func (k *Core) onEpochNews(now time.Time, n *wire.EpochNews, e *Effects) error {
 	_, err := k.chain.Extend(n.List())
 	for i, ep := range k.chain.Since(from) {
 		e.Persist = append(e.Persist, Record{Bucket: bucketEpoch, Key: epochKey(from + 1 + uint64(i)), Value: mustMarshal(&ep)})
+		k.noteOwnEndorsement(from+1+uint64(i), ep, e)
 	}
+	k.forgetEndorseKeys(e) // no key of an epoch held survives (change 64)
+	k.noteConflict(e)
 	if !wasSealed && k.sealed() {
 		k.seal(e)
 	}

@@ -32,6 +32,9 @@ type cluster struct {
 	clusterCA *crypto.PrivateKey
 	// configs: what each core was made with, which a restart makes it with again.
 	configs map[int]Config
+	// endorsers, if set before the cores are made, are the servers'
+	// endorsement keys (change 64; withEndorsers).
+	endorsers []*wire.Endorser
 }
 
 type serverMsg struct {
@@ -63,6 +66,9 @@ func (c *cluster) newCore(i, n, f int) *Core {
 	cfg.MaxHold = c.maxHold
 	if c.clusterCA != nil {
 		cfg.ClusterCA = c.clusterCA.Public
+	}
+	if i < len(c.endorsers) {
+		cfg.Endorser = c.endorsers[i]
 	}
 	return c.newCoreOf(i, cfg)
 }

@@ -16,6 +16,9 @@ import (
 // evidence and revocations, and the resync of a peer that (re)connects.
 
 func (k *Core) fromServer(now time.Time, s wire.ServerID, m *wire.Message, e *Effects) {
+	if k.conflictServer(s, e) {
+		return
+	}
 	if m.EpochNews != nil {
 		_ = k.onEpochNews(now, m.EpochNews, e) // a faulty server's garbage changes nothing
 		return

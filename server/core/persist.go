@@ -102,6 +102,12 @@ func (k *Core) Restore(r Reader) error {
 	if err := k.restoreEndorsed(r); err != nil {
 		return err
 	}
+	if err := k.restoreEndorseKey(r); err != nil {
+		return err
+	}
+	if err := k.restoreConflict(r); err != nil {
+		return err
+	}
 	err := r.ForEach(bucketCert, func(_, v []byte) error {
 		var cert wire.ResetCertificate
 		if err := crypto.Unmarshal(v, &cert); err != nil {

@@ -85,6 +85,12 @@ type Registry struct {
 	// Overflows counts messages to servers dropped on a full send queue;
 	// Repairs counts the resyncs that made up for them (core.Repair).
 	Overflows, Repairs prometheus.Counter
+	// EpochAlarms counts what says this server's keys or store are not what
+	// bq assumes (docs/protocol.md change 64): kind "conflict", two epochs
+	// of one number both signed and endorsed; kind "forgotten-endorsement",
+	// an epoch carrying this server's endorsement that its store did not
+	// remember (a store older than what it signed).
+	EpochAlarms *prometheus.CounterVec
 	// expiry is bq_certificate_expiry_timestamp_seconds by certificate
 	// (SetCertificateExpiry).
 	expiry *prometheus.GaugeVec
@@ -118,7 +124,9 @@ func NewRegistry(server string) *Registry {
 		Name: "bq_certificate_expiry_timestamp_seconds",
 		Help: "When a certificate this server depends on expires (its NotAfter), in Unix seconds, by certificate: cluster_ca, server (its own TLS certificate).",
 	}, []string{"certificate"})
-	reg.MustRegister(r.Fsync, r.Batches, r.Overflows, r.Repairs, r.expiry, snapshotCollector{r})
+	r.EpochAlarms = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bq_epoch_alarms_total",
+		Help: "Alarms that keys or a store are beyond what bq tolerates: two epochs of one number both signed and endorsed (kind=conflict), or an epoch carrying this server's endorsement that its store did not remember (kind=forgotten-endorsement). Either needs the operator: see the runbook."}, []string{"kind"})
+	reg.MustRegister(r.Fsync, r.Batches, r.Overflows, r.Repairs, r.EpochAlarms, r.expiry, snapshotCollector{r})
 	for _, t := range []Traffic{r.FromClients, r.FromServers, r.ToClients, r.ToServers} {
 		reg.MustRegister(t.Messages)
 		if t.Bytes != nil {

@@ -191,7 +191,7 @@ func (sc *Scenario) membersAfter() (members []int, faulty map[int]bool, f int) {
 
 // setupChanges makes the cluster CA and the chain of a run with changes,
 // from streams of their own (no other key of the run changes).
-func (w *World) setupChanges(serverKeys []*crypto.Parsed) error {
+func (w *World) setupChanges() error {
 	if len(w.sc.Replace) == 0 {
 		return nil
 	}
@@ -200,8 +200,28 @@ func (w *World) setupChanges(serverKeys []*crypto.Parsed) error {
 		return err
 	}
 	w.clusterCA, w.epochSigner = ca, ca
-	w.chain = wire.NewChain(ca.Public, w.sc.F, serverKeys)
+	// Every first member's endorsement keys (change 64), named in epoch
+	// 0's keyring, as bqserver init writes them in the cluster file.
+	w.keys.Endorse = make([]*wire.EndorseKeys, len(w.srv))
+	for i, s := range w.srv {
+		if s.endorser, err = endorserFrom(w.sc.Seed, 0xe2d0+uint64(i), 1); err != nil {
+			return err
+		}
+		k := s.endorser.Keys()
+		w.keys.Endorse[i] = &k
+	}
+	w.chain = wire.NewChain(ca.Public, w.sc.F, w.keys)
 	return nil
+}
+
+// simEndorseLeaves is how many epochs a simulated member can endorse: more
+// than a run's changes.
+const simEndorseLeaves = 32
+
+// endorserFrom makes endorsement keys from the seed's stream named by
+// stream, for a member whose first endorsed epoch is first.
+func endorserFrom(seed, stream, first uint64) (*wire.Endorser, error) {
+	return wire.NewEndorser(rand.NewChaCha8([32]byte(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 16), seed), stream))), first, simEndorseLeaves)
 }
 
 // keyFrom makes a signing key from the seed's stream named by stream.
@@ -235,6 +255,7 @@ func (w *World) serverConfig(s *simServer) core.Config {
 	if w.clusterCA != nil {
 		cfg.ClusterCA = w.clusterCA.Public
 	}
+	cfg.Endorser = s.endorser
 	return cfg
 }
 
@@ -293,12 +314,13 @@ func (w *World) activeFrom(i int) time.Duration { return w.servedAt[i] }
 // pendingChange is a change the operator proposed (change 49): it counts
 // once q members of the epoch before endorsed it and one of them adopted it.
 type pendingChange struct {
-	k       int
-	rc      ReplaceChange
-	e       uint64
-	id      int                // the new member, if the change adds one
-	key     *crypto.PrivateKey // its key
-	endorse *wire.Endorse
+	k        int
+	rc       ReplaceChange
+	e        uint64
+	id       int                // the new member, if the change adds one
+	key      *crypto.PrivateKey // its key
+	endorser *wire.Endorser     // its endorsement keys
+	endorse  *wire.Endorse
 }
 
 // replace makes the k-th change, as the operator's command does: it signs
@@ -315,27 +337,31 @@ func (w *World) replace(k int, rc ReplaceChange) {
 	}
 	w.changesMade++
 	id, adds := w.sc.newMemberID(k)
+	e := w.chain.Number() + 1
 	var key *crypto.PrivateKey
+	var endorser *wire.Endorser
 	if adds {
 		var err error
 		if key, err = keyFrom(w.sc.Seed, 0x6e6577+uint64(k)); err != nil {
 			panic(fmt.Sprintf("sim: a new member's key: %v", err))
 		}
+		if endorser, err = endorserFrom(w.sc.Seed, 0xe2d0+uint64(id), e+1); err != nil {
+			panic(fmt.Sprintf("sim: a new member's endorsement keys: %v", err))
+		}
 	}
 	var members []wire.EpochMember
 	for i, s := range w.srv {
 		if !(rc.removes() && i == rc.Server) && w.member(i) {
-			members = append(members, epochMember(i, s.key))
+			members = append(members, epochMember(i, s.key, s.endorser))
 		}
 	}
 	if adds {
-		members = append(members, epochMember(id, key))
+		members = append(members, epochMember(id, key, endorser))
 	}
 	prev := [32]byte(w.keys.Cluster)
 	if all := w.chain.Since(0); len(all) > 0 {
 		prev = wire.EpochHash(all[len(all)-1].Signed)
 	}
-	e := w.chain.Number() + 1
 	f := w.chain.Faults(e - 1)
 	if rc.Kind == ChangeAdd || rc.Kind == ChangeRemove {
 		f = quorum.MaxFaults(len(members)) // f follows n (certs.PlanChange)
@@ -369,7 +395,7 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		}
 		en.Approval = &a
 	}
-	w.pending = &pendingChange{k: k, rc: rc, e: e, id: id, key: key, endorse: en}
+	w.pending = &pendingChange{k: k, rc: rc, e: e, id: id, key: key, endorser: endorser, endorse: en}
 	if rc.removes() {
 		w.leftOutIn[rc.Server] = e
 	}
@@ -437,7 +463,7 @@ func (w *World) followAdopted(i int) {
 		if len(byz) > 0 {
 			byz = append(slices.Clone(byz), w.sc.variedBehaviors(p.id)...)
 		}
-		w.startMember(p.id, p.key, byz)
+		w.startMember(p.id, p.key, p.endorser, byz)
 	}
 	news := &wire.Message{EpochNews: wire.NewsOf(w.chain.Since(0))}
 	for j := range w.srv {
@@ -453,8 +479,13 @@ func simCA(seed, k uint64) (*certs.CA, error) {
 	return certs.NewCA(fmt.Sprintf("sim %d", seed), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), r)
 }
 
-func epochMember(id int, key *crypto.PrivateKey) wire.EpochMember {
-	return wire.EpochMember{ID: wire.ServerID(id), Address: fmt.Sprintf("s%d.sim:7000", id), Key: key.Public.Wire, Cert: []byte{0x30}}
+func epochMember(id int, key *crypto.PrivateKey, endorser *wire.Endorser) wire.EpochMember {
+	m := wire.EpochMember{ID: wire.ServerID(id), Address: fmt.Sprintf("s%d.sim:7000", id), Key: key.Public.Wire, Cert: []byte{0x30}}
+	if endorser != nil {
+		k := endorser.Keys()
+		m.Endorse = &k
+	}
+	return m
 }
 
 // newServerByz makes server id's faulty behaviours, its colluding client's
@@ -529,8 +560,8 @@ func (w *World) servedByAll(e uint64) bool {
 // startMember starts the new member id as the operator does: epoch 0's
 // keyring, its own key, the signed epochs, an empty disk; faulty with the
 // behaviours byz, if any. Its links come up as a restarted server's do.
-func (w *World) startMember(id int, key *crypto.PrivateKey, byz []string) {
-	s := &simServer{id: wire.ServerID(id), key: key, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)}
+func (w *World) startMember(id int, key *crypto.PrivateKey, endorser *wire.Endorser, byz []string) {
+	s := &simServer{id: wire.ServerID(id), key: key, endorser: endorser, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)}
 	w.srv = append(w.srv, s)
 	cfg := w.serverConfig(s)
 	cfg.Epochs = w.chain.Since(0)

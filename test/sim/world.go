@@ -102,14 +102,18 @@ func (r *Result) Replay() string {
 }
 
 type simServer struct {
-	id   wire.ServerID
-	key  *crypto.PrivateKey
-	cfg  core.Config
-	core *core.Core
-	disk *disk
-	up   bool
-	byz  *Byz
-	acks map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
+	id  wire.ServerID
+	key *crypto.PrivateKey
+	// endorser: its endorsement keys as the operator made them (change
+	// 64), in runs with changes; its core copies them, and its disk keeps
+	// what it destroyed.
+	endorser *wire.Endorser
+	cfg      core.Config
+	core     *core.Core
+	disk     *disk
+	up       bool
+	byz      *Byz
+	acks     map[regKey]quorum.Timestamp // the highest statement acknowledged per (lock, client)
 	// exitAcks: the highest Exit acknowledged per (lock, client). An Exit's
 	// records are lazy (change 29), so a restart may lose it.
 	exitAcks map[regKey]quorum.Timestamp
@@ -414,7 +418,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		w.srv = append(w.srv, &simServer{id: wire.ServerID(i), key: k, disk: newDisk(), acks: make(map[regKey]quorum.Timestamp), reset: make(map[int]uint64)})
 	}
 	w.keys = wire.NewKeyring(sc.F, serverKeys)
-	if err := w.setupChanges(serverKeys); err != nil {
+	if err := w.setupChanges(); err != nil {
 		return nil, err
 	}
 	for _, s := range w.srv {
