@@ -8,6 +8,12 @@ var pinMutants = []Mutant{
 		"\tfor id := ServerID(0); id <= c.maxID; id++ {", "\tfor id := ServerID(0); id < c.maxID; id++ {"},
 	{"epoch-next-ca-any-cert", "change 43: an epoch's next CA is a CA certificate", "wire/epoch.go",
 		"if !ok || !cert.IsCA {", "if !ok {"},
+	{"old-epoch-cert-q-1", "change 43, change 47: a certificate of an earlier epoch read back needs that epoch's own quorum", "detector/votes.go",
+		"\t\t\tkeys, q = k, kq\n", "\t\t\tkeys, q = k, kq-1\n"},
+	{"revote-lease-default-ttl", "change 57, change 63: a vote of the epoch before waits its client's TTL from the copy's end, not the default", "detector/copy.go",
+		"l.ttl = max(l.ttl, ttl)", "l.ttl = m.cfg.DefaultTTL"},
+	{"revote-default-ttl", "change 57, change 63: a vote of the epoch before whose lease is gone waits its client's TTL, not the default", "detector/copy.go",
+		"\tttl, ok := cs.ttls[sess]\n", "\tttl, ok := m.cfg.DefaultTTL, false\n"},
 }
 
 func init() { Catalogue = append(Catalogue, pinMutants...) }
