@@ -14,6 +14,8 @@ var pinMutants = []Mutant{
 		"l.ttl = max(l.ttl, ttl)", "l.ttl = m.cfg.DefaultTTL"},
 	{"revote-default-ttl", "change 57, change 63: a vote of the epoch before whose lease is gone waits its client's TTL, not the default", "detector/copy.go",
 		"\tttl, ok := cs.ttls[sess]\n", "\tttl, ok := m.cfg.DefaultTTL, false\n"},
+	{"move-lease-q-1", "change 43 (3): after a move a client's lease needs q acks of the new epoch's members", "bakery/epoch.go",
+		"c.lease = quorum.NewLease(c.q, c.cfg.TTL,", "c.lease = quorum.NewLease(c.q-1, c.cfg.TTL,"},
 }
 
 func init() { Catalogue = append(Catalogue, pinMutants...) }
