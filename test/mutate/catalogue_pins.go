@@ -16,6 +16,12 @@ var pinMutants = []Mutant{
 		"\tttl, ok := cs.ttls[sess]\n", "\tttl, ok := m.cfg.DefaultTTL, false\n"},
 	{"move-lease-q-1", "change 43 (3): after a move a client's lease needs q acks of the new epoch's members", "bakery/epoch.go",
 		"c.lease = quorum.NewLease(c.q, c.cfg.TTL,", "c.lease = quorum.NewLease(c.q-1, c.cfg.TTL,"},
+	{"copy-served-before-caught-up", "change 43: a copy of an epoch is handed out only by a member that served it or caught up with it", "server/core/copy.go",
+		"r.Epoch > k.cfg.Keys.Epoch {", "r.Epoch > k.cfg.Keys.Epoch+1 {"},
+	{"copy-done-on-first-part", "change 43: a copy counts a member's state only when its last part came", "server/core/copier.go",
+		"\tif p.Last {\n\t\trun.done[s] = true", "\tif p.Last || p.Part == 1 {\n\t\trun.done[s] = true"},
+	{"removed-member-resets", "change 43: a removed member is no peer, for a certificate too", "server/core/peers.go",
+		"if k.cfg.Keys.Key(s) == nil {", "if k.cfg.Keys.Key(s) == nil && m.Reset == nil {"},
 }
 
 func init() { Catalogue = append(Catalogue, pinMutants...) }
