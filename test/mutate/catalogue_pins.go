@@ -22,6 +22,14 @@ var pinMutants = []Mutant{
 		"\tif p.Last {\n\t\trun.done[s] = true", "\tif p.Last || p.Part == 1 {\n\t\trun.done[s] = true"},
 	{"removed-member-resets", "change 43: a removed member is no peer, for a certificate too", "server/core/peers.go",
 		"if k.cfg.Keys.Key(s) == nil {", "if k.cfg.Keys.Key(s) == nil && m.Reset == nil {"},
+	{"copy-f-of-epoch-into", "change 47: copied sessions and counters are vouched for by f+1 of the epoch copied from, with its f", "server/core/copier.go",
+		"q: q, f: k.chain.Faults(to - 1),", "q: q, f: k.chain.Faults(to),"},
+	{"copied-lease-yields-to-f", "change 47: a copied lease gives way only to f+1 votes of the epoch served", "server/core/core.go",
+		"k.mute.VoteCount(body.Client, body.Session) > k.cfg.F {", "k.mute.VoteCount(body.Client, body.Session) > k.cfg.F-1 {"},
+	{"copy-older-held-unbounded", "change 47: a copier keeps at most maxCopyClients Tickets of earlier epochs per reporter", "server/core/copier.go",
+		"if run.olderOf[s] >= k.maxCopyClients() {\n\t\t\treturn // a faulty", "if run.olderOf[s] > k.maxCopyClients() {\n\t\t\treturn // a faulty"},
+	{"copy-older-reports-past-bound", "change 47: a reporter at its bound of earlier epochs' Tickets vouches for no more", "server/core/copier.go",
+		"if run.olderOf[s] >= k.maxCopyClients() {\n\t\t\treturn\n", "if run.olderOf[s] > k.maxCopyClients() {\n\t\t\treturn\n"},
 }
 
 func init() { Catalogue = append(Catalogue, pinMutants...) }
