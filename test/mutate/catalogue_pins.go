@@ -30,6 +30,10 @@ var pinMutants = []Mutant{
 		"if run.olderOf[s] >= k.maxCopyClients() {\n\t\t\treturn // a faulty", "if run.olderOf[s] > k.maxCopyClients() {\n\t\t\treturn // a faulty"},
 	{"copy-older-reports-past-bound", "change 47: a reporter at its bound of earlier epochs' Tickets vouches for no more", "server/core/copier.go",
 		"if run.olderOf[s] >= k.maxCopyClients() {\n\t\t\treturn\n", "if run.olderOf[s] > k.maxCopyClients() {\n\t\t\treturn\n"},
+	{"endorsement-lazy", "change 49 (with changes 13, 29): a member's endorsement is on its disk before it leaves", "server/core/endorse.go",
+		"Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]}", "Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:], Lazy: true}"},
+	{"retired-ca-approves", "change 49, change 52: on a closed cluster only a client CA in force approves an epoch", "server/core/endorse.go",
+		"\tinForce, _ := k.chain.ClientCAs(k.cfg.ClientCA)\n\treturn wire.VerifyApproval", "\t_, inForce := k.chain.ClientCAs(k.cfg.ClientCA)\n\treturn wire.VerifyApproval"},
 }
 
 func init() { Catalogue = append(Catalogue, pinMutants...) }
