@@ -34,6 +34,8 @@ var pinMutants = []Mutant{
 		"Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]}", "Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:], Lazy: true}"},
 	{"retired-ca-approves", "change 49, change 52: on a closed cluster only a client CA in force approves an epoch", "server/core/endorse.go",
 		"\tinForce, _ := k.chain.ClientCAs(k.cfg.ClientCA)\n\treturn wire.VerifyApproval", "\t_, inForce := k.chain.ClientCAs(k.cfg.ClientCA)\n\treturn wire.VerifyApproval"},
+	{"door-admits-retired-ca", "change 52: the door admits by the client CAs in force, not every client CA ever listed", "server/server.go",
+		"\tinForce, _ := k.Chain().ClientCAs(s.Material.Cluster.ClientCA)", "\t_, inForce := k.Chain().ClientCAs(s.Material.Cluster.ClientCA)"},
 }
 
 func init() { Catalogue = append(Catalogue, pinMutants...) }
