@@ -409,3 +409,30 @@ func TestAClientShownTwoEpochsOfANumberLocksNothing(t *testing.T) {
 	_, err = c.Lock(now, "M", false)
 	require.ErrorIs(t, err, wire.ErrEpochConflict, "no attempt starts")
 }
+
+// docs/protocol.md change 43, (3): after a move the lease guarantee rests
+// on acks of q members of the new epoch, as any lease (§5): acks of two of
+// its four members (q = 3) extend nothing beyond what the epoch before
+// gave, the third does. Else a client would count its lease on q−1 acks,
+// and q−1 ackers plus the f faulty members voting do not outnumber the
+// rest: a certificate of the new epoch could end the session it holds in.
+func TestAfterAMoveTheLeaseNeedsQAcksOfTheNewMembers(t *testing.T) {
+	p := newEpochPair(t)
+	c := p.client(t)
+	now := time.Unix(1_000, 0)
+	_, err := c.Start(now)
+	require.NoError(t, err)
+	for s := range wire.ServerID(4) {
+		c.Step(now, s, ack(c.Session(), 0))
+	}
+	until := c.LeaseValidUntil()
+	later := now.Add(time.Second)
+	c.Step(later, 0, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{p.one})})
+	require.Equal(t, uint64(1), c.Epoch())
+	for _, s := range []wire.ServerID{0, 4} {
+		c.Step(later, s, ackIn(1, c.Session(), 0))
+		require.Equal(t, until, c.LeaseValidUntil(), "fewer than q acks of epoch 1 extend nothing (server %s)", s)
+	}
+	c.Step(later, 1, ackIn(1, c.Session(), 0))
+	require.True(t, c.LeaseValidUntil().After(until), "q acks of epoch 1 do")
+}

@@ -164,3 +164,96 @@ func TestCopiedOpenGivesAKeptLeaseItsClientsTTL(t *testing.T) {
 	_, ok := f.dets[1].TTLOf(c, 1)
 	require.False(t, ok)
 }
+
+// docs/protocol.md changes 43 and 47: a certificate this server wrote in an
+// earlier epoch and reads back (RestoreCertificate) verifies against that
+// epoch's own members and quorum (KeysOf), never the served epoch's. Epoch
+// 0 had 7 members (q = 5), epoch 1 has 4 of them (q = 3): four votes of
+// epoch 0 make no certificate of it. Else a restart would end a session on
+// fewer votes than its epoch's quorum — f+1 faulty members and two correct
+// ones that voted on a cut-off client, not a quorum whose correct members
+// outnumber every guarantee the client's lease rests on.
+func TestACertificateOfAnEarlierEpochNeedsItsQuorum(t *testing.T) {
+	const n0, q0, q1 = 7, 5, 3
+	ttl := time.Second
+	f := newFixture(t, n0, q0, ttl)
+	one := f.keys
+	one.Epoch, one.Servers = 1, f.keys.Servers[:4]
+	d, err := NewMuteness(MutenessConfig{
+		Self: 0, Quorum: q1, Keys: one, Signer: f.signers[0],
+		DefaultTTL: ttl, MinTTL: time.Millisecond, MaxTTL: time.Hour,
+		DoorwayDeadline: 5 * ttl, MaxSessions: 4, MaxPendingVotes: 8, MaxDeferred: 4,
+		KeysOf: func(e uint64) (wire.Keyring, int, bool) {
+			if e == 0 {
+				return f.keys, q0, true
+			}
+			return wire.Keyring{}, 0, false
+		},
+	})
+	require.NoError(t, err)
+	c := clientID(t)
+	cert := &wire.ResetCertificate{Client: c, Session: 1}
+	for s := range q0 {
+		v, err := wire.SignSuspect(f.signers[s], f.keys.Cluster, &wire.SuspectBody{Client: c, Session: 1, Server: wire.ServerID(s), Reason: wire.SuspectMute})
+		require.NoError(t, err)
+		cert.Votes = append(cert.Votes, v)
+	}
+	for votes := q1; votes < q0; votes++ {
+		short := *cert
+		short.Votes = cert.Votes[:votes]
+		require.Error(t, d.RestoreCertificate(&short), "%d votes of epoch 0, whose quorum is %d", votes, q0)
+		require.Zero(t, d.ResetUpTo(c))
+	}
+	require.NoError(t, d.RestoreCertificate(cert), "q0 votes of epoch 0")
+	require.Equal(t, uint64(1), d.ResetUpTo(c))
+}
+
+// docs/protocol.md changes 57 and 63: a vote of the epoch before is cast
+// again a whole client TTL after the copy's end even where its lease is
+// gone — dropped for newer sessions of the client (the oldest suspected
+// lease goes first) while the TTL its client told stays known. Else it
+// would be cast a default TTL after the copy's end, before the client's
+// guarantee of the epoch before (counted with its own, longer TTL) ended,
+// and with a faulty member's vote at once that is f+1: the new members'
+// copied leases give way, and a quorum ends a live holder's session
+// (change 57's seed 4008282, change 63's default_ttl).
+func TestARevoteWithoutALeaseWaitsItsClientsTTL(t *testing.T) {
+	const n, q = 4, 3
+	def, clientTTL := time.Second, 3*time.Second
+	f := newFixture(t, n, q, def)
+	d := f.dets[0]
+	c := clientID(t)
+	t0 := time.Unix(0, 0)
+	mustOpen(t, d, c, 1, clientTTL, t0)
+	v := d.Tick(t0.Add(clientTTL))
+	require.Len(t, v, 1, "the client's lease ran out: a vote of epoch 0")
+	_, _, err := d.AddVote(v[0])
+	require.NoError(t, err)
+	at := t0.Add(clientTTL + def)
+	for sess := uint64(2); sess <= 5; sess++ { // forwards of newer sessions: the suspected lease makes room
+		require.NoError(t, d.Observe(c, sess, at))
+	}
+	require.True(t, d.Voted(c, 1))
+	got, ok := d.TTLOf(c, 1)
+	require.True(t, ok, "the TTL its client told stays known")
+	require.Equal(t, clientTTL, got)
+
+	next := f.keys
+	next.Epoch = 1
+	end := at.Add(def)
+	d.SetEpoch(next, q)
+	d.RestartClocks(end)
+	revotes := func(now time.Time) (out []wire.SuspectBody) {
+		for _, v := range d.Tick(now) {
+			body, err := v.Verify(next)
+			require.NoError(t, err)
+			if body.Session == 1 {
+				out = append(out, *body)
+			}
+		}
+		return out
+	}
+	require.Empty(t, revotes(end.Add(def)), "no vote a default TTL after the copy's end")
+	require.Empty(t, revotes(end.Add(clientTTL-time.Millisecond)), "nor before the client's TTL ran out")
+	require.Len(t, revotes(end.Add(clientTTL)), 1, "a vote of epoch 1 a whole client TTL after the copy's end")
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/rand"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/certstest"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -162,4 +164,51 @@ func TestDoorNamesTheClientsOfARetiredCA(t *testing.T) {
 	d.refused(wire.ClientID(oldOnly.Public.ID), d.good(oldOnly), "not signed by")
 	d.welcomed(wire.ClientID(renewed.Public.ID), d.cert(newer, d.cluster.ID(), renewed, d.now.Add(-time.Hour), d.now.Add(time.Hour)))
 	require.Empty(t, d.door.setCAs([]*crypto.Parsed{newer.Public}), "named once")
+}
+
+// docs/protocol.md changes 43 and 52: a running server's door admits by the
+// client CAs in force in the newest epoch its core holds, not by every
+// client CA the chain ever listed. A client-CA rotation, then the
+// retirement of the old CA: the door refuses a certificate of the retired
+// CA and welcomes one of the CA in force. Else a retired client CA —
+// retired, perhaps, because its key leaked — would go on admitting clients
+// at every server, and enroll new identities with whatever locks it names.
+func TestTheDoorAdmitsOnlyByTheClientCAsInForce(t *testing.T) {
+	now := time.Now().Truncate(time.Millisecond)
+	dir := filepath.Join(t.TempDir(), "c")
+	_, err := certs.Init(certs.InitOptions{Dir: dir, Servers: 4, F: -1, Host: "127.0.0.1", PortBase: 7400, Name: "c", Closed: true}, now, rand.Reader)
+	require.NoError(t, err)
+	old, err := certs.LoadClientCA(dir)
+	require.NoError(t, err)
+	for _, ch := range []certs.Change{{RotateClientCA: true}, {RetireClientCAs: true}} {
+		p, err := certs.PlanChange(dir, ch, now, rand.Reader)
+		require.NoError(t, err)
+		certstest.WriteEndorsed(t, dir, p)
+	}
+	cur, err := certs.LoadClientCA(dir)
+	require.NoError(t, err)
+	require.NotEqual(t, old.Key.Public.ID, cur.Key.Public.ID)
+	m, err := certs.LoadServer(dir, 0)
+	require.NoError(t, err)
+	k, err := NewProtocolCore(m, nil)
+	require.NoError(t, err)
+	s := &Server{Material: m, core: k, admission: newAdmission(m.Cluster, nil), log: slog.New(slog.DiscardHandler)}
+	s.admitCAs()
+
+	cert := func(ca *certs.ClientCA, key *crypto.PrivateKey) *crypto.Signed {
+		c, err := wire.SignAdmission(ca.Key, m.Cluster.ID(), &wire.AdmissionBody{Serial: 1, Name: "ci", Client: wire.ClientID(key.Public.ID),
+			NotBefore: now.Add(-time.Hour).UnixMilli(), NotAfter: now.Add(time.Hour).UnixMilli()})
+		require.NoError(t, err)
+		return &c
+	}
+	key := func() *crypto.PrivateKey {
+		k, err := crypto.GenerateKey(m.Cluster.Scheme, rand.Reader)
+		require.NoError(t, err)
+		return k
+	}
+	a, b := key(), key()
+	_, err = s.admission.admit(wire.ClientID(a.Public.ID), cert(old, a))
+	require.Error(t, err, "the retired client CA admits no one")
+	_, err = s.admission.admit(wire.ClientID(b.Public.ID), cert(cur, b))
+	require.NoError(t, err, "the client CA in force does")
 }

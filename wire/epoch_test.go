@@ -344,3 +344,49 @@ func TestUnknownSignersOfAnotherEpochAreNoEvidence(t *testing.T) {
 		}
 	}
 }
+
+// docs/protocol.md change 43, "ids are never reused": every id up to and
+// including the highest ever used is retired once an epoch leaves it out,
+// the highest too. Else server add, remove and a later epoch could bring
+// back the last id added — a key the operator retired, perhaps because it
+// leaked — and a signature of its old epoch would count for its new one.
+func TestTheHighestIdUsedIsNeverReused(t *testing.T) {
+	w := newEpochWorld(t)
+	k4 := genKey(t).Public
+	four := []wire.EpochMember{member(0, w.keys0[0]), member(1, w.keys0[1]), member(2, w.keys0[2]), member(3, w.keys0[3])}
+	e1 := sign(t, w.ca, w.body(1, nil, 1, append(four, member(4, k4))...)) // server add: id 4, the highest
+	e2 := sign(t, w.ca, w.body(2, &e1, 1, four...))                        // server remove 4
+	c := w.chain()
+	require.NoError(t, w.extendOne(c, e1))
+	require.NoError(t, w.extendOne(c, e2))
+	back := sign(t, w.ca, w.body(3, &e2, 1, append(four, member(4, k4))...)) // id 4 again, its own key
+	require.ErrorContains(t, w.extendOne(c, back), "never reused", "the highest id ever used is retired too")
+	require.Equal(t, uint64(2), c.Number())
+	k5 := genKey(t).Public
+	require.NoError(t, w.extendOne(c, sign(t, w.ca, w.body(3, &e2, 1, append(four, member(5, k5))...))), "the next id never used is taken")
+}
+
+// docs/protocol.md change 43, key lifecycle: the next CA an epoch names is a
+// CA certificate. Else a CA rotation could name a leaf certificate — a
+// member's or a client's, whose key may sit on any host — and its key would
+// sign every later epoch: whoever holds it adds members at will.
+func TestAnEpochsNextCAMustBeACACertificate(t *testing.T) {
+	w := newEpochWorld(t)
+	next := genKey(t)
+	members := []wire.EpochMember{member(0, w.keys0[0]), member(1, w.keys0[1]), member(2, w.keys0[2]), member(3, w.keys0[3])}
+	leaf := func() []byte {
+		priv := ed25519.NewKeyFromSeed(next.Seed())
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "a member, not a CA"}, NotBefore: time.Unix(0, 0),
+			NotAfter: time.Unix(1<<33, 0), IsCA: false, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, priv.Public(), priv)
+		require.NoError(t, err)
+		return der
+	}()
+	b := w.body(1, nil, 1, members...)
+	b.NextCA = leaf
+	c := w.chain()
+	require.ErrorContains(t, w.extendOne(c, sign(t, w.ca, b)), "next CA", "a leaf certificate is no CA")
+	require.Zero(t, c.Number())
+	b.NextCA = caCert(t, next)
+	require.NoError(t, w.extendOne(c, sign(t, w.ca, b)), "the same key in a CA certificate is")
+}

@@ -78,6 +78,11 @@ type Config struct {
 	// the member instead, which tells its waiters it is gone (change 45).
 	// Zero: at once, as before change 45.
 	FrozenGrace time.Duration
+	// CopyPartBytes is the budget of one copy part's entries (zero:
+	// copyPartBytes, a quarter of a frame). The simulator lowers it so that
+	// a copy comes in several parts (issue 54, item 5: a copier counts a
+	// member's state only once its last part came).
+	CopyPartBytes int
 }
 
 // DefaultConfig returns production defaults for server self of an (n, f) cluster.

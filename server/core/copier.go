@@ -194,6 +194,7 @@ func (k *Core) onCopy(now time.Time, s wire.ServerID, p *wire.Copy, e *Effects) 
 		return
 	}
 	run.parts[s], run.heard[s] = p.Part, now
+	k.Stats.CopyParts++
 	copied := jEpochs{run.from, run.to}
 	for i := range p.Registers {
 		f := &p.Registers[i]
@@ -247,6 +248,7 @@ func (k *Core) onCopy(now time.Time, s wire.ServerID, p *wire.Copy, e *Effects) 
 	}
 	if p.Last {
 		run.done[s] = true
+		k.Stats.CopiesDone++
 		k.finishCopy(now, e)
 	}
 }

@@ -42,7 +42,11 @@ func (k *Core) serveCopy(now time.Time, s wire.ServerID, r *wire.CopyRequest, e 
 		return
 	}
 	k.copiesServed[s] = now
-	for _, p := range k.copyParts(r.Epoch, copyPartBytes) {
+	budget := copyPartBytes
+	if k.cfg.CopyPartBytes > 0 {
+		budget = k.cfg.CopyPartBytes
+	}
+	for _, p := range k.copyParts(r.Epoch, budget) {
 		e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Copy: p}})
 	}
 }

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"cmp"
 	"crypto/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -691,4 +693,122 @@ func TestCopiedClosedSessionsStartEnded(t *testing.T) {
 	require.Equal(t, uint64(1), s4.Stats.VotesCast-before, "x's session, closed at two reporters, is voted on at once")
 	require.False(t, s4.mute.LeaseOK(x.id, 1, c.now.Add(time.Millisecond)))
 	require.True(t, s4.mute.LeaseOK(y.id, 1, c.now.Add(time.Millisecond)), "y's, closed at one reporter, has a whole TTL")
+}
+
+// epochsOneAndTwo signs epoch 1 (server 3 replaced by 4, k4) and epoch 2
+// (server 1 replaced by 5, k5), each endorsed, as the operator makes them
+// before anyone served 1.
+func (c *cluster) epochsOneAndTwo(ca, k4, k5 *crypto.PrivateKey) (one, two wire.Epoch) {
+	one = c.epochOneWith(ca, k4)
+	var members []wire.EpochMember
+	for id, key := range map[int]*crypto.Parsed{0: c.signers[0].Public, 2: c.signers[2].Public, 4: k4.Public, 5: k5.Public} {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(id), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
+	}
+	slices.SortFunc(members, func(a, b wire.EpochMember) int { return cmp.Compare(a.ID, b.ID) })
+	twoSigned, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(one.Signed), Members: members, F: 1})
+	require.NoError(c.t, err)
+	return one, c.endorse(twoSigned, 2, 0, 1, 2)
+}
+
+// docs/protocol.md change 43, the catch-up rule: a copy of epoch e is
+// handed out only by a member that served e or caught up with it, never by
+// one still behind it. Server 0 knows epochs 1 and 2 but has not copied
+// into 1 yet (it sealed 0): asked for epoch 1 by server 5, a member of 2,
+// it answers nothing. Else its state of epoch 0 would count as a report of
+// epoch 1, missing every write completed in 1, and a copier of 2 that
+// reads it among its q reports could miss a completed write (F1 counts
+// members that accepted in 1, and server 0 accepted nothing there).
+func TestACopyIsServedOnlyOfAnEpochCaughtUpWith(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	k4, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	k5, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	one, two := c.epochsOneAndTwo(ca, k4, k5)
+	c.doorway(c.newClient(), "L", 1, 1)
+	c.fromClient(0, c.newClient().id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one, two})})
+	c.drop()
+	serves, knows := c.cores[0].Epoch()
+	require.Equal(t, [2]uint64{0, 2}, [2]uint64{serves, knows}, "server 0 sealed epoch 0 and has not caught up with 1")
+
+	c.fromServer(0, 5, &wire.Message{CopyRequest: &wire.CopyRequest{Epoch: 1}})
+	require.Empty(t, c.copyTo(5), "no copy of epoch 1 from a member that has not caught up with it")
+	c.fromServer(0, 4, &wire.Message{CopyRequest: &wire.CopyRequest{Epoch: 0}})
+	require.NotEmpty(t, c.copyTo(4), "a copy of epoch 0, which it served and sealed, it hands out")
+}
+
+// docs/protocol.md change 43: a copier counts a member's report only once
+// its last part came, never on its first. The members' states come in
+// several parts each; after the first part of q of them the new member is
+// still copying, and it serves only once their last parts came, with what
+// the later parts held. Else a copy could end on q first parts: the
+// registers, hws and sessions of every later part missing at the copier —
+// a completed write lost.
+func TestACopyCountsAMemberOnlyOnItsLastPart(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	var clients []*client
+	for range 4 {
+		cl := c.newClient()
+		clients = append(clients, cl)
+		c.doorway(cl, "L", 1, 1)
+	}
+	c.drop()
+	c.toClients = nil
+	s4, one := c.addServerFour(ca, nil)
+	for s := range 4 {
+		c.fromServer(s, 4, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
+	}
+	c.drop()
+	c.effects(4, s4.Tick(c.now))
+	c.drop()
+	parts := map[wire.ServerID][]*wire.Copy{}
+	for s := range wire.ServerID(3) {
+		parts[s] = c.cores[s].copyParts(0, 1) // in small parts: a large state
+		require.Greater(t, len(parts[s]), 3)
+		c.fromServer(4, s, &wire.Message{Copy: parts[s][0]})
+	}
+	_, done, copying := s4.Copying()
+	require.True(t, copying, "q first parts end no copy")
+	require.Zero(t, done, "no member's report counts before its last part")
+	for s := range wire.ServerID(3) {
+		for _, p := range parts[s][1:] {
+			c.fromServer(4, s, &wire.Message{Copy: p})
+		}
+	}
+	serves, _ := s4.Epoch()
+	require.Equal(t, uint64(1), serves, "q members' last parts came")
+	for _, cl := range clients {
+		require.NotNil(t, s4.Register("L", cl.id), "every part's registers are at the copier")
+	}
+}
+
+// docs/protocol.md change 43, "a removed member is no peer": that holds for
+// a certificate too. A removed member shows a member of the new epoch a
+// certificate of that epoch, valid on its own: it is counted as from a
+// non-member and changes nothing; a member's message with the same
+// certificate ends the session. Else a removed member, one of the f of its
+// old epoch and no one in the new, would still move state there — the
+// drip-feed source change 43 closed (campaign seeds 8413159, 8413651).
+func TestARemovedMembersResetIsNotTaken(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	c.replaceThree(ca)
+	c.drop()
+	x := c.newClient()
+	cert := &wire.ResetCertificate{Client: x.id, Session: 1}
+	for _, s := range []int{0, 1, 2} {
+		v, err := wire.SignSuspect(c.signers[s], c.keys.Cluster, &wire.SuspectBody{Client: x.id, Session: 1, Server: wire.ServerID(s), Reason: wire.SuspectMute, Epoch: 1})
+		require.NoError(t, err)
+		cert.Votes = append(cert.Votes, v)
+	}
+	keys1, q1, _ := c.cores[0].chain.Keyring(1)
+	require.NoError(t, cert.Verify(keys1, q1), "a certificate of epoch 1, valid on its own")
+	before := c.cores[0].Stats.FromNonMembers
+	c.fromServer(0, 3, &wire.Message{Reset: cert})
+	require.Zero(t, c.cores[0].mute.ResetUpTo(x.id), "the removed member's reset is not taken")
+	require.Equal(t, before+1, c.cores[0].Stats.FromNonMembers)
+	c.fromServer(0, 1, &wire.Message{Reset: cert})
+	require.Equal(t, uint64(1), c.cores[0].mute.ResetUpTo(x.id), "a member's is")
 }

@@ -45,16 +45,20 @@ type Stats struct {
 	// OldEpoch: certificates of an epoch before the one served, or of the
 	// one served at a sealed server whose next copy reads a later one,
 	// refused (changes 47 and 58: an ended epoch's keys may have leaked).
-	OldEpoch     uint64
-	VotesCast    uint64
-	Resets       uint64
-	Rejected     uint64 // client requests refused with an error, stale statements aside
-	Stale        uint64 // client statements older than the one held (refused; a resend or a late copy)
-	Bans         uint64
-	CacheHits    uint64
-	CacheMisses  uint64
-	Equivocation uint64
-	Limited      map[string]uint64 // requests refused by a limit, by its name (change 25)
+	OldEpoch uint64
+	// CopyParts: copy parts this server took in order as a copier;
+	// CopiesDone: members whose last part came (a member of several parts
+	// makes CopyParts grow past CopiesDone).
+	CopyParts, CopiesDone uint64
+	VotesCast             uint64
+	Resets                uint64
+	Rejected              uint64 // client requests refused with an error, stale statements aside
+	Stale                 uint64 // client statements older than the one held (refused; a resend or a late copy)
+	Bans                  uint64
+	CacheHits             uint64
+	CacheMisses           uint64
+	Equivocation          uint64
+	Limited               map[string]uint64 // requests refused by a limit, by its name (change 25)
 	// EndorsementsForgotten: epochs adopted that carry this server's own
 	// endorsement its store did not remember (change 64): a store older
 	// than what the server signed.

@@ -168,3 +168,85 @@ func TestClosedClusterMembersEndorseOnlyApprovedEpochs(t *testing.T) {
 	require.True(t, ok, "approved: endorsed")
 	require.Empty(t, errorsIn(c.replies(op.id)))
 }
+
+// docs/protocol.md change 49, with changes 13 and 29 on lazy records: a
+// member's endorsement is on its disk before it leaves — its record is
+// eager, so the batch's messages wait for the commit — never a lazy record
+// that may follow the messages. Else a crash right after the endorsement
+// left loses the record, and the member, restarted, endorses another epoch
+// of the same number: two epochs of one number could each gather q
+// endorsements (2q > n + f), and the CA's key alone forks the cluster.
+func TestAnEndorsementIsOnDiskBeforeItLeaves(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	op := c.newClient()
+	p := c.proposeOne(ca)
+	e := c.cores[0].Step(c.now, Input{From: wire.ClientPeer(op.id), Msg: roundTrip(t, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})})
+	var endorsed []Record
+	for _, r := range e.Persist {
+		if r.Bucket == bucketEndorsed {
+			endorsed = append(endorsed, r)
+		}
+	}
+	require.Len(t, endorsed, 1, "the endorsement is persisted in the batch it leaves in")
+	require.False(t, endorsed[0].Lazy, "and not lazily: the batch's messages wait for it")
+	require.True(t, Eager(e.Persist))
+	sent := 0
+	for _, o := range e.Send {
+		if o.Msg.Endorse != nil {
+			sent++
+		}
+	}
+	require.Equal(t, 4, sent, "the endorsement goes to the other members and back to the operator")
+}
+
+// docs/protocol.md changes 49 and 52: on a closed cluster a member endorses
+// only an epoch approved with a client CA in force in the newest epoch it
+// holds — not one a retired client CA signed. Epoch 1 retired the first
+// client CA for a new one; an approval of epoch 2 by the retired key is
+// refused, one by the new key endorsed. Else whoever holds a retired client
+// CA's key — retired, perhaps, because it leaked — approves epochs that add
+// members of their choosing.
+func TestARetiredClientCAApprovesNoEpoch(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	retired, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c.clientCA = retired
+	ca := c.withCA()
+	inForce, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	var members []wire.EpochMember
+	for i, key := range c.keys.Servers {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
+	}
+	oneSigned, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 1, Prev: [32]byte(c.keys.Cluster), Members: members, F: 1,
+		ClientCAs: []crypto.PublicKey{inForce.Public.Wire}})
+	require.NoError(t, err)
+	one := c.endorse(oneSigned, 1, 0, 1, 2)
+	op := c.newClient()
+	c.connect(op, windowed(&wire.AdmissionBody{Name: "operator", Client: op.id, Locks: []string{".bq-operator"}}))
+	c.fromClient(0, op.id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{one})})
+	_, knows := c.cores[0].Epoch()
+	require.Equal(t, uint64(1), knows)
+	c.drop()
+	c.replies(op.id)
+
+	two, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(oneSigned), Members: members, F: 1,
+		ClientCAs: []crypto.PublicKey{inForce.Public.Wire}})
+	require.NoError(t, err)
+	old, err := wire.SignApproval(retired, c.keys.Cluster, 2, two)
+	require.NoError(t, err)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: two, Approval: &old}})
+	errs := errorsIn(c.replies(op.id))
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0], "no client CA in force signed", "the retired client CA approves nothing")
+	_, ok := c.cores[0].Endorsed(2)
+	require.False(t, ok)
+
+	good, err := wire.SignApproval(inForce, c.keys.Cluster, 2, two)
+	require.NoError(t, err)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: two, Approval: &good}})
+	require.Empty(t, errorsIn(c.replies(op.id)))
+	_, ok = c.cores[0].Endorsed(2)
+	require.True(t, ok, "the client CA in force does")
+}

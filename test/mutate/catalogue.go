@@ -41,6 +41,7 @@ var ownTests = map[string]string{
 	"hello-unsigned":               "^TestQUICHelloBinding$",
 	"ca-pool-not-swapped":          "^TestQUICSetCAPool$",
 	"preverify-client-unlimited":   "^TestPreverifyKeepsToTheClientRate$",
+	"door-admits-retired-ca":       "^TestTheDoorAdmitsOnlyByTheClientCAsInForce$",
 }
 
 // Catalogue is every mutant, grouped by the kind of rule it weakens.

@@ -274,6 +274,14 @@ func varyChanges(seed uint64, sc *Scenario, byzantine string) {
 		}
 	}
 	partialOpens(seed, sc, v)
+	// Copies in several parts (issue 54, item 5): in half the runs, from a
+	// stream of its own so every other draw stays what it was, the servers
+	// hand their state in parts of at most 512 or 2,048 bytes of entries,
+	// so a copier takes most members' states in several parts (at the
+	// default, a quarter of a frame, a campaign's copy is always one).
+	if cr := rand.New(rand.NewPCG(seed, 0x47c4b2)); cr.IntN(2) == 0 {
+		v.CopyPartBytes = []int{512, 2048}[cr.IntN(2)]
+	}
 	if byzantine == "none" || byzantine == "" {
 		return
 	}

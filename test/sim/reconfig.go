@@ -252,6 +252,9 @@ func (w *World) serverConfig(s *simServer) core.Config {
 		cfg.MaxLockMembers = sc.MaxLockMembers
 	}
 	cfg.VerifyCacheSize = 4096
+	if sc.Vary != nil {
+		cfg.CopyPartBytes = sc.Vary.CopyPartBytes
+	}
 	if w.clusterCA != nil {
 		cfg.ClusterCA = w.clusterCA.Public
 	}

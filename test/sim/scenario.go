@@ -266,6 +266,9 @@ type Variation struct {
 	// VoteAtChange: the faulty servers (by id) that vote at once on every
 	// session in each epoch after the first (the vote-at-change behaviour).
 	VoteAtChange []int
+	// CopyPartBytes, if > 0, is every server's copy part budget
+	// (core.Config.CopyPartBytes): a copy comes in several parts.
+	CopyPartBytes int
 	// Behaviors adds behaviours to the faulty servers by id: the faulty
 	// ones of the start, and the new and removed members of the changes
 	// that make them faulty.
@@ -306,6 +309,10 @@ func (v *Variation) String() string {
 		fmt.Fprintf(&b, "%ss%d+vote-at-change", sep, s)
 		sep = " "
 	}
+	if v.CopyPartBytes > 0 {
+		fmt.Fprintf(&b, "%scopy-parts=%dB", sep, v.CopyPartBytes)
+		sep = " "
+	}
 	for _, id := range sortedInts(slices.Collect(maps.Keys(v.Behaviors))) {
 		fmt.Fprintf(&b, "%ss%d+%s", sep, id, strings.Join(v.Behaviors[id], "+"))
 		sep = " "
@@ -328,6 +335,14 @@ func (sc *Scenario) NoVariation() {
 func (sc *Scenario) NoPartialOpens() {
 	if v := sc.Vary; v != nil {
 		v.PartialOpens, v.CutAtChange, v.VoteAtChange = nil, nil, nil
+	}
+}
+
+// NoSmallCopyParts takes back the small copy parts (issue 54, item 5): a
+// run with changes whose copies come in one part, as drawn before.
+func (sc *Scenario) NoSmallCopyParts() {
+	if v := sc.Vary; v != nil {
+		v.CopyPartBytes = 0
 	}
 }
 

@@ -67,6 +67,11 @@ type RunStats struct {
 	// q released reports left them blocked (change 61), by the clients
 	// running at the end.
 	Unheld int
+	// CopyParts counts the copy parts the servers took in order as
+	// copiers, CopiesDone the members' states that came whole (their last
+	// part), by the cores running at the end: CopyParts > CopiesDone when
+	// some state came in several parts (issue 54, item 5).
+	CopyParts, CopiesDone int
 }
 
 // Result is the outcome of one run.
@@ -713,6 +718,10 @@ func (w *World) result(start time.Time) *Result {
 	w.stats.TraceLines = w.tr.lines
 	for _, s := range w.srv {
 		w.stats.DiskWrites += s.disk.writes
+		if s.core != nil {
+			w.stats.CopyParts += int(s.core.Stats.CopyParts)
+			w.stats.CopiesDone += int(s.core.Stats.CopiesDone)
+		}
 	}
 	lastHB := make(map[int]time.Duration)
 	for i, c := range w.cli {

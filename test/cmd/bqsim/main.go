@@ -57,6 +57,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	modes := fs.Bool("modes", true, "readers–writer locks and semaphores in a third of the runs (docs/protocol.md change 60); false replays a seed as drawn before")
 	vary := fs.Bool("vary", true, "vary the runs with changes (docs/protocol.md change 47: more changes, each client's TTL, a holder cut off at a change, faulty copiers and leaked keys); false replays a seed as drawn before")
 	partial := fs.Bool("partial-opens", true, "in runs with changes, clients whose SessionOpens reach only some members and a holder cut off at a change (docs/protocol.md change 63); false replays a seed as drawn before")
+	copyParts := fs.Bool("copy-parts", true, "in half the runs with changes, copies in parts of 512 or 2,048 bytes, so a copier takes a state in several parts (issue 54, item 5); false replays a seed as drawn before")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -81,6 +82,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		if !*partial {
 			sc.NoPartialOpens()
+		}
+		if !*copyParts {
+			sc.NoSmallCopyParts()
 		}
 		if !*modes || *elect {
 			sc.NoModes() // a leader is one holder: elections run on plain locks
