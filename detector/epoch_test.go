@@ -257,3 +257,30 @@ func TestARevoteWithoutALeaseWaitsItsClientsTTL(t *testing.T) {
 	require.Empty(t, revotes(end.Add(clientTTL-time.Millisecond)), "nor before the client's TTL ran out")
 	require.Len(t, revotes(end.Add(clientTTL)), 1, "a vote of epoch 1 a whole client TTL after the copy's end")
 }
+
+// Issue 54, item 4: a copy's session that finds no room keeps nothing here,
+// not even its TTL or its open. A faulty member's copy can name a client's
+// sessions with signed opens of keys it made (sybils never admitted on a
+// closed cluster); each copier took every TTL and open past its bound on
+// leases, on disk, and never collected them.
+func TestACopiedSessionWithoutRoomLeavesNoTTL(t *testing.T) {
+	f := newFixture(t, 4, 3, time.Second) // MaxSessions 4
+	ck, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c := wire.ClientID(ck.Public.ID)
+	d := f.dets[0]
+	for sess := uint64(1); sess <= 6; sess++ {
+		open, err := wire.SignOpen(ck, f.keys.Cluster, sess, 2000)
+		require.NoError(t, err)
+		took := d.RestoreCopied(c, sess, 2*time.Second, false, &open)
+		_, hasTTL := d.TTLOf(c, sess)
+		require.Equal(t, took, hasTTL, "session %d", sess)
+		require.Equal(t, took, d.OpenOf(c, sess) != nil, "session %d", sess)
+		if sess > 4 {
+			require.False(t, took, "session %d: MaxSessions copied leases at most", sess)
+		}
+	}
+	sessions, _, _ := d.Footprint(c)
+	require.Equal(t, 4, sessions)
+	require.Len(t, d.SessionTTLs(c), 4)
+}

@@ -303,7 +303,7 @@ func (m *Muteness) OpenOf(c wire.ClientID, sess uint64) *wire.SignedOpen {
 // never makes this server vote on a session earlier than the client's own
 // TTL after it last could have heard from the client (docs/protocol.md §5, §9).
 func (m *Muteness) RestoreTTL(c wire.ClientID, sess uint64, ttl time.Duration) {
-	m.restore(c, sess, ttl, false, false)
+	_ = m.restore(c, sess, ttl, false, false)
 }
 
 // RestoreCopied is RestoreTTL for a session a copy hands on (docs/protocol.md
@@ -341,30 +341,43 @@ func (m *Muteness) RestoreCopied(c wire.ClientID, sess uint64, ttl time.Duration
 		m.pruneTTLs(cs)
 		return true
 	}
-	m.restore(c, sess, ttl, closed, true)
+	if !m.restore(c, sess, ttl, closed, true) {
+		return false
+	}
 	if open != nil {
 		cs.opens[sess] = open
 	}
 	return true
 }
 
-func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, closed, copied bool) {
+// restore gives session sess of c a lease with ttl (restored: from the
+// disk; copied: from a copy), and reports whether it did. A copy's session
+// that finds no room keeps nothing here, not even its TTL (issue 54: a
+// faulty member's copy of sybils' signed opens left TTL records past the
+// bound, never collected); one from the disk keeps its TTL, its client's
+// own, for when the client speaks again.
+func (m *Muteness) restore(c wire.ClientID, sess uint64, ttl time.Duration, closed, copied bool) bool {
 	cs := m.client(c)
 	if sess <= cs.resetUpTo {
-		return
+		return false
 	}
-	cs.ttls[sess] = ttl
 	for _, l := range cs.leases {
 		if l.session == sess {
 			l.ttl = ttl
-			return
+			cs.ttls[sess] = ttl
+			return true
 		}
 	}
 	if m.full(cs, true) && !m.dropSuspected(cs) {
-		return // full of restored sessions: this one is heard of again when its client speaks
+		if !copied {
+			cs.ttls[sess] = ttl
+		}
+		return false // full of restored sessions: this one is heard of again when its client speaks
 	}
+	cs.ttls[sess] = ttl
 	cs.leases = append(cs.leases, &lease{session: sess, ttl: ttl, restored: true, closed: closed, copied: copied}) // until: set at the first Tick
 	sort.Slice(cs.leases, func(i, j int) bool { return cs.leases[i].session < cs.leases[j].session })
+	return true
 }
 
 // full reports whether cs holds as many leases as it may of the kind

@@ -665,6 +665,22 @@ func TestCopyCatchesUpWithAnEpochNobodyServed(t *testing.T) {
 		require.Equal(t, want, serves, "server %d serves (or, sealed, holds the state of) epoch %d", s, want)
 	}
 	require.NotNil(t, c.cores[5].Register("L", x.id), "the Doorway of epoch 0 reached the new member of epoch 2")
+
+	// Server 1, sealed in epoch 1, shows a peer that connects the newest
+	// epochs it holds, epoch 1 among them (issue 54, item 4): a member down
+	// across both changes, which knows epoch 0 only, can adopt 2 only after
+	// 1, and the epochs after 1 alone would leave it behind for good.
+	c.drop()
+	c.effects(1, c.cores[1].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(down)}))
+	require.Len(t, c.inflight, 1)
+	msg, err := wire.Decode(c.inflight[0].data)
+	require.NoError(t, err)
+	require.NotNil(t, msg.EpochNews)
+	require.Len(t, msg.EpochNews.Epochs, 2, "epochs 1 and 2")
+	behind := c.newCoreOf(down, c.configs[down])
+	_, err = behind.chain.Extend(msg.EpochNews.List())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, behind.chain.Number(), "a member that knew epoch 0 only catches up from it")
 }
 
 // docs/protocol.md change 43: a session that f+1 reporters of the copy say

@@ -149,13 +149,16 @@ func (k *Core) movedErr() error {
 	return fmt.Errorf("core: this server sealed epoch %d: the cluster is in epoch %d; ask its members", serves, knows)
 }
 
-// tellEpochs shows peer s the epochs after the sealed one, once per epoch.
+// tellEpochs shows peer s the newest epochs this server holds (at most
+// MaxEpochNews; the peer skips those it holds), once per epoch: not only
+// those after the one this server served, which a peer down across several
+// changes cannot adopt without the ones before them (issue 54, item 4).
 func (k *Core) tellEpochs(s wire.ServerID, e *Effects) {
 	if k.told[s] >= k.chain.Number() {
 		return
 	}
 	k.told[s] = k.chain.Number()
-	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: k.news()})
+	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{EpochNews: wire.NewsOf(k.chain.Latest())}})
 }
 
 // sealedClient answers a client's request of the sealed epoch: everything
