@@ -44,35 +44,45 @@ func TestCampaignRegressions(t *testing.T) {
 		seed uint64
 		n    int // 0: drawn from the seed, as the campaign does
 		why  string
+		// modes: the run with the shared and permits holdings drawn since
+		// change 60; silent: the client whose silence the run is about.
+		modes  bool
+		silent int
 	}{
-		{34, 0, "a server down while evidence went round never banned the client (resync now sends evidence)"},
-		{88, 0, "the same, for an inflate-ticket client"},
-		{105103, 0, "a Listen whose reply a faulty server garbled, in a session another server suspected, waited 34 s for a third report (the stuck rule now covers LISTEN before q servers reported)"},
-		{2176, 0, "a waiter whose session one server refused heard from a faulty server a sybil's Doorway that the correct servers lacked, and the absence rule could never gather q reports: it waited for ever (a LISTEN held for a TTL by a member's Doorway now starts over when the session is suspected, change 21)"},
-		{1271, 0, "an overflow toward s0 lost the certificate of a silent holder; the servers that formed it collected the holder's values (change 22) and restarted, so no resync carried it, and s0 kept the Held for ever (a server now resends its own unsettled votes once per TTL, and a peer answers with the certificate)"},
-		{3005642, 0, "a faulty server showed a waiter a member's next Doorway while the correct servers, having settled that member by its Exit (change 15), no longer reported it: the waiter waited for ever (a LISTEN that passes nobody for a TTL is now renewed, change 20)"},
-		{3000875, 0, "a server paused while its links went down and up learnt of the disconnection after the GetSet a reader sent on the new connection, dropped it, and the reader waited for ever (the simulator now keeps a paused node's connection changes in order with its messages)"},
-		{826, 0, "an echo-own server answered each resent Listen with three requests to resend: the client's resends grew threefold a round until the machine ran out of memory (a resend is now answered once per request and server)"},
-		{8002273, 4, "a faulty server fed a silent client's Doorway to the correct servers 3.7 s into the quiet period; they reset it 2.1 s after they first held it, past the checker's bound counted from the quiet period (caught-or-harmless now counts from the later of the two; probation, change 33, bounds what such late Doorways can cost)"},
-		{8116117, 0, "while sends toward s0 overflowed, both correct servers' Wants for a sybil's Doorway only s0 held were dropped; no certificate could form and a Listen naming the sybil waited for ever (a resync now asks again for what was asked and is still lacking, change 35)"},
-		{8116373, 0, "the same lost Want, for another waiter"},
-		{8202424, 0, "s3, cut off 2.1 s, voted on c1's session and kept c1's Doorway for good; the faulty s1 never served c4, whose held Listen waited on s3, while c1 waited behind c4 (a member whose session a server voted on no longer holds a Listen there, change 42)"},
+		{34, 0, "a server down while evidence went round never banned the client (resync now sends evidence)", false, -1},
+		{88, 0, "the same, for an inflate-ticket client", false, -1},
+		{105103, 0, "a Listen whose reply a faulty server garbled, in a session another server suspected, waited 34 s for a third report (the stuck rule now covers LISTEN before q servers reported)", false, -1},
+		{2176, 0, "a waiter whose session one server refused heard from a faulty server a sybil's Doorway that the correct servers lacked, and the absence rule could never gather q reports: it waited for ever (a LISTEN held for a TTL by a member's Doorway now starts over when the session is suspected, change 21)", false, -1},
+		{1271, 0, "an overflow toward s0 lost the certificate of a silent holder; the servers that formed it collected the holder's values (change 22) and restarted, so no resync carried it, and s0 kept the Held for ever (a server now resends its own unsettled votes once per TTL, and a peer answers with the certificate)", false, -1},
+		{3005642, 0, "a faulty server showed a waiter a member's next Doorway while the correct servers, having settled that member by its Exit (change 15), no longer reported it: the waiter waited for ever (a LISTEN that passes nobody for a TTL is now renewed, change 20)", false, -1},
+		{3000875, 0, "a server paused while its links went down and up learnt of the disconnection after the GetSet a reader sent on the new connection, dropped it, and the reader waited for ever (the simulator now keeps a paused node's connection changes in order with its messages)", false, -1},
+		{826, 0, "an echo-own server answered each resent Listen with three requests to resend: the client's resends grew threefold a round until the machine ran out of memory (a resend is now answered once per request and server)", false, -1},
+		{8002273, 4, "a faulty server fed a silent client's Doorway to the correct servers 3.7 s into the quiet period; they reset it 2.1 s after they first held it, past the checker's bound counted from the quiet period (caught-or-harmless now counts from the later of the two; probation, change 33, bounds what such late Doorways can cost)", false, -1},
+		{8116117, 0, "while sends toward s0 overflowed, both correct servers' Wants for a sybil's Doorway only s0 held were dropped; no certificate could form and a Listen naming the sybil waited for ever (a resync now asks again for what was asked and is still lacking, change 35)", false, -1},
+		{8116373, 0, "the same lost Want, for another waiter", false, -1},
+		{8202424, 0, "s3, cut off 2.1 s, voted on c1's session and kept c1's Doorway for good; the faulty s1 never served c4, whose held Listen waited on s3, while c1 waited behind c4 (a member whose session a server voted on no longer holds a Listen there, change 42)", false, -1},
+		{23004210, 0, "c2 went silent with a 3-permit Doorway of session 3 that only s0 (and the faulty s3) had from it; s2, restarted at the quiet period, voted on session 2 a whole TTL later, and on session 3 a TTL after f+1 votes told it of that session: the reset came 0.09 s past 2×TTL, inside the two vote delays and ticks the bound now allows (change 66)", true, 2},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc.NoModes() // as drawn before change 60
+		if !c.modes {
+			sc.NoModes() // as drawn before change 60
+		}
 		// Each seed replays the run it failed, from before the campaign
 		// made membership changes (change 43).
 		sc.NoVariation()
 		sc.Replace = nil
 		res := Run(sc, RunOptions{})
-		replay := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -changes=false -v", c.seed)
+		replay := fmt.Sprintf("go run ./test/cmd/bqsim -seed %d -seeds 1 -byzantine all -changes=false -modes=%t -v", c.seed, c.modes)
 		if c.n != 0 {
 			replay += fmt.Sprintf(" -n %d", c.n)
 		}
 		report(t, res, fmt.Sprintf("%s  (%s)", replay, c.why))
+		if _, ok := res.Silenced[c.silent]; c.silent >= 0 && !ok {
+			t.Errorf("seed %d: c%d no longer goes silent: the run no longer reaches %q", c.seed, c.silent, c.why)
+		}
 	}
 }
 
