@@ -433,6 +433,11 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 		return e
 	}
 	switch {
+	case (m.SessionAck != nil || m.Suspect != nil) && c.lease == nil:
+		// No session yet (before Start): an ack or a vote is a faulty
+		// server's, or stray; there is no lease to count it in. Found by
+		// the campaign with a client that starts late (change 64): a
+		// faulty server's SessionAck crashed it.
 	case m.SessionAck != nil:
 		if m.SessionAck.Epoch != c.cfg.Keys.Epoch {
 			// An ack of a heartbeat of another epoch: its number may be a

@@ -106,3 +106,17 @@ func TestSessionCloseWaitsForTheConnectedMembers(t *testing.T) {
 		})
 	}
 }
+
+// A client that has no session yet (before Start) takes a faulty server's
+// SessionAck or Suspect vote as nothing: it has no lease to count them in.
+// Found by the campaign with a client that starts late: the ack crashed it.
+func TestAnAckBeforeTheFirstSessionIsIgnored(t *testing.T) {
+	c := newSessionTestClient(t, &fixedSessions{next: []uint64{1}})
+	now := time.Unix(1_000, 0)
+	require.NotPanics(t, func() {
+		c.Step(now, 0, &wire.Message{SessionAck: &wire.SessionAck{Session: 1, Seq: 0, LeaseOK: true}})
+		c.Step(now, 1, &wire.Message{Suspect: &wire.SignedSuspect{Server: 1}})
+	})
+	_, err := c.Start(now)
+	require.NoError(t, err)
+}
