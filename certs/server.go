@@ -262,6 +262,20 @@ func parseSigningKey(data []byte) (*crypto.PrivateKey, error) {
 	return k, nil
 }
 
+// ReadSigningKeyFile reads a signing key file (signing.key's form), checking
+// its mode as a server's own is checked.
+func ReadSigningKeyFile(path string) (*crypto.PrivateKey, error) {
+	data, err := readPrivate(path, true)
+	if err != nil {
+		return nil, err
+	}
+	k, err := parseSigningKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %s: %w", path, err)
+	}
+	return k, nil
+}
+
 // checkOwnDates refuses to start server srv with a certificate outside its
 // validity window at now, or issued by a CA a rotation retired that has
 // expired since (a certificate is valid only while its issuer is): the

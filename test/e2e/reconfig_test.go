@@ -490,3 +490,46 @@ func TestKeptMemberWaitsTheHoldersTTLThroughAReplace(t *testing.T) {
 		"the waiter entered %v after the holder stopped, while the holder's guarantee may last %v: two holders", entered.Round(time.Millisecond), guarantee)
 	t.Logf("the waiter entered %v after the holder stopped (its guarantee ends %v after at the earliest)", entered.Round(time.Millisecond), guarantee)
 }
+
+// Issue 54, item 2 (docs/protocol.md change 64), with real processes: after
+// three replacements, the retired members' files (signing and endorsement
+// keys) and the CA key leak to the one faulty member left from epoch 0,
+// which shows every client a fake epoch 1 of servers of its own, signed by
+// that CA and endorsed by those keys (bqserver-byzantine --behaviours
+// fork-epoch --leaked 1,2,3). A client that starts from the cluster file
+// alone refuses it — the retired members destroyed their keys of epoch 1
+// when they endorsed it — learns the real epochs from a retired member
+// still running, and locks. Were a retired signing key still an
+// endorsement key, the fake epoch would count, the real one shown next
+// would be a second epoch 1, and the client would lock nothing.
+func TestAnOutOfDateClientRefusesAnEpochForgedWithRetiredKeys(t *testing.T) {
+	dir := initCluster(t, 4)
+	servers := runServers(t, dir, 4)
+	for k, old := range []int{1, 2, 3} {
+		o, code := runCLI(t, "bqserver", "server", "replace", itoa(old), "--dir", dir, "--timeout", "20s")
+		require.Equal(t, 0, code, o)
+		id := 4 + k
+		require.Contains(t, o, fmt.Sprintf("server %d is new", id))
+		s := start(t, fmt.Sprintf("s%d", id), nil, bin("bqserver"), "run", "--dir", dir, "--id", itoa(id))
+		s.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+	}
+	// Two retired members stop; s3 stays, sealed, as the one member of
+	// epoch 0 a client can still learn the chain from.
+	for _, i := range []int{1, 2} {
+		servers[i].stop(syscall.SIGKILL, 10*time.Second)
+	}
+	servers[0].stop(syscall.SIGKILL, 10*time.Second)
+	faulty := start(t, "s0-faulty", nil, bin("bqserver-byzantine"), "--dir", dir, "--id", "0", "--behaviours", "fork-epoch", "--leaked", "1,2,3")
+	faulty.waitFor(20*time.Second, 1, "holding the leaked keys of retired members")
+
+	stale := filepath.Join(t.TempDir(), "old")
+	require.NoError(t, os.MkdirAll(stale, 0o755))
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "cluster.yaml"), b, 0o644))
+	for range 3 {
+		res := bqc{t: t, cluster: filepath.Join(stale, "cluster.yaml"), work: stale}.run("late.key", "lock", "demo", "--timeout", "30s", "--", "sh", "-c", "echo token=$BQ_LOCK_TOKEN")
+		require.Equal(t, 0, res.code, "the out-of-date client: %s%s", res.out, res.err)
+		require.Contains(t, res.out, "token=")
+	}
+}

@@ -68,13 +68,14 @@ var behaviors = []BehaviorInfo{
 	{"drip-feed", "holds a silent colluding client's key, as if it had pre-signed Doorways for sessions 1, 2, 3, …, and forwards the next session's Doorway on every lock to every server each time the previous session was reset (docs/protocol.md change 33)", func() Behavior { return dripFeed{} }},
 	{"forge-copy", "in the copies it hands out (docs/protocol.md change 47): an hw at 2^62−1 of every lock, signed by its colluding client, with no J and with another lock's J; that client's Ticket of every lock on another lock's J; a session 2^63 with a TTL of 2^32−1 ms for every client, every TTL raised to 2^32−1 ms and some sessions marked closed, counters at 2^62 and forged certificates; parts now and then out of order, and, after a later change, its first copy's parts again", func() Behavior { return &forgeCopy{} }},
 	{"vote-at-change", "votes on every session of every client it knows in each epoch after the first, at once, as it starts serving the epoch, to every member, while it acks as a correct member does: the faulty one of the f+1 votes a copied lease gives way to (docs/protocol.md changes 47, 57 and 63)", func() Behavior { return voteAtChange{} }},
+	{"fork-epoch", "holds the keys and files of members an epoch left out (given, in a real process) and the cluster CA key, and shows every client and server it knows a forged epoch after each epoch whose members' keys it holds q of, signed by that CA and endorsed by those keys (docs/protocol.md change 64; leaked-keys does this too)", func() Behavior { return &forkEpoch{} }},
 	{"leaked-keys", "holds the keys of every member replaced so far, each once the epoch that left it out is served (change 47): where it holds q keys of an epoch, signs with them certificates on every client's session (to servers, clients and in its copies), Views for its colluding client's Tickets, and evidence against every client's Ticket", func() Behavior { return &leakedKeys{} }},
 }
 
 // ownStream are the behaviours added since "-byzantine all" first drew from
 // a seed's main stream: a stream of their own adds them (generate.go), so
 // every earlier seed keeps the scenario it had.
-var ownStream = []string{"drip-feed", "forge-copy", "leaked-keys", "vote-at-change"}
+var ownStream = []string{"drip-feed", "forge-copy", "leaked-keys", "vote-at-change", "fork-epoch"}
 
 // drawnBehaviors are the behaviours "-byzantine all" draws from a seed's
 // main stream: every one but ownStream.
@@ -144,6 +145,14 @@ type Byz struct {
 	// the simulator and in a run without changes.
 	Chain  func() *wire.Chain
 	Leaked func() map[wire.ServerID]*crypto.PrivateKey
+	// LeakedEndorsers are the endorsement keys (change 64) that leaked
+	// with Leaked — what each such member's files held when its key leaked
+	// — and this server's own, all of them (a faulty member destroys
+	// nothing); CAOf is the cluster CA key that signed each epoch of the
+	// chain, every one of which may have leaked (leaked-keys forks with
+	// them). Nil outside the simulator.
+	LeakedEndorsers func() map[wire.ServerID]*wire.Endorser
+	CAOf            func(e uint64) *crypto.PrivateKey
 	// Serves is the epoch this server's honest core serves (nil: epoch 0):
 	// the faulty server signs its own votes in it, so that they count where
 	// a correct member's would (docs/protocol.md change 57: a faulty member

@@ -112,6 +112,9 @@ const (
 	CheckFramed     = "correct-never-banned"
 	CheckTraffic    = "bounded-traffic"
 	CheckDrip       = "drip-bounded"
+	// CheckEpochs: no correct node holds an epoch the operator did not
+	// sign, nor two of one number (docs/protocol.md change 64).
+	CheckEpochs = "genuine-epochs"
 )
 
 // Hold is one interval during which a client held a lock: from its Acquired

@@ -113,6 +113,11 @@ type leakedKeys struct {
 	next  time.Time
 	certs map[wire.ClientID][]wire.ResetCertificate // the latest made for each client
 	forms []wire.Forward                            // the latest forged Tickets
+	// forks: a fake epoch e+1 of servers of its own, by e, signed by the
+	// CA that signed the real one and endorsed by the leaked keys of e's
+	// members (change 64: their endorsement keys, where a leaked member's
+	// files still held its key of e+1, else their signing keys).
+	forks map[uint64]wire.Epoch
 }
 
 func (*leakedKeys) Name() string { return "leaked-keys" }
@@ -163,6 +168,7 @@ func (l *leakedKeys) Tick(b *Byz) []core.Outgoing {
 	}
 	l.certs, l.forms = map[wire.ClientID][]wire.ResetCertificate{}, nil
 	var out []core.Outgoing
+	out = append(out, l.fork(b, byEpoch)...)
 	for _, e := range sortedEpochs(byEpoch) {
 		held := byEpoch[e]
 		for _, c := range sortedClientIDs(b.sessions) {
@@ -275,4 +281,114 @@ func sortedServerIDs[V any](m map[wire.ServerID]V) []wire.ServerID {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// fork shows every client and server it knows, for each epoch e whose
+// members' keys it holds q of and after which the chain has a real epoch,
+// the real epochs up to e and a fake epoch e+1 of servers of its own: what
+// an out-of-date client starting from the cluster file would adopt if
+// retired keys still endorsed (docs/protocol.md change 64). Every correct
+// node refuses it: the World's epochs checker fails the run otherwise.
+func (l *leakedKeys) fork(b *Byz, byEpoch map[uint64]map[wire.ServerID]*crypto.PrivateKey) []core.Outgoing {
+	if b.CAOf == nil || b.Chain == nil {
+		return nil
+	}
+	ch := b.Chain()
+	if ch == nil {
+		return nil
+	}
+	if l.forks == nil {
+		l.forks = map[uint64]wire.Epoch{}
+	}
+	var endorsers map[wire.ServerID]*wire.Endorser
+	if b.LeakedEndorsers != nil {
+		endorsers = b.LeakedEndorsers()
+	}
+	var out []core.Outgoing
+	for _, e := range sortedEpochs(byEpoch) {
+		if e >= ch.Number() {
+			continue
+		}
+		fake, ok := l.forks[e]
+		if !ok {
+			ca := b.CAOf(e + 1)
+			if ca == nil {
+				continue
+			}
+			var err error
+			if fake, err = forgeEpoch(b, ch, e, ca, byEpoch[e], endorsers); err != nil {
+				continue
+			}
+			l.forks[e] = fake
+		}
+		news := &wire.Message{EpochNews: wire.NewsOf(append(ch.Since(0)[:e:e], fake))}
+		for _, c := range sortedClientIDs(b.sessions) {
+			out = append(out, core.Outgoing{To: wire.ClientPeer(c), Msg: news})
+		}
+		out = append(out, b.toServers(news)...)
+	}
+	return out
+}
+
+// forgeEpoch signs a fake epoch e+1 of four servers of its own with ca,
+// endorsed by held (e's members' keys): by each one's endorsement key of
+// e+1 where endorsers still has it, else by its signing key.
+func forgeEpoch(b *Byz, ch *wire.Chain, e uint64, ca *crypto.PrivateKey, held map[wire.ServerID]*crypto.PrivateKey, endorsers map[wire.ServerID]*wire.Endorser) (wire.Epoch, error) {
+	prev := [32]byte(b.Keys.Cluster)
+	if e > 0 {
+		prev = wire.EpochHash(ch.Since(e - 1)[0].Signed)
+	}
+	top := wire.ServerID(0)
+	for k := uint64(0); k <= ch.Number(); k++ {
+		keys, _, _ := ch.Keyring(k)
+		top = max(top, wire.ServerID(len(keys.Servers)))
+	}
+	body := &wire.EpochBody{Cluster: b.Keys.Cluster, Number: e + 1, Prev: prev, F: 1}
+	for i := range 4 {
+		k, err := keyFrom(uint64(b.Self)<<32|e, 0xf0c+uint64(i))
+		if err != nil {
+			return wire.Epoch{}, err
+		}
+		en, err := endorserFrom(uint64(b.Self)<<32|e, 0xf1c+uint64(i), e+2)
+		if err != nil {
+			return wire.Epoch{}, err
+		}
+		ek := en.Keys()
+		body.Members = append(body.Members, wire.EpochMember{ID: top + 100 + wire.ServerID(i), Address: "forged.sim:7000", Key: k.Public.Wire, Cert: []byte{0x30}, Endorse: &ek})
+	}
+	signed, err := wire.SignEpoch(ca, body)
+	if err != nil {
+		return wire.Epoch{}, err
+	}
+	fake := wire.Epoch{Signed: signed}
+	for _, id := range sortedServerIDs(held) {
+		if en := endorsers[id]; en != nil {
+			if es, err := en.Clone().Sign(b.Keys.Cluster, id, e+1, signed); err == nil {
+				fake.Endorsements = append(fake.Endorsements, es)
+				continue
+			}
+		}
+		if es, err := wire.SignEndorsement(held[id], b.Keys.Cluster, id, e+1, signed); err == nil {
+			fake.Endorsements = append(fake.Endorsements, es)
+		}
+	}
+	return fake, nil
+}
+
+// forkEpoch is leaked-keys' fork alone, for a real faulty process given
+// retired members' files (test/cmd/bqserver-byzantine --leaked).
+type forkEpoch struct {
+	l    leakedKeys
+	next time.Time
+}
+
+func (*forkEpoch) Name() string                                    { return "fork-epoch" }
+func (*forkEpoch) Rewrite(b *Byz, o core.Outgoing) []core.Outgoing { return one(o.To, o.Msg) }
+
+func (f *forkEpoch) Tick(b *Byz) []core.Outgoing {
+	if b.Now.Before(f.next) {
+		return nil
+	}
+	f.next = b.Now.Add(50 * time.Millisecond)
+	return f.l.fork(b, b.epochKeys())
 }

@@ -327,7 +327,11 @@ func varyChanges(seed uint64, sc *Scenario, byzantine string) {
 //   - in a third, the holder of the moment cut off from every server from
 //     a fifth of a TTL before a change to a TTL and a half after it, so
 //     that its guarantee of the epoch before outlasts the change by most
-//     of a TTL, while the members vote in the new epoch.
+//     of a TTL, while the members vote in the new epoch;
+//   - in a third, one client (not the first) starts only half a second to
+//     a second and a half after the last change, from the cluster file
+//     alone: an out-of-date client, which a faulty member holding retired
+//     keys shows a forged epoch (leaked-keys, change 64).
 func partialOpens(seed uint64, sc *Scenario, v *Variation) {
 	ttl := sc.TTLOrDefault()
 	last := sc.Replace[len(sc.Replace)-1].At
@@ -348,6 +352,12 @@ func partialOpens(seed uint64, sc *Scenario, v *Variation) {
 			v.PartialOpens = append(v.PartialOpens, Fault{Kind: FaultIsolateClient, Client: c, Servers: servers,
 				Dur: min(last+ttl, sc.FaultWindow)})
 		}
+	}
+	if lr := rand.New(rand.NewPCG(seed, 0x47c4b3)); lr.IntN(3) == 0 && len(sc.Roles) > 1 {
+		// An out-of-date client: it starts after the last change from the
+		// cluster file alone (change 64).
+		v.LateClient = 1 + lr.IntN(len(sc.Roles)-1)
+		v.LateAt = min(last+500*time.Millisecond+time.Duration(lr.Int64N(int64(time.Second))), sc.FaultWindow+sc.WorkAfterQuiet-time.Second)
 	}
 	if hr := rand.New(rand.NewPCG(seed, 0x47c4b0)); hr.IntN(3) == 0 {
 		rc := sc.Replace[hr.IntN(len(sc.Replace))]

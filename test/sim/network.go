@@ -37,6 +37,12 @@ func (w *World) sendLate(from, to int, data []byte, as wire.ClientID, extra time
 		return
 	}
 	w.stats.Messages++
+	if to < 0 || to >= len(w.cut) {
+		// A server no run has: a member of an epoch a faulty server forged,
+		// which a node that adopted it would talk to (change 64).
+		w.stats.Dropped++
+		return
+	}
 	if !w.reachable(from, to) {
 		w.stats.Dropped++
 		return

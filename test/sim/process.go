@@ -19,7 +19,7 @@ import (
 var ProcessBehaviors = []string{
 	"silent", "stale", "lying-membership", "selective", "suspect-all", "suspect-hidden",
 	"equivocate", "forge", "drop-forwards", "forge-reset", "partial-service",
-	"forge-copy", "vote-at-change",
+	"forge-copy", "vote-at-change", "fork-epoch",
 }
 
 // Mask wraps an honest server core so that it misbehaves: every input is
@@ -66,6 +66,17 @@ func NewMask(inner MaskedCore, self wire.ServerID, n int, key *crypto.PrivateKey
 	b.Chain = m.Chain
 	b.Serves = func() uint64 { serves, _ := m.Epoch(); return serves }
 	return m, nil
+}
+
+// Leak gives the faulty server what leaked (fork-epoch): the signing keys
+// and the endorsement keys of members an epoch left out, and the cluster
+// CA key that signs every epoch.
+func (m *Mask) Leak(keys map[wire.ServerID]*crypto.PrivateKey, endorsers map[wire.ServerID]*wire.Endorser, ca *crypto.PrivateKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.byz.Leaked = func() map[wire.ServerID]*crypto.PrivateKey { return keys }
+	m.byz.LeakedEndorsers = func() map[wire.ServerID]*wire.Endorser { return endorsers }
+	m.byz.CAOf = func(uint64) *crypto.PrivateKey { return ca }
 }
 
 // Restore implements server.Core.

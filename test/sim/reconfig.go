@@ -387,6 +387,7 @@ func (w *World) replace(k int, rc ReplaceChange) {
 	if err != nil {
 		panic(fmt.Sprintf("sim: signing epoch %d: %v", e, err))
 	}
+	w.caOf[e] = signer
 	if _, err := w.chain.Check(signed); err != nil {
 		panic(fmt.Sprintf("sim: the world's own epoch %d: %v", e, err))
 	}
@@ -505,6 +506,7 @@ func (w *World) newServerByz(id, n int, names []string) (*Byz, error) {
 	}
 	b.Foreign = w.foreign
 	b.Chain, b.Leaked, b.Serves = w.theChain, w.leakedKeys, w.servesOf(id)
+	b.LeakedEndorsers, b.CAOf = w.leakedEndorsers(id), w.caKeyOf
 	return b, nil
 }
 
@@ -538,6 +540,71 @@ func (w *World) leakedKeys() map[wire.ServerID]*crypto.PrivateKey {
 		}
 	}
 	return out
+}
+
+// caKeyOf is the cluster CA key that signed epoch e (nil if none did).
+func (w *World) caKeyOf(e uint64) *crypto.PrivateKey { return w.caOf[e] }
+
+// leakedEndorsers are, for faulty server self, the endorsement keys of the
+// members whose signing keys leaked (leakedKeys), as their disks hold them
+// now — a correct member destroyed the key of every epoch it endorsed or
+// holds — and self's own, whole: a faulty member destroys nothing.
+func (w *World) leakedEndorsers(self int) func() map[wire.ServerID]*wire.Endorser {
+	return func() map[wire.ServerID]*wire.Endorser {
+		out := map[wire.ServerID]*wire.Endorser{}
+		if en := w.srv[self].endorser; en != nil {
+			out[wire.ServerID(self)] = en.Clone()
+		}
+		for id := range w.leakedKeys() {
+			s := w.srv[id]
+			if s.endorser == nil {
+				continue
+			}
+			en := s.endorser.Clone()
+			_ = s.disk.ForEach(core.BucketEndorseKey, func(_, v []byte) error {
+				if got, err := wire.LoadEndorser(en.Keys(), en.Leaves(), v); err == nil {
+					en = got
+				}
+				return nil
+			})
+			out[id] = en
+		}
+		return out
+	}
+}
+
+// checkEpochs fails the run if a correct server or client holds an epoch
+// the operator did not sign, or was shown two of one number (change 64:
+// retired keys endorse nothing, so an out-of-date node adopts no fork).
+func (w *World) checkEpochs() {
+	if w.chain == nil {
+		return
+	}
+	check := func(who string, ch *wire.Chain) {
+		if ch == nil {
+			return
+		}
+		if c := ch.Conflict(); c != nil {
+			w.h.violate(CheckEpochs, w.instant(), "%s holds two epochs %d, both verified", who, c.Number)
+			return
+		}
+		for e := uint64(1); e <= ch.Number(); e++ {
+			if e > w.chain.Number() || string(ch.Since(e - 1)[0].Signed.Body) != string(w.chain.Since(e - 1)[0].Signed.Body) {
+				w.h.violate(CheckEpochs, w.instant(), "%s holds an epoch %d the operator did not sign", who, e)
+				return
+			}
+		}
+	}
+	for i, s := range w.srv {
+		if s.byz == nil && s.up {
+			check(fmt.Sprintf("s%d", i), s.core.Chain())
+		}
+	}
+	for i, c := range w.cli {
+		if c.alive {
+			check(fmt.Sprintf("c%d", i), c.c.Chain())
+		}
+	}
 }
 
 // servedByAll reports whether epoch e counts (its change is done) and every

@@ -263,6 +263,12 @@ type Variation struct {
 	// guarantee of the epoch before outlasts the change by most of a TTL
 	// (change 63: a vote of the new epoch must not come before it ends).
 	CutAtChange *Fault
+	// LateClient, if ≥ 1, is a client that starts only at LateAt, after
+	// the changes, from the cluster file alone (epoch 0): an out-of-date
+	// client, which a faulty member holding retired keys shows a forged
+	// epoch first (leaked-keys, change 64).
+	LateClient int
+	LateAt     time.Duration
 	// VoteAtChange: the faulty servers (by id) that vote at once on every
 	// session in each epoch after the first (the vote-at-change behaviour).
 	VoteAtChange []int
@@ -309,6 +315,10 @@ func (v *Variation) String() string {
 		fmt.Fprintf(&b, "%ss%d+vote-at-change", sep, s)
 		sep = " "
 	}
+	if v.LateClient > 0 {
+		fmt.Fprintf(&b, "%slate(c%d@%.3fs)", sep, v.LateClient, v.LateAt.Seconds())
+		sep = " "
+	}
 	if v.CopyPartBytes > 0 {
 		fmt.Fprintf(&b, "%scopy-parts=%dB", sep, v.CopyPartBytes)
 		sep = " "
@@ -334,7 +344,7 @@ func (sc *Scenario) NoVariation() {
 // (change 63): a run with changes as drawn before them.
 func (sc *Scenario) NoPartialOpens() {
 	if v := sc.Vary; v != nil {
-		v.PartialOpens, v.CutAtChange, v.VoteAtChange = nil, nil, nil
+		v.PartialOpens, v.CutAtChange, v.VoteAtChange, v.LateClient, v.LateAt = nil, nil, nil, 0, 0
 	}
 }
 
@@ -375,6 +385,14 @@ func (sc *Scenario) clientTTL(c int) time.Duration {
 		return v.ClientTTLs[c]
 	}
 	return sc.TTL
+}
+
+// startOf is when client c starts (0 but for a late client).
+func (sc *Scenario) startOf(c int) time.Duration {
+	if v := sc.Vary; v != nil && len(sc.Replace) > 0 && v.LateClient > 0 && v.LateClient == c {
+		return v.LateAt
+	}
+	return 0
 }
 
 // variedBehaviors are the behaviours Vary adds to faulty server s.

@@ -226,9 +226,12 @@ type World struct {
 	// rotation named (every server and client still starts from
 	// clusterCA, the cluster file's, and follows the chain).
 	epochSigner *crypto.PrivateKey
-	chain       *wire.Chain
-	servedAt    map[int]time.Duration
-	stays       map[int]bool
+	// caOf: the cluster CA key that signed each epoch (all may leak:
+	// leaked-keys forks with them, change 64).
+	caOf     map[uint64]*crypto.PrivateKey
+	chain    *wire.Chain
+	servedAt map[int]time.Duration
+	stays    map[int]bool
 	// leftOutIn: each removed member, by the epoch that left it out;
 	// leaked: those whose key may have leaked (leakedKeys).
 	leftOutIn map[int]uint64
@@ -388,6 +391,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 		stays:         make(map[int]bool),
 		leftOutIn:     make(map[int]uint64),
 		leaked:        make(map[int]bool),
+		caOf:          make(map[uint64]*crypto.PrivateKey),
 	}
 	if err := w.checkChanges(); err != nil {
 		return nil, err
@@ -455,6 +459,7 @@ func newWorld(sc Scenario, opt RunOptions) (*World, error) {
 			return nil, err
 		}
 		b.Chain, b.Leaked, b.Serves = w.theChain, w.leakedKeys, w.servesOf(z.Server)
+		b.LeakedEndorsers, b.CAOf = w.leakedEndorsers(z.Server), w.caKeyOf
 		w.srv[z.Server].byz = b
 	}
 	var ids []wire.ClientID
@@ -543,15 +548,16 @@ func (w *World) schedule() {
 		w.after(w.between(0, w.sc.TickMax), func() { w.serverTick(i) })
 	}
 	for i := range w.cli {
-		w.At(0, func() {
+		start := w.sc.startOf(i)
+		w.At(start, func() {
 			e, err := w.cli[i].c.Start(w.Now())
 			if err != nil {
 				panic(err) // counting sessions in memory cannot fail
 			}
 			w.clientEffects(i, e)
 		})
-		w.after(w.between(0, w.sc.TickMax), func() { w.clientTick(i) })
-		w.after(w.between(w.sc.ThinkMin, w.sc.ThinkMax)+100*time.Millisecond, w.cli[i].drv.wake)
+		w.At(start+w.between(0, w.sc.TickMax), func() { w.clientTick(i) })
+		w.At(start+w.between(w.sc.ThinkMin, w.sc.ThinkMax)+100*time.Millisecond, w.cli[i].drv.wake)
 	}
 	for _, m := range w.mal {
 		w.At(0, m.start)
@@ -645,6 +651,7 @@ func (w *World) holding(c int) bool {
 // monitor ends the run once the workload has stopped, every client is idle
 // and every silent client's reset deadline has passed.
 func (w *World) monitor() {
+	w.checkEpochs()
 	w.checkMemory()
 	w.checkColluders()
 	w.sampleHeld()
