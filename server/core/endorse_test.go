@@ -159,7 +159,7 @@ func TestClosedClusterMembersEndorseOnlyApprovedEpochs(t *testing.T) {
 	bad, err := wire.SignApproval(thief, c.keys.Cluster, 1, p)
 	require.NoError(t, err)
 	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: &bad}})
-	require.Contains(t, errorsIn(c.replies(op.id))[0], "no client CA in force signed")
+	require.Contains(t, errorsIn(c.replies(op.id))[0], "no approver in force signed")
 
 	good, err := wire.SignApproval(cca, c.keys.Cluster, 1, p)
 	require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestARetiredClientCAApprovesNoEpoch(t *testing.T) {
 	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: two, Approval: &old}})
 	errs := errorsIn(c.replies(op.id))
 	require.Len(t, errs, 1)
-	require.Contains(t, errs[0], "no client CA in force signed", "the retired client CA approves nothing")
+	require.Contains(t, errs[0], "no approver in force signed", "the retired client CA approves nothing")
 	_, ok := c.cores[0].Endorsed(2)
 	require.False(t, ok)
 
