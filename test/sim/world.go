@@ -226,9 +226,13 @@ type World struct {
 	// rotation named (every server and client still starts from
 	// clusterCA, the cluster file's, and follows the chain).
 	epochSigner *crypto.PrivateKey
-	chain       *wire.Chain
-	servedAt    map[int]time.Duration
-	stays       map[int]bool
+	// operator approves each change of an open run with changes (change
+	// 65: the cluster file's approver), as the client CA does a closed
+	// run's; nil otherwise.
+	operator *crypto.PrivateKey
+	chain    *wire.Chain
+	servedAt map[int]time.Duration
+	stays    map[int]bool
 	// leftOutIn: each removed member, by the epoch that left it out;
 	// leaked: those whose key may have leaked (leakedKeys).
 	leftOutIn map[int]uint64
