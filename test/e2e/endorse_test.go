@@ -91,3 +91,88 @@ func TestCAKeyAloneChangesNothing(t *testing.T) {
 }
 
 func ptrID(i int) *wire.ServerID { id := wire.ServerID(i); return &id }
+
+// Issue 54, item 3 (docs/protocol.md change 65) with real processes: a
+// thief holding the cluster CA's key and nothing else — not operator.key —
+// shows each running member a different epoch 1 of its own (the same
+// members, naming an approver key of the thief's), approved with the CA's
+// key, before the operator acts. Were an open cluster's members to endorse
+// what the CA signed, each would endorse the one it saw and refuse every
+// other epoch 1 for good: the operator's next change could never count.
+// Each refuses it, for want of the operator's approval, and endorses
+// nothing; the operator's 'bqserver server replace', approved with
+// DIR/ca/operator.key, then completes as usual and the new member serves.
+func TestALeakedCAKeyFreezesNoChange(t *testing.T) {
+	dir := initCluster(t, 4)
+	servers := runServers(t, dir, 4)
+
+	cl, err := certs.LoadCluster(filepath.Join(dir, certs.ClusterFileName))
+	require.NoError(t, err)
+	require.NotNil(t, cl.Approver, "init --open names an approver")
+	ca, err := certs.LoadCA(dir) // ca.key: what the thief holds
+	require.NoError(t, err)
+	signer, err := ca.EpochSigner()
+	require.NoError(t, err)
+	var members []wire.EpochMember
+	for _, s := range cl.Servers {
+		members = append(members, wire.EpochMember{ID: s.ID, Address: s.Address, Key: s.SigningKey.Wire, Cert: s.Cert.Raw, Endorse: s.Endorse})
+	}
+	proposals := map[wire.ServerID]*wire.Endorse{}
+	for _, s := range cl.Servers {
+		own, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+		require.NoError(t, err)
+		signed, err := wire.SignEpoch(signer, &wire.EpochBody{Cluster: cl.ID(), Number: 1, Prev: [32]byte(cl.ID()), Members: members, F: uint16(cl.F),
+			Approvers: []crypto.PublicKey{own.Public.Wire}})
+		require.NoError(t, err)
+		a, err := wire.SignApproval(signer, cl.ID(), 1, signed)
+		require.NoError(t, err)
+		proposals[s.ID] = &wire.Endorse{Proposal: signed, Approval: &a}
+	}
+
+	chain, _, err := cl.ChainIn(dir)
+	require.NoError(t, err)
+	m0, err := cl.MembersOf(chain, 0)
+	require.NoError(t, err)
+	key, err := crypto.GenerateKey(cl.Scheme, rand.Reader)
+	require.NoError(t, err)
+	tr, err := transport.DialClient(transport.ClientConfig{
+		Key: key, Cluster: cl.ID(), Servers: m0.Addresses(), CAPool: cl.CAPoolOf(chain), IdentifyServer: m0.ByCert,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	defer tr.Close()
+	refused := map[wire.ServerID]string{}
+	deadline := time.After(30 * time.Second)
+	for len(refused) < 4 {
+		select {
+		case in := <-tr.Inbound():
+			switch {
+			case in.Kind == transport.EventConnected:
+				require.NoError(t, tr.Send(wire.ServerPeer(in.From.Server), &wire.Message{Endorse: proposals[in.From.Server]}))
+			case in.Kind == transport.EventMessage && in.Msg.Endorse != nil:
+				t.Fatalf("server %d endorsed the thief's epoch 1", in.From.Server)
+			case in.Kind == transport.EventMessage && in.Msg.Error != nil:
+				refused[in.From.Server] = in.Msg.Error.Detail
+			}
+		case <-deadline:
+			t.Fatalf("only %d servers answered the thief's proposals: %v", len(refused), refused)
+		}
+	}
+	for s, why := range refused {
+		require.Contains(t, why, "not approved", "server %d", s)
+	}
+	tr.Close()
+
+	out, code := runCLI(t, "bqserver", "server", "replace", "3", "--dir", dir, "--timeout", "20s")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "epoch 1 endorsed by servers ")
+	require.Contains(t, out, "server 4 is new")
+	for _, i := range []int{0, 1, 2} {
+		servers[i].waitFor(20*time.Second, 1, `msg="serving the cluster's epoch"`, "epoch=1")
+	}
+	s4 := start(t, "s4", nil, bin("bqserver"), "run", "--dir", dir, "--id", "4")
+	s4.waitFor(30*time.Second, 1, `msg="serving the cluster's epoch"`)
+	chain, _, err = cl.ChainIn(dir)
+	require.NoError(t, err)
+	require.Equal(t, []crypto.PublicKey{cl.Approver.Wire}, chain.Body(1).Approvers, "epoch 1 is the operator's: it names the operator key, not the thief's")
+}
