@@ -139,6 +139,8 @@ var epochTrustMutants = []Mutant{
 		"\tapprovers := k.chain.Approvers(k.cfg.Approver)\n\tif len(approvers) == 0 {", "\tapprovers := k.chain.Approvers(k.cfg.Approver)\n\tif true || len(approvers) == 0 {"},
 	{"retired-approver-approves", "change 65: an operator key an epoch rotated away approves nothing", "wire/epoch.go",
 		"\t\tapprovers = approvers[:0:0]\n", "\t\tapprovers = approvers[:len(approvers):len(approvers)]\n"},
+	{"approver-not-wired", "change 65: an open cluster's server takes the cluster file's approver", "server/core.go",
+		"\tcfg.ClientCA, cfg.Approver = c.ClientCA, c.Approver\n", "\tcfg.ClientCA = c.ClientCA\n"},
 	{"client-locks-past-conflict", "change 64: a client shown two epochs of one number starts no attempt", "bakery/getticket.go",
 		"\tif err := c.EpochConflict(); err != nil {\n\t\treturn e, err\n\t}\n", "\n"},
 }
