@@ -43,6 +43,13 @@ type Cluster struct {
 	// admission certificates and revocations (docs/protocol.md change 23);
 	// nil for an open cluster, which admits any client key.
 	ClientCA *crypto.Parsed
+	// Approver is the operator's approval key of an open cluster
+	// (docs/protocol.md change 65): its members endorse a change only with
+	// its approval, or that of the key a later epoch names in its place
+	// (ApproversIn). Nil on a closed cluster, whose client CA approves, and
+	// in a cluster file made before change 65, whose members endorse what
+	// the cluster CA signed.
+	Approver *crypto.Parsed
 }
 
 // Closed reports whether the cluster admits only enrolled clients.
@@ -135,7 +142,9 @@ type clusterFile struct {
 	Scheme string `yaml:"scheme"`
 	CA     string `yaml:"ca"`
 	// ClientCA makes the cluster closed (change 23).
-	ClientCA string        `yaml:"client_ca"`
+	ClientCA string `yaml:"client_ca"`
+	// Approver is an open cluster's operator approval key (change 65).
+	Approver string        `yaml:"approver"`
 	Servers  []serverEntry `yaml:"servers"`
 }
 
@@ -182,6 +191,10 @@ func (c *Cluster) marshal() ([]byte, error) {
 	if c.ClientCA != nil {
 		b.WriteString("# Closed: a client is served only with an admission certificate of this client CA (bqserver client add).\n")
 		fmt.Fprintf(&b, "client_ca: %s\n", scalar(c.ClientCA.Wire.String()))
+	}
+	if c.Approver != nil {
+		b.WriteString("# The operator's approval key (its private half: ca/operator.key): the servers take a change of the members only with its approval.\n")
+		fmt.Fprintf(&b, "approver: %s\n", scalar(c.Approver.Wire.String()))
 	}
 	b.WriteString("servers:\n")
 	for i := range c.Servers {
@@ -375,6 +388,18 @@ func parseCluster(data []byte, path string, now time.Time) (*Cluster, error) {
 		}
 	}
 
+	// The operator's approval key of an open cluster (change 65).
+	if cf.Approver != "" {
+		switch k, err := crypto.ParsePublicKeyString(cf.Approver); {
+		case err != nil:
+			p.add("approver: %v", err)
+		case cf.ClientCA != "":
+			p.add("approver: a closed cluster's changes are approved with its client CA's key (client_ca); an approver is for an open cluster only: remove one of the two")
+		default:
+			c.Approver = k
+		}
+	}
+
 	// Servers.
 	if len(cf.Servers) == 0 {
 		p.add("servers: no server entries")
@@ -426,6 +451,9 @@ func parseCluster(data []byte, path string, now time.Time) (*Cluster, error) {
 		// Signing key.
 		if e.SigningKey != "" && cf.ClientCA != "" && e.SigningKey == cf.ClientCA {
 			p.add("%s: signing_key is the client CA's key; the client CA needs a key of its own", where)
+		}
+		if e.SigningKey != "" && cf.Approver != "" && e.SigningKey == cf.Approver {
+			p.add("%s: signing_key is the approver's key; the operator's approval key must be apart from every server's", where)
 		}
 		if e.SigningKey == "" {
 			p.add("%s: signing_key missing", where)

@@ -296,6 +296,15 @@ func TestLoadClusterValidation(t *testing.T) {
 		{"no servers", func(t *testing.T, dir string, cf *clusterFile) {
 			cf.Servers = nil
 		}, 1, []string{"servers: no server entries"}},
+		{"unparsable approver", func(t *testing.T, dir string, cf *clusterFile) {
+			cf.Approver = "not a key"
+		}, 1, []string{"approver:", "SCHEME:BASE64URL"}},
+		{"approver of a closed cluster", func(t *testing.T, dir string, cf *clusterFile) {
+			cf.ClientCA = mldsa.Public.Wire.String()
+		}, 1, []string{"approver: a closed cluster's changes are approved with its client CA's key"}},
+		{"approver that is a server's signing key", func(t *testing.T, dir string, cf *clusterFile) {
+			cf.Approver = cf.Servers[2].SigningKey
+		}, 1, []string{"servers[2] (id 2): signing_key is the approver's key"}},
 		{"two problems, two errors", func(t *testing.T, dir string, cf *clusterFile) {
 			cf.Quorum = intp(4)
 			cf.Servers[2].Address = cf.Servers[0].Address

@@ -15,6 +15,10 @@
 //	DIR/ca/client-ca.key      a closed cluster's client CA key, 0600: the
 //	                          operator's secret; its public key is the cluster
 //	                          file's client_ca (docs/protocol.md change 23)
+//	DIR/ca/operator.key       an open cluster's operator key, 0600: approves
+//	                          every change of the members; its public key is
+//	                          the cluster file's approver (docs/protocol.md
+//	                          change 65); keep it apart from ca.key
 //	DIR/clients/NAME.cert     the operator's record of enrolled clients
 //	DIR/clients/NAME.revoked  and of revoked ones (ClientCA)
 //

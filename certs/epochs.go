@@ -123,7 +123,7 @@ func Complete(dir string, n uint64, ep wire.Epoch) error {
 		return err
 	}
 	_ = os.Remove(ProposalPath(dir, n))
-	for _, k := range [][2]string{{caNextKeyFile, CAKeyFile}, {clientCANextKeyFile, ClientCAKeyFile}} {
+	for _, k := range [][2]string{{caNextKeyFile, CAKeyFile}, {clientCANextKeyFile, ClientCAKeyFile}, {operatorNextKeyFile, OperatorKeyFile}} {
 		next := filepath.Join(dir, CADirName, k[0])
 		if _, err := os.Stat(next); err != nil {
 			continue

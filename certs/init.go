@@ -31,6 +31,8 @@ const (
 	// ClientCAKeyFile is the client CA's signing key (PEM "BQ SIGNING KEY"),
 	// of a closed cluster: it enrolls and revokes clients (change 23).
 	ClientCAKeyFile = "client-ca.key"
+	// OperatorKeyFile (operator.go) is an open cluster's operator approval
+	// key (change 65).
 )
 
 // ErrBadOptions marks Init errors caused by its options (as opposed to the
@@ -54,7 +56,9 @@ type InitOptions struct {
 	Name     string
 	// Closed makes a client CA: the cluster then serves only clients that
 	// show an admission certificate of it (docs/protocol.md change 23).
-	// `bqserver init` sets it unless --open.
+	// `bqserver init` sets it unless --open. An open cluster gets an
+	// operator approval key instead (DIR/ca/operator.key, the cluster
+	// file's approver), which approves its changes (change 65).
 	Closed bool
 }
 
@@ -167,8 +171,10 @@ func certHostsFor(host string) []string {
 }
 
 // Init makes a new cluster in opts.Dir: a cluster CA (DIR/ca/ca.key), the
-// public cluster file (DIR/cluster.yaml) and each server's private material
-// (DIR/server-<i>/: tls.key, tls.crt, signing.key). It never overwrites: if
+// client CA of a closed cluster (DIR/ca/client-ca.key) or the operator key
+// of an open one (DIR/ca/operator.key, change 65), the public cluster file
+// (DIR/cluster.yaml) and each server's private material (DIR/server-<i>/:
+// tls.key, tls.crt, signing.key). It never overwrites: if
 // any of these exists, it refuses. Private directories are 0700 and private
 // files 0600. On failure it removes what it wrote.
 func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
@@ -234,6 +240,15 @@ func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
 		c.ClientCA = k.Public
 		clientCAKey = encodeSigningKey(k)
 	}
+	var operatorKey []byte
+	if !opts.Closed {
+		k, err := crypto.GenerateKey(opts.Scheme, rand)
+		if err != nil {
+			return nil, fmt.Errorf("certs: generating the operator key: %w", err)
+		}
+		c.Approver = k.Public
+		operatorKey = encodeSigningKey(k)
+	}
 	caKeyPEM, err := encodePKCS8(ca.Key)
 	if err != nil {
 		return nil, err
@@ -259,6 +274,9 @@ func Init(opts InitOptions, now time.Time, rand io.Reader) (*Cluster, error) {
 	w.file(filepath.Join(caDir, CAKeyFile), caKeyPEM, 0o600)
 	if clientCAKey != nil {
 		w.file(filepath.Join(caDir, ClientCAKeyFile), clientCAKey, 0o600)
+	}
+	if operatorKey != nil {
+		w.file(filepath.Join(caDir, OperatorKeyFile), operatorKey, 0o600)
 	}
 	for i, p := range privs {
 		sdir := ServerDir(opts.Dir, i)

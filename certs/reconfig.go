@@ -18,7 +18,8 @@ import (
 // The operator's side of reconfiguration (docs/protocol.md changes 43 and
 // 48): `bqserver server add`, `remove` and `replace` plan the next epoch
 // from the cluster directory, sign it with the cluster CA, approve it with
-// the client CA key in force (a closed cluster's), and write it beside the
+// the client CA key in force (a closed cluster's) or the operator key in
+// force (an open cluster's, change 65), and write it beside the
 // cluster file as a proposal, with a new member's private material; the
 // command then gathers the members' endorsements and writes the epoch
 // (Complete).
@@ -43,6 +44,10 @@ type Change struct {
 	// RetireClientCAs lists only the newest client CA in the next epoch:
 	// admission certificates of the older ones are refused from then on.
 	RetireClientCAs bool
+	// RotateOperator makes a new operator approval key of an open cluster,
+	// which the next epoch names in place of the one in force (change 65):
+	// the old key approves that epoch, the new one every later. Alone.
+	RotateOperator bool
 }
 
 // Plan is the next epoch, proposed, and what it needs written.
@@ -50,12 +55,15 @@ type Plan struct {
 	Before *wire.EpochBody // the newest epoch now (epoch 0 as a body)
 	Next   *wire.EpochBody
 	// Proposal is the next epoch signed by the cluster CA, with the
-	// operator's approval on a closed cluster, and no endorsement yet.
+	// operator's approval (a closed cluster's, and an open cluster's with
+	// an approver in force), and no endorsement yet.
 	Proposal *wire.Endorse
 	Added    *NewMember // nil if the change adds no one
 	NextCA   *CA        // the rotation's new CA, nil if none
 	// NextClientCA is a client-CA rotation's new key, nil if none.
 	NextClientCA *crypto.PrivateKey
+	// NextOperator is an operator-key rotation's new key, nil if none.
+	NextOperator *crypto.PrivateKey
 }
 
 // PlanChange makes the next epoch of the cluster in dir for ch, signed with
@@ -82,6 +90,11 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 	before := c.bodyOf(chain)
 	next := &wire.EpochBody{Cluster: c.ID(), Number: before.Number + 1, F: before.F, ClientCAs: before.ClientCAs,
 		Members: slices.Clone(before.Members)}
+	// The approvers in force go on in force (change 65): every epoch of an
+	// open cluster names them, so each says who approves the next.
+	for _, a := range c.ApproversIn(chain) {
+		next.Approvers = append(next.Approvers, a.Wire)
+	}
 	if before.Number == 0 {
 		next.Prev = [32]byte(c.ID())
 	} else {
@@ -101,6 +114,21 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 	p := &Plan{Before: before, Next: next}
 	if (ch.RotateClientCA || ch.RetireClientCAs) && (ch.Add || ch.Remove != nil || ch.RotateCA || ch.RotateClientCA && ch.RetireClientCAs) {
 		return nil, fmt.Errorf("certs: a client-CA rotation or retirement is a change of its own")
+	}
+	if ch.RotateOperator {
+		if ch.Add || ch.Remove != nil || ch.RotateCA || ch.RotateClientCA || ch.RetireClientCAs {
+			return nil, fmt.Errorf("certs: an operator-key rotation is a change of its own")
+		}
+		switch {
+		case c.Closed():
+			return nil, fmt.Errorf("certs: the cluster is closed: its changes are approved with the client CA's key; rotate that (bqserver ca rotate-clients)")
+		case len(next.Approvers) == 0:
+			return nil, fmt.Errorf("certs: the cluster file names no approver (made before docs/protocol.md change 65): there is no operator key to rotate, and its members endorse what the cluster CA signed; make a new cluster with 'bqserver init --open' to get one")
+		}
+		if p.NextOperator, err = crypto.GenerateKey(c.Scheme, rand); err != nil {
+			return nil, err
+		}
+		next.Approvers = []crypto.PublicKey{p.NextOperator.Public.Wire}
 	}
 	if ch.RotateClientCA {
 		if !c.Closed() {
@@ -184,6 +212,19 @@ func PlanChange(dir string, ch Change, now time.Time, rand io.Reader) (*Plan, er
 			return nil, err
 		}
 		p.Proposal.Approval = &a
+	} else if approvers := c.ApproversIn(chain); len(approvers) > 0 {
+		// An open cluster's approval, with the operator key in force
+		// before the change, apart from the CA's key: the members endorse
+		// nothing else, so the CA's key alone takes no number (change 65).
+		op, err := loadOperatorKey(dir, c, chain)
+		if err != nil {
+			return nil, err
+		}
+		a, err := wire.SignApproval(op, c.ID(), next.Number, signed)
+		if err != nil {
+			return nil, err
+		}
+		p.Proposal.Approval = &a
 	}
 	return p, nil
 }
@@ -225,6 +266,15 @@ func (p *Plan) Write(dir string) error {
 			return w.err
 		}
 	}
+	nextOperator := filepath.Join(dir, CADirName, operatorNextKeyFile)
+	if p.NextOperator != nil {
+		_ = os.Remove(nextOperator)
+		w := &writer{}
+		w.file(nextOperator, encodeSigningKey(p.NextOperator), 0o600)
+		if w.err != nil {
+			return w.err
+		}
+	}
 	return WriteProposal(dir, p.Next.Number, p.Proposal)
 }
 
@@ -239,6 +289,9 @@ func (c *Cluster) bodyOf(chain *wire.Chain) *wire.EpochBody {
 	}
 	if c.ClientCA != nil {
 		b.ClientCAs = []crypto.PublicKey{c.ClientCA.Wire}
+	}
+	if c.Approver != nil {
+		b.Approvers = []crypto.PublicKey{c.Approver.Wire}
 	}
 	return b
 }

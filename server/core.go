@@ -19,7 +19,7 @@ type Core interface {
 func NewProtocolCore(m *certs.ServerMaterial, tune func(*core.Config)) (Core, error) {
 	c := m.Cluster
 	cfg := core.DefaultConfig(m.ID, c.N, c.F, c.Keyring(), m.SigningKey)
-	cfg.ClientCA = c.ClientCA
+	cfg.ClientCA, cfg.Approver = c.ClientCA, c.Approver
 	cfg.ClusterCA, cfg.Epochs = c.CAKey(), m.Epochs
 	cfg.Endorser = m.Endorser
 	if tune != nil {

@@ -13,7 +13,10 @@ import (
 // nothing — two different epochs with one number would need 2q_e
 // endorsements of n_e members, so a correct member's twice — and on a
 // closed cluster adds no member either: a member endorses only what the
-// operator approved with a client CA key in force.
+// operator approved with a client CA key in force. On an open cluster whose
+// cluster file names an approver, the operator approves with an operator
+// key of its own instead (change 65), so that the CA key alone cannot take
+// every number first and freeze membership changes for good.
 
 // MaxEndorsements bounds the endorsements one epoch carries.
 const MaxEndorsements = MaxEpochMembers
@@ -88,8 +91,9 @@ func (e *SignedEndorsement) Verify(keys Keyring) (*EndorsementBody, error) {
 }
 
 // ApprovalBody is the operator's approval of the proposed epoch Number
-// whose EpochHash is Hash, signed with a client CA key in force (change 49):
-// on a closed cluster a member endorses nothing else.
+// whose EpochHash is Hash, signed with a client CA key in force on a closed
+// cluster (change 49), with an operator key in force on an open one that
+// has one (change 65): a member endorses nothing else.
 type ApprovalBody struct {
 	Cluster ClusterID `cbor:"1,keyasint"`
 	Number  uint64    `cbor:"2,keyasint"`
@@ -97,17 +101,19 @@ type ApprovalBody struct {
 }
 
 // SignApproval signs the approval of the epoch signed as epoch, number n,
-// with client CA key ca.
+// with ca: a client CA's key (a closed cluster's) or the operator key (an
+// open cluster's, change 65).
 func SignApproval(ca *crypto.PrivateKey, cluster ClusterID, n uint64, epoch crypto.Signed) (crypto.Signed, error) {
 	return crypto.Seal(ca, crypto.DomainApproval, &ApprovalBody{Cluster: cluster, Number: n, Hash: EpochHash(epoch)})
 }
 
-// ErrNotApproved marks a proposed epoch without the operator's approval by a
-// client CA in force (change 49).
-var ErrNotApproved = errors.New("the epoch is not approved by a client CA in force")
+// ErrNotApproved marks a proposed epoch without the operator's approval by an
+// approver in force: a client CA on a closed cluster (change 49), an
+// operator key on an open one (change 65).
+var ErrNotApproved = errors.New("the epoch is not approved by an approver in force")
 
-// VerifyApproval checks that one of cas signed the approval of the epoch
-// signed as epoch, number n.
+// VerifyApproval checks that one of cas — the approvers in force — signed
+// the approval of the epoch signed as epoch, number n.
 func VerifyApproval(cas []*crypto.Parsed, cluster ClusterID, n uint64, epoch crypto.Signed, s *crypto.Signed) error {
 	if s == nil {
 		return fmt.Errorf("wire: %w: it carries none", ErrNotApproved)
@@ -122,7 +128,7 @@ func VerifyApproval(cas []*crypto.Parsed, cluster ClusterID, n uint64, epoch cry
 		}
 		return nil
 	}
-	return fmt.Errorf("wire: %w: no client CA in force signed the approval", ErrNotApproved)
+	return fmt.Errorf("wire: %w: no approver in force signed the approval (a client CA's key on a closed cluster, the operator key on an open one)", ErrNotApproved)
 }
 
 // Epoch is a signed epoch with the endorsements that make it count.
@@ -133,7 +139,7 @@ type Epoch struct {
 
 // Endorse carries a proposed epoch — signed by the cluster CA, the epoch
 // after the newest the receiver holds — with the operator's approval (on a
-// closed cluster) and the endorsements gathered so far: the operator's
+// closed cluster, and on an open one with an approver, change 65) and the endorsements gathered so far: the operator's
 // command sends it to the members, and each member that endorses sends it
 // on to its peers and back to whoever sent it (change 49).
 type Endorse struct {

@@ -24,6 +24,7 @@ const (
 	MaxEpochCert    = 16 << 10 // bytes of a member's TLS certificate or of a CA certificate
 	MaxEpochBytes   = 16 << 20 // bytes of a signed epoch (body and signature)
 	MaxClientCAs    = 4        // client CAs in force at once (a rotation lists the old and the new)
+	MaxApprovers    = 4        // operator approval keys an epoch names (change 65)
 )
 
 // EpochMember is one server of an epoch.
@@ -54,6 +55,14 @@ type EpochBody struct {
 	// NextCA, if set, is the DER certificate of the cluster CA that signs
 	// every epoch after this one (a CA rotation).
 	NextCA []byte `cbor:"7,keyasint,omitempty"`
+	// Approvers, if any, are the operator's approval keys of an open
+	// cluster from this epoch on (change 65; protocol 1.11): a member
+	// endorses the epoch after only with the approval of one of them. An
+	// epoch that names none leaves the ones before in force (the cluster
+	// file's approver, or the newest epoch that names some), so an omission
+	// never brings back a retired key. Omitted when empty, so an epoch of a
+	// cluster made before keeps its bytes.
+	Approvers []crypto.PublicKey `cbor:"8,keyasint,omitempty"`
 }
 
 // N is the number of members.
@@ -102,6 +111,8 @@ func (b *EpochBody) check() error {
 		return invalid("epoch %d has n=%d members for f=%d: n must be at least 3f+1", b.Number, n, b.F)
 	case len(b.ClientCAs) > MaxClientCAs:
 		return invalid("epoch %d lists %d client CAs (the limit is %d)", b.Number, len(b.ClientCAs), MaxClientCAs)
+	case len(b.Approvers) > MaxApprovers:
+		return invalid("epoch %d names %d approvers (the limit is %d)", b.Number, len(b.Approvers), MaxApprovers)
 	case len(b.NextCA) > MaxEpochCert:
 		return invalid("epoch %d: next CA certificate of %d bytes (the limit is %d)", b.Number, len(b.NextCA), MaxEpochCert)
 	}
@@ -127,6 +138,11 @@ func (b *EpochBody) check() error {
 	for _, k := range b.ClientCAs {
 		if _, err := k.Parse(); err != nil {
 			return invalid("epoch %d: client CA: %v", b.Number, err)
+		}
+	}
+	for _, k := range b.Approvers {
+		if _, err := k.Parse(); err != nil {
+			return invalid("epoch %d: approver: %v", b.Number, err)
 		}
 	}
 	return nil
@@ -297,6 +313,33 @@ func (c *Chain) ClientCAs(first *crypto.Parsed) (inForce, ever []*crypto.Parsed)
 		}
 	}
 	return inForce, ever
+}
+
+// Approvers are the operator's approval keys in force on an open cluster
+// (change 65): those of the newest epoch held that names any, else first
+// (the cluster file's approver; nil for a cluster file without one, whose
+// members need no approval). A key an epoch no longer names is retired: it
+// approves nothing once that epoch is held.
+func (c *Chain) Approvers(first *crypto.Parsed) []*crypto.Parsed {
+	var approvers []*crypto.Parsed
+	if first != nil {
+		approvers = []*crypto.Parsed{first}
+	}
+	for e := uint64(1); e <= c.Number(); e++ {
+		b := c.epochs[e-1].body
+		if len(b.Approvers) == 0 {
+			continue
+		}
+		approvers = approvers[:0:0]
+		for _, k := range b.Approvers {
+			p, err := k.Parse()
+			if err != nil {
+				panic(fmt.Sprintf("wire: a verified epoch holds an unparsable approver: %v", err)) // check() parsed it
+			}
+			approvers = append(approvers, p)
+		}
+	}
+	return approvers
 }
 
 // Keyring returns the keyring of epoch e — its members' keys by id, named

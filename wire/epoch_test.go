@@ -390,3 +390,55 @@ func TestAnEpochsNextCAMustBeACACertificate(t *testing.T) {
 	b.NextCA = caCert(t, next)
 	require.NoError(t, w.extendOne(c, sign(t, w.ca, b)), "the same key in a CA certificate is")
 }
+
+// docs/protocol.md change 65: the approvers in force on an open cluster are
+// those of the newest epoch that names any, else the cluster file's. A key
+// an epoch rotated away approves nothing once that epoch is held, and an
+// epoch that names none leaves the ones before in force (an omission never
+// brings back a retired key). An epoch names at most MaxApprovers, each a
+// key that parses, and one that names none keeps the bytes it had before.
+func TestTheApproversInForceAreTheNewestNamed(t *testing.T) {
+	w := newEpochWorld(t)
+	first, second := genKey(t), genKey(t)
+	members := []wire.EpochMember{member(0, w.keys0[0]), member(1, w.keys0[1]), member(2, w.keys0[2]), member(3, w.keys0[3])}
+	c := w.chain()
+	require.Empty(t, c.Approvers(nil), "a cluster file without an approver: none in force")
+	require.Equal(t, []*crypto.Parsed{first.Public}, c.Approvers(first.Public))
+
+	b1 := w.body(1, nil, 1, members...)
+	b1.Approvers = []crypto.PublicKey{second.Public.Wire}
+	e1 := sign(t, w.ca, b1)
+	require.NoError(t, w.extendOne(c, e1))
+	require.Equal(t, []*crypto.Parsed{second.Public}, c.Approvers(first.Public), "the rotation retires the cluster file's")
+	e2 := sign(t, w.ca, w.body(2, &e1, 1, members...))
+	require.NoError(t, w.extendOne(c, e2))
+	require.Equal(t, []*crypto.Parsed{second.Public}, c.Approvers(first.Public), "an epoch naming none keeps the newest named")
+
+	// Bounds: as many as MaxApprovers, each parsing.
+	many := w.body(3, &e2, 1, members...)
+	for range wire.MaxApprovers + 1 {
+		many.Approvers = append(many.Approvers, genKey(t).Public.Wire)
+	}
+	_, err := wire.SignEpoch(w.ca, many)
+	require.ErrorContains(t, err, "approvers (the limit is 4)")
+	many.Approvers = []crypto.PublicKey{{Scheme: crypto.Ed25519, Key: []byte{1, 2, 3}}}
+	_, err = wire.SignEpoch(w.ca, many)
+	require.ErrorContains(t, err, "approver")
+
+	// Omitted when empty: an epoch naming none encodes as before the field.
+	type before struct {
+		Cluster   wire.ClusterID     `cbor:"1,keyasint"`
+		Number    uint64             `cbor:"2,keyasint"`
+		Prev      [32]byte           `cbor:"3,keyasint"`
+		Members   []wire.EpochMember `cbor:"4,keyasint"`
+		F         uint16             `cbor:"5,keyasint"`
+		ClientCAs []crypto.PublicKey `cbor:"6,keyasint,omitempty"`
+		NextCA    []byte             `cbor:"7,keyasint,omitempty"`
+	}
+	b := w.body(1, nil, 1, members...)
+	now, err := crypto.Marshal(b)
+	require.NoError(t, err)
+	old, err := crypto.Marshal(&before{Cluster: b.Cluster, Number: b.Number, Prev: b.Prev, Members: b.Members, F: b.F})
+	require.NoError(t, err)
+	require.Equal(t, old, now)
+}

@@ -40,8 +40,14 @@ const (
 	// bytes; a 1.9 peer refuses an epoch that names keys and, in a cluster
 	// with keys, an endorsement by a one-time key, so a cluster upgrades
 	// every server before a change, as change 49 asks), EpochConflict and
-	// ErrCodeEpochConflict (change 64: a 1.9 peer ignores the code).
-	ProtocolMinor = 10
+	// ErrCodeEpochConflict (change 64: a 1.9 peer ignores the code);
+	// 1.11: EpochBody.Approvers (the operator's approval keys of an open
+	// cluster, change 65: inside the CA-signed body, omitted when empty, so
+	// an epoch that names none keeps its bytes and a 1.10 peer refuses one
+	// that names some — a cluster upgrades every server and client before
+	// such an epoch, and a cluster made with an approver needs 1.11 ones
+	// anyway to read its cluster file).
+	ProtocolMinor = 11
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

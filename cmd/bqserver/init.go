@@ -27,7 +27,9 @@ private keys in DIR/server-<i>/. Server i listens on H:P+i. It never overwrites 
 
 The cluster is closed: it serves only clients enrolled with 'bqserver client add', which needs the
 client CA key DIR/ca/client-ca.key (the operator's secret). --open makes a cluster that serves any
-client key instead: only for a network where every client is trusted.`,
+client key instead: only for a network where every client is trusted. An open cluster gets an
+operator key instead, DIR/ca/operator.key: the servers take a change of the members only with its
+approval and the cluster CA's signature, so keep it apart from DIR/ca/ca.key.`,
 		Example: `  bqserver init --dir /etc/bq --servers 4
   bqserver init --dir ./staging --servers 7 --f 2 --host 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5,10.0.0.6,10.0.0.7`,
 		Args: cli.NoArgs,
@@ -98,6 +100,10 @@ func printInit(w io.Writer, dir string, c *certs.Cluster) {
 	if c.Closed() {
 		rows = append(rows, row{filepath.Join(dir, certs.CADirName, certs.ClientCAKeyFile),
 			"client CA private key: enrolls and revokes clients; the operator's secret"})
+	}
+	if c.Approver != nil {
+		rows = append(rows, row{filepath.Join(dir, certs.CADirName, certs.OperatorKeyFile),
+			"operator key: approves every change of the members; keep it apart from ca.key (offline)"})
 	}
 	width := 0
 	for _, r := range rows {

@@ -23,8 +23,11 @@ import (
 
 // Reconfiguration, the operator's commands (docs/protocol.md change 43):
 // each plans the next epoch from DIR, signs it with DIR's cluster CA key,
-// writes it (and a new member's private material) into DIR, and pushes it
-// to the running servers, which seal the old epoch and copy its state.
+// approves it with DIR's client CA key (a closed cluster's, change 49) or
+// operator key (an open cluster's, change 65), writes it (and a new
+// member's private material) into DIR, gathers the members' endorsements,
+// and pushes it to the running servers, which seal the old epoch and copy
+// its state.
 
 func serverAddCmd(stdout io.Writer) *cobra.Command {
 	var o changeOpts
@@ -181,7 +184,7 @@ func (o *changeOpts) run(ctx context.Context, stdout io.Writer, ch certs.Change)
 	if err != nil {
 		return &cli.Exit{Code: 1, Msg: err.Error()}
 	}
-	if ch.Remove != nil || ch.Add || ch.RotateCA || ch.RotateClientCA || ch.RetireClientCAs {
+	if ch.Remove != nil || ch.Add || ch.RotateCA || ch.RotateClientCA || ch.RetireClientCAs || ch.RotateOperator {
 		p, err := certs.PlanChange(o.dir, ch, time.Now(), rand.Reader)
 		if err != nil {
 			return &cli.Exit{Code: 1, Msg: err.Error()}
@@ -255,6 +258,10 @@ func describePlan(w io.Writer, dir string, p *certs.Plan, dry bool) {
 	if p.NextClientCA != nil {
 		fmt.Fprintf(w, "a new client CA is in force, its key in %s: client add, renew and revoke use it; clients of the older ones are admitted until 'bqserver ca retire-clients'\n",
 			filepath.Join(dir, certs.CADirName, certs.ClientCAKeyFile))
+	}
+	if p.NextOperator != nil {
+		fmt.Fprintf(w, "a new operator key approves every change after epoch %d: it takes the old one's place in %s once epoch %d is endorsed (until then the old key approves); keep it apart from ca.key\n",
+			p.Next.Number, filepath.Join(dir, certs.CADirName, certs.OperatorKeyFile), p.Next.Number)
 	}
 	if len(p.Next.ClientCAs) < len(p.Before.ClientCAs) {
 		fmt.Fprintf(w, "the older client CAs are retired: only certificates of the newest admit from epoch %d on\n", p.Next.Number)
@@ -463,9 +470,9 @@ func (r *pushed) print(w io.Writer) {
 func caCmd(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ca",
-		Short: "Rotate the cluster CA and the client CA",
+		Short: "Rotate the cluster CA, the client CA and the operator key",
 	}
-	cmd.AddCommand(caRotateCmd(stdout), caRotateClientsCmd(stdout), caRetireClientsCmd(stdout))
+	cmd.AddCommand(caRotateCmd(stdout), caRotateClientsCmd(stdout), caRetireClientsCmd(stdout), caRotateOperatorCmd(stdout))
 	return cli.Group(cmd)
 }
 
@@ -541,6 +548,28 @@ its end. To retire the old CA entirely (it expires, or its key leaked), replace 
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), stdout, certs.Change{RotateCA: true})
+		},
+	}
+	o.flags(cmd, false, true)
+	return cmd
+}
+
+func caRotateOperatorCmd(stdout io.Writer) *cobra.Command {
+	var o changeOpts
+	cmd := &cobra.Command{
+		Use:   "rotate-operator --dir DIR",
+		Short: "Make a new operator key of an open cluster; the old one approves nothing after it",
+		Long: `Make a new operator key and sign the next epoch naming it in place of the one in force (the same
+members), approved by the old key (DIR/ca/operator.key). Once the members endorse it, the new key
+takes the old one's place in DIR/ca/operator.key and approves every later change; the old key
+approves nothing more (docs/protocol.md change 65). Do it when the old key may have leaked: with
+the cluster CA's key it could change the members, or take an epoch number before you and freeze
+the changes. An open cluster made before change 65 (no approver in its cluster file) has no
+operator key; a closed cluster's changes are approved by its client CA (ca rotate-clients).` + caChecksHelp,
+		Example: `  bqserver ca rotate-operator --dir /etc/bq`,
+		Args:    cli.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), stdout, certs.Change{RotateOperator: true})
 		},
 	}
 	o.flags(cmd, false, true)

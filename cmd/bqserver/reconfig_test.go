@@ -85,3 +85,40 @@ func TestServerChangesWithTheClusterDown(t *testing.T) {
 	require.Contains(t, out, "epoch 1 is proposed ("+certs.ProposalPath(dir, 1)+") and not yet endorsed by 3 servers of epoch 0")
 	require.Contains(t, out, "127.0.0.1:47502")
 }
+
+// docs/protocol.md change 65, the commands: init --open names the operator
+// key it writes; a change says so when the key is not in DIR/ca (nothing is
+// signed or written); ca rotate-operator proposes the new key, which waits
+// beside the old until the members endorse the epoch; a closed cluster has
+// no operator key to rotate.
+func TestOperatorKeyCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	code, out, errs := runInitForTest("--dir", dir, "--servers", "4", "--port-base", "47700", "--open")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, out, filepath.Join(dir, "ca", "operator.key"))
+	require.Contains(t, out, "approves every change of the members; keep it apart from ca.key")
+
+	key := filepath.Join(dir, certs.CADirName, certs.OperatorKeyFile)
+	require.NoError(t, os.Rename(key, key+".offline"))
+	code, out, errs = runServerCmdForTest("server", "replace", "2", "--dir", dir, "--timeout", "300ms", "--force")
+	require.Equal(t, 1, code, out+errs)
+	require.Contains(t, errs, key+" is missing")
+	require.Contains(t, errs, "operator's approval")
+	_, err := os.Stat(certs.ProposalPath(dir, 1))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing written")
+	require.NoError(t, os.Rename(key+".offline", key))
+
+	code, out, errs = runServerCmdForTest("ca", "rotate-operator", "--dir", dir, "--timeout", "300ms", "--force")
+	require.Equal(t, 5, code, out+errs)
+	require.Contains(t, out, "epoch 1 proposed in "+certs.ProposalPath(dir, 1))
+	require.Contains(t, out, "a new operator key approves every change after epoch 1: it takes the old one's place in "+key)
+	_, err = os.Stat(filepath.Join(dir, certs.CADirName, "operator-next.key"))
+	require.NoError(t, err, "the new key waits beside the old")
+
+	closed := filepath.Join(t.TempDir(), "closed")
+	code, _, errs = runInitForTest("--dir", closed, "--servers", "4", "--port-base", "47800")
+	require.Equal(t, 0, code, errs)
+	code, out, errs = runServerCmdForTest("ca", "rotate-operator", "--dir", closed, "--timeout", "300ms", "--force")
+	require.Equal(t, 1, code, out+errs)
+	require.Contains(t, errs, "rotate-clients")
+}

@@ -51,6 +51,14 @@ type Config struct {
 	// ClientCA is the client CA of a closed cluster (change 23), which signs
 	// revocations; nil for an open one.
 	ClientCA *crypto.Parsed
+	// Approver is the operator's approval key of an open cluster (the
+	// cluster file's approver, change 65): this server endorses an epoch
+	// only with the approval of the approvers in force — the newest epoch's
+	// that names any, else this one. Nil on a closed cluster, whose client
+	// CAs in force approve, and on an open cluster made before change 65,
+	// whose members endorse what the cluster CA signed (unless an epoch
+	// names approvers).
+	Approver *crypto.Parsed
 	// ClusterCA is the key of the cluster CA of epoch 0, which signs epoch
 	// 1 (change 43); nil: this server adopts no epoch (an EpochNews is
 	// ignored), and Keys must be of epoch 0.

@@ -14,10 +14,11 @@ import (
 
 // Endorsements, a member's side (docs/protocol.md change 49). A member of the
 // newest epoch e this server holds endorses the epoch after it — signed by
-// the cluster CA in force and, on a closed cluster, approved with a client
-// CA key in force — once per number: it persists which epoch it endorsed
-// before its endorsement leaves, and refuses every other epoch of that
-// number for good. It sends what it gathered to the other members of e and
+// the cluster CA in force and approved by the operator (with a client CA
+// key in force on a closed cluster; with an operator key in force on an
+// open one that has one, change 65) — once per number: it persists which
+// epoch it endorsed before its endorsement leaves, and refuses every other
+// epoch of that number for good. It sends what it gathered to the other members of e and
 // back to whoever sent it, and adopts the epoch (it seals, change 43) once
 // q_e members endorsed it. A server that is no member of e endorses nothing;
 // it learns the epoch whole (an EpochNews) from a peer or the operator.
@@ -55,7 +56,7 @@ func (k *Core) Endorsed(n uint64) ([32]byte, bool) {
 
 // onEndorse takes an Endorse of peer or client from: it checks the proposed
 // epoch as the next one, endorses it if this server may (a member of the
-// newest epoch, the operator's approval on a closed cluster, no other
+// newest epoch, the operator's approval (changes 49 and 65), no other
 // epoch of the number endorsed), adds the endorsements shown, sends on what
 // grew, and adopts the epoch once q of the newest epoch's members
 // endorsed it. The error is for a client: why this server did not endorse.
@@ -252,16 +253,31 @@ func (k *Core) endorsedOrHeld(s crypto.Signed) (uint64, bool) {
 	return b.Number, len(held) > 0 && string(held[0].Signed.Body) == string(s.Body)
 }
 
-// approved checks the operator's approval of epoch n on a closed cluster:
-// a client CA in force in the newest epoch held signed it (change 49). An
-// open cluster has no client CA: its members endorse what the cluster CA
-// signed.
+// approved checks the operator's approval of epoch n: on a closed cluster
+// a client CA in force in the newest epoch held signed it (change 49); on
+// an open one, an approver in force (approvedOpen).
 func (k *Core) approved(n uint64, m *wire.Endorse) error {
 	if k.cfg.ClientCA == nil {
-		return nil
+		return k.approvedOpen(n, m)
 	}
 	inForce, _ := k.chain.ClientCAs(k.cfg.ClientCA)
 	return wire.VerifyApproval(inForce, k.cfg.Keys.Cluster, n, m.Proposal, m.Approval)
+}
+
+// approvedOpen checks the operator's approval of epoch n on an open
+// cluster (change 65): one of the approvers in force in the newest epoch
+// held — its newest named, else the cluster file's — signed it, so that the
+// cluster CA's key alone, which signs any proposal, cannot take a number
+// first at every member and freeze the changes for good. An open cluster
+// whose cluster file names no approver (made before change 65), and no
+// epoch since either, keeps change 49's rule: its members endorse what the
+// cluster CA signed.
+func (k *Core) approvedOpen(n uint64, m *wire.Endorse) error {
+	approvers := k.chain.Approvers(k.cfg.Approver)
+	if len(approvers) == 0 {
+		return nil
+	}
+	return wire.VerifyApproval(approvers, k.cfg.Keys.Cluster, n, m.Proposal, m.Approval)
 }
 
 // endorseMsg is what this server shows of p: the proposal, its approval,

@@ -159,7 +159,7 @@ func TestClosedClusterMembersEndorseOnlyApprovedEpochs(t *testing.T) {
 	bad, err := wire.SignApproval(thief, c.keys.Cluster, 1, p)
 	require.NoError(t, err)
 	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: &bad}})
-	require.Contains(t, errorsIn(c.replies(op.id))[0], "no client CA in force signed")
+	require.Contains(t, errorsIn(c.replies(op.id))[0], "no approver in force signed")
 
 	good, err := wire.SignApproval(cca, c.keys.Cluster, 1, p)
 	require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestARetiredClientCAApprovesNoEpoch(t *testing.T) {
 	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: two, Approval: &old}})
 	errs := errorsIn(c.replies(op.id))
 	require.Len(t, errs, 1)
-	require.Contains(t, errs[0], "no client CA in force signed", "the retired client CA approves nothing")
+	require.Contains(t, errs[0], "no approver in force signed", "the retired client CA approves nothing")
 	_, ok := c.cores[0].Endorsed(2)
 	require.False(t, ok)
 
@@ -249,4 +249,129 @@ func TestARetiredClientCAApprovesNoEpoch(t *testing.T) {
 	require.Empty(t, errorsIn(c.replies(op.id)))
 	_, ok = c.cores[0].Endorsed(2)
 	require.True(t, ok, "the client CA in force does")
+}
+
+// approve is the operator's approval of epoch n, signed as s, with key.
+func (c *cluster) approve(key *crypto.PrivateKey, n uint64, s crypto.Signed) *crypto.Signed {
+	a, err := wire.SignApproval(key, c.keys.Cluster, n, s)
+	require.NoError(c.t, err)
+	return &a
+}
+
+// docs/protocol.md change 65: on an open cluster whose cluster file names
+// an approver, a member endorses only what the operator approved with an
+// approver in force — not a proposal without an approval, nor one approved
+// by another key (the cluster CA's own included) — and then endorses it.
+func TestOpenClusterMembersEndorseOnlyApprovedEpochs(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	op, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c.approver = op
+	ca := c.withCA()
+	cl := c.newClient()
+	p := c.proposeOne(ca)
+
+	c.fromClient(0, cl.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})
+	errs := errorsIn(c.replies(cl.id))
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0], "not approved")
+	for name, key := range map[string]*crypto.PrivateKey{"the cluster CA's key": ca, "another key": c.signers[1]} {
+		c.fromClient(0, cl.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: c.approve(key, 1, p)}})
+		errs = errorsIn(c.replies(cl.id))
+		require.Len(t, errs, 1, name)
+		require.Contains(t, errs[0], "no approver in force signed", name)
+	}
+	other := c.proposeOne(ca)
+	c.fromClient(0, cl.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: c.approve(op, 1, other)}})
+	require.Contains(t, errorsIn(c.replies(cl.id))[0], "of another epoch", "an approval is of one proposal")
+	_, ok := c.cores[0].Endorsed(1)
+	require.False(t, ok, "nothing endorsed yet")
+
+	c.fromClient(0, cl.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: c.approve(op, 1, p)}})
+	require.Empty(t, errorsIn(c.replies(cl.id)))
+	h, ok := c.cores[0].Endorsed(1)
+	require.True(t, ok, "approved by the operator key: endorsed")
+	require.Equal(t, wire.EpochHash(p), h)
+}
+
+// Issue 54, item 3, the scenario: whoever holds the cluster CA's key alone
+// signs a different epoch 1 for each member and shows it to each before the
+// operator does, approved with the CA's key or with none. On an open
+// cluster without an approver each member would endorse the first it saw
+// and refuse every other for good: no epoch 1 would ever reach q, and
+// every later change would be frozen. With an approver, no member endorses
+// the thief's proposals, so the operator's approved epoch 1, shown after
+// them, is endorsed by every member and adopted.
+func TestTheCAKeyAloneFreezesNoChange(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	op, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c.approver = op
+	ca := c.withCA()
+	thief, operator := c.newClient(), c.newClient()
+	for s := range 4 {
+		own := c.proposeOne(ca)
+		c.fromClient(s, thief.id, &wire.Message{Endorse: &wire.Endorse{Proposal: own}})
+		c.fromClient(s, thief.id, &wire.Message{Endorse: &wire.Endorse{Proposal: own, Approval: c.approve(ca, 1, own)}})
+		_, ok := c.cores[s].Endorsed(1)
+		require.False(t, ok, "s%d endorses no proposal of the CA's key alone", s)
+	}
+	require.Len(t, errorsIn(c.replies(thief.id)), 8)
+	require.Empty(t, c.inflight, "and sends its peers nothing")
+
+	p := c.proposeOne(ca)
+	c.fromClient(0, operator.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p, Approval: c.approve(op, 1, p)}})
+	c.flush()
+	for s := range 4 {
+		_, knows := c.cores[s].Epoch()
+		require.Equal(t, uint64(1), knows, "s%d adopted the operator's epoch 1", s)
+		h, ok := c.cores[s].Endorsed(1)
+		require.True(t, ok)
+		require.Equal(t, wire.EpochHash(p), h)
+	}
+}
+
+// docs/protocol.md change 65, a rotation: epoch 1 names a new operator key
+// in place of the cluster file's (bqserver ca rotate-operator, approved by
+// the old one). Once a member holds epoch 1, an approval of epoch 2 by the
+// old key — retired, perhaps, because it leaked — is refused, and one by the
+// new key is endorsed.
+func TestARotatedApproverApprovesNoEpoch(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	old, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	c.approver = old
+	ca := c.withCA()
+	next, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	var members []wire.EpochMember
+	for i, key := range c.keys.Servers {
+		members = append(members, wire.EpochMember{ID: wire.ServerID(i), Address: "127.0.0.1:7000", Key: key.Wire, Cert: []byte{0x30}})
+	}
+	oneSigned, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 1, Prev: [32]byte(c.keys.Cluster), Members: members, F: 1,
+		Approvers: []crypto.PublicKey{next.Public.Wire}})
+	require.NoError(t, err)
+	op := c.newClient()
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: oneSigned, Approval: c.approve(old, 1, oneSigned)}})
+	require.Empty(t, errorsIn(c.replies(op.id)), "the old key approves the rotation")
+	c.fromClient(0, op.id, &wire.Message{EpochNews: wire.NewsOf([]wire.Epoch{c.endorse(oneSigned, 1, 0, 1, 2)})})
+	_, knows := c.cores[0].Epoch()
+	require.Equal(t, uint64(1), knows)
+	c.drop()
+	c.replies(op.id)
+
+	two, err := wire.SignEpoch(ca, &wire.EpochBody{Cluster: c.keys.Cluster, Number: 2, Prev: wire.EpochHash(oneSigned), Members: members, F: 1,
+		Approvers: []crypto.PublicKey{next.Public.Wire}})
+	require.NoError(t, err)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: two, Approval: c.approve(old, 2, two)}})
+	errs := errorsIn(c.replies(op.id))
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0], "no approver in force signed", "the retired operator key approves nothing")
+	_, ok := c.cores[0].Endorsed(2)
+	require.False(t, ok)
+
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: two, Approval: c.approve(next, 2, two)}})
+	require.Empty(t, errorsIn(c.replies(op.id)))
+	_, ok = c.cores[0].Endorsed(2)
+	require.True(t, ok, "the operator key in force does")
 }

@@ -26,6 +26,9 @@ type cluster struct {
 	inflight []serverMsg
 	// clientCA, if set before the cores are made, closes the cluster (change 23).
 	clientCA *crypto.PrivateKey
+	// approver, if set before the cores are made, is an open cluster's
+	// operator key, which approves epochs (change 65).
+	approver *crypto.PrivateKey
 	// maxHold, if set before the cores are made, is their default max-hold (change 24).
 	maxHold time.Duration
 	// clusterCA, if set before the cores are made, signs epochs (change 43).
@@ -62,6 +65,9 @@ func (c *cluster) newCore(i, n, f int) *Core {
 	cfg := DefaultConfig(wire.ServerID(i), n, f, c.keys, c.signers[i])
 	if c.clientCA != nil {
 		cfg.ClientCA = c.clientCA.Public
+	}
+	if c.approver != nil {
+		cfg.Approver = c.approver.Public
 	}
 	cfg.MaxHold = c.maxHold
 	if c.clusterCA != nil {

@@ -42,6 +42,7 @@ var ownTests = map[string]string{
 	"ca-pool-not-swapped":          "^TestQUICSetCAPool$",
 	"preverify-client-unlimited":   "^TestPreverifyKeepsToTheClientRate$",
 	"door-admits-retired-ca":       "^TestTheDoorAdmitsOnlyByTheClientCAsInForce$",
+	"approver-not-wired":           "^TestAnOpenClustersServerEndorsesOnlyApprovedEpochs$",
 }
 
 // Catalogue is every mutant, grouped by the kind of rule it weakens.

@@ -1,10 +1,11 @@
 package main
 
-// The rules of changes 47 to 59 (docs/protocol.md): what a copier takes on
+// The rules of changes 47 to 65 (docs/protocol.md): what a copier takes on
 // whose word, an ended epoch's keys, signed session opens, endorsements,
 // lease acks across a move, observers, client-CA retirement, probation,
-// the news a sealed server shows and the reads that follow a change. They
-// join Catalogue at init, after its other entries.
+// the news a sealed server shows, the reads that follow a change,
+// forward-secure endorsement keys and the operator's approval on an open
+// cluster. They join Catalogue at init, after its other entries.
 var epochTrustMutants = []Mutant{
 	{"copy-session-by-one", "change 47: a copied session counts when f+1 members name it", "server/core/copier.go",
 		"\t\t\tif n > run.f {", "\t\t\tif n > 0 {"},
@@ -138,6 +139,12 @@ var epochTrustMutants = []Mutant{
 		"\tif !k.conflicted() || m.Status != nil {\n\t\treturn false\n\t}\n\tk.Stats.Rejected++", "\tif true || m.Status != nil {\n\t\treturn false\n\t}\n\tk.Stats.Rejected++"},
 	{"conflict-forgotten-on-restart", "change 64: a server keeps the proof of two epochs of one number across restarts", "server/core/conflict.go",
 		"\t\t_, _ = k.chain.Extend([]wire.Epoch{c.Held, c.Shown})", "\t\t_ = c"},
+	{"open-unapproved", "change 65: on an open cluster with an approver a member endorses only what an approver in force approved", "server/core/endorse.go",
+		"\tapprovers := k.chain.Approvers(k.cfg.Approver)\n\tif len(approvers) == 0 {", "\tapprovers := k.chain.Approvers(k.cfg.Approver)\n\tif true || len(approvers) == 0 {"},
+	{"retired-approver-approves", "change 65: an operator key an epoch rotated away approves nothing", "wire/epoch.go",
+		"\t\tapprovers = approvers[:0:0]\n", "\t\tapprovers = approvers[:len(approvers):len(approvers)]\n"},
+	{"approver-not-wired", "change 65: an open cluster's server takes the cluster file's approver", "server/core.go",
+		"\tcfg.ClientCA, cfg.Approver = c.ClientCA, c.Approver\n", "\tcfg.ClientCA = c.ClientCA\n"},
 	{"client-locks-past-conflict", "change 64: a client shown two epochs of one number starts no attempt", "bakery/getticket.go",
 		"\tif err := c.EpochConflict(); err != nil {\n\t\treturn e, err\n\t}\n", "\n"},
 }

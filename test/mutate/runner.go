@@ -29,7 +29,7 @@ var unitPackages = []string{
 const simTests = "^(TestMaliciousClients|TestCampaignRegressions|TestInflationContained|TestForeignClusterReplay|" +
 	"TestDeterminism|TestSilentHolderIsReset|TestSuspectAllNeverResets|TestCrashRestartDurability|" +
 	"TestCheckerTeeth|TestBehaviors|TestOverflowRepaired|TestOwnSignaturesReused|TestDripFeedEnds|" +
-	"TestReplaceUnderContention|TestCampaignCopiesComeInParts)$"
+	"TestReplaceUnderContention|TestCampaignCopiesComeInParts|TestALeakedCAKeyFreezesNoChangeOfAnOpenRun)$"
 
 type runner struct {
 	opt   options

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"maps"
@@ -200,6 +201,13 @@ func (w *World) setupChanges() error {
 		return err
 	}
 	w.clusterCA, w.epochSigner = ca, ca
+	if w.ca == nil {
+		// An open run's operator key (change 65), from a stream of its
+		// own: its members endorse only what it approved.
+		if w.operator, err = keyFrom(w.sc.Seed, 0x0a99); err != nil {
+			return err
+		}
+	}
 	// Every first member's endorsement keys (change 64), named in epoch
 	// 0's keyring, as bqserver init writes them in the cluster file.
 	w.keys.Endorse = make([]*wire.EndorseKeys, len(w.srv))
@@ -247,6 +255,9 @@ func (w *World) serverConfig(s *simServer) core.Config {
 	cfg.MaxHold = sc.MaxHold
 	if w.ca != nil {
 		cfg.ClientCA = w.ca.Public
+	}
+	if w.operator != nil {
+		cfg.Approver = w.operator.Public
 	}
 	if sc.MaxLockMembers > 0 {
 		cfg.MaxLockMembers = sc.MaxLockMembers
@@ -328,7 +339,7 @@ type pendingChange struct {
 
 // replace makes the k-th change, as the operator's command does: it signs
 // the next epoch with the CA in force, approves it with the client CA (a
-// closed run's), makes the removed member faulty if the change says so,
+// closed run's) or the operator key (an open run's, change 65), makes the removed member faulty if the change says so,
 // and shows the proposal to every server until one adopted it (propose;
 // followAdopted then completes the change). One change at a time, in
 // order: a change due while another is pending, or before the one ahead of
@@ -370,6 +381,9 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		f = quorum.MaxFaults(len(members)) // f follows n (certs.PlanChange)
 	}
 	body := &wire.EpochBody{Cluster: w.keys.Cluster, Number: e, Prev: prev, Members: members, F: uint16(f)}
+	if w.operator != nil {
+		body.Approvers = []crypto.PublicKey{w.operator.Public.Wire} // as certs.PlanChange names them
+	}
 	signer := w.epochSigner
 	if rc.Kind == ChangeRotateCA {
 		// The epoch, signed by the CA in force, names the next; that one
@@ -392,8 +406,8 @@ func (w *World) replace(k int, rc ReplaceChange) {
 		panic(fmt.Sprintf("sim: the world's own epoch %d: %v", e, err))
 	}
 	en := &wire.Endorse{Proposal: signed}
-	if w.ca != nil {
-		a, err := wire.SignApproval(w.ca, w.keys.Cluster, e, signed)
+	if approver := cmp.Or(w.ca, w.operator); approver != nil {
+		a, err := wire.SignApproval(approver, w.keys.Cluster, e, signed)
 		if err != nil {
 			panic(fmt.Sprintf("sim: approving epoch %d: %v", e, err))
 		}

@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/server/core"
+	"github.com/bq-lock/bq/wire"
 )
 
 // TestReplaceMember: the operator changes the membership while four
@@ -282,4 +286,56 @@ func TestCampaignCopiesComeInParts(t *testing.T) {
 	require.NotZero(t, res.Stats.CopiesDone, "%s: a copy was made", pick.String())
 	require.Greater(t, res.Stats.CopyParts, res.Stats.CopiesDone, "%s: some member's state came in more than one part", pick.String())
 	t.Logf("%s: %d parts for %d whole states", pick.String(), res.Stats.CopyParts, res.Stats.CopiesDone)
+}
+
+// Issue 54, item 3 (docs/protocol.md change 65) in the simulator: a thief
+// holding only the cluster CA's key shows each member of an open run a
+// different epoch 1 of its own — naming its own approver, approved with the
+// CA's key — before the operator replaces s1. Were an open cluster's members
+// to endorse what the CA signed, each would endorse the thief's and refuse
+// every other epoch 1 for good: the operator's change would never count.
+// With the operator key, none endorses the thief's, and the change goes
+// through.
+func TestALeakedCAKeyFreezesNoChangeOfAnOpenRun(t *testing.T) {
+	sc := quietScenario(6501, 4, RoleLocker, RoleLocker, RoleTryLocker)
+	sc.Replace = []ReplaceChange{{At: 1200 * time.Millisecond, Server: 1}}
+	thief := wire.ClientID{0x7e, 0x1f}
+	var endorsedThiefs []int
+	script := func(w *World) {
+		if w.operator == nil {
+			t.Fatal("an open run with changes has no operator key")
+		}
+		w.At(700*time.Millisecond, func() {
+			for i := range w.sc.N {
+				key, err := keyFrom(w.sc.Seed, 0x7e1f00+uint64(i))
+				require.NoError(t, err)
+				en, err := endorserFrom(w.sc.Seed, 0x7e1f10+uint64(i), 2)
+				require.NoError(t, err)
+				var members []wire.EpochMember
+				for j, s := range w.srv[:w.sc.N] {
+					if j != 1 {
+						members = append(members, epochMember(j, s.key, s.endorser))
+					}
+				}
+				members = append(members, epochMember(w.sc.N, key, en))
+				signed, err := wire.SignEpoch(w.epochSigner, &wire.EpochBody{Cluster: w.keys.Cluster, Number: 1, Prev: [32]byte(w.keys.Cluster),
+					Members: members, F: 1, Approvers: []crypto.PublicKey{key.Public.Wire}})
+				require.NoError(t, err)
+				a, err := wire.SignApproval(w.epochSigner, w.keys.Cluster, 1, signed)
+				require.NoError(t, err)
+				w.serverStep(i, core.Input{Kind: core.InputMessage, From: wire.ClientPeer(thief), Msg: &wire.Message{Endorse: &wire.Endorse{Proposal: signed, Approval: &a}}})
+				if h, ok := w.srv[i].core.Endorsed(1); ok && h == wire.EpochHash(signed) {
+					endorsedThiefs = append(endorsedThiefs, i)
+				}
+			}
+		})
+	}
+	res := Run(sc, RunOptions{Script: script})
+	report(t, res, "go test ./test/sim -run TestALeakedCAKeyFreezesNoChangeOfAnOpenRun -v")
+	if len(endorsedThiefs) > 0 {
+		t.Errorf("members %v endorsed the thief's epoch 1", endorsedThiefs)
+	}
+	if res.Stats.Changes != 1 {
+		t.Fatalf("%d changes made, want 1: the thief's proposals froze the operator's", res.Stats.Changes)
+	}
 }

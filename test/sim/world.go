@@ -228,7 +228,11 @@ type World struct {
 	epochSigner *crypto.PrivateKey
 	// caOf: the cluster CA key that signed each epoch (all may leak:
 	// leaked-keys forks with them, change 64).
-	caOf     map[uint64]*crypto.PrivateKey
+	caOf map[uint64]*crypto.PrivateKey
+	// operator approves each change of an open run with changes (change
+	// 65: the cluster file's approver), as the client CA does a closed
+	// run's; nil otherwise.
+	operator *crypto.PrivateKey
 	chain    *wire.Chain
 	servedAt map[int]time.Duration
 	stays    map[int]bool
