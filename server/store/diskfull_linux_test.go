@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +30,7 @@ func TestDiskFullTmpfs(t *testing.T) {
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	require.NoError(t, os.Mkdir(mnt, 0o700))
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v); needs root", err)
+		testutil.SkipUnprivileged(t, "cannot mount a tmpfs (%v); needs root", err)
 	}
 	// Runs before t.TempDir's removal (cleanups run last-in first-out).
 	t.Cleanup(func() { require.NoError(t, syscall.Unmount(mnt, 0)) })

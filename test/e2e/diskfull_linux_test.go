@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bq-lock/bq/internal/testutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -154,7 +155,7 @@ func mountSmallDisk(t *testing.T, dir string, size int) {
 		files[e.Name()] = b
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Skipf("cannot mount a tmpfs for a server's directory (%v): this test needs root", err)
+		testutil.SkipUnprivileged(t, "cannot mount a tmpfs for a server's directory (%v): this test needs root", err)
 	}
 	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
 	for name, b := range files {

@@ -17,9 +17,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bq-lock/bq/internal/testutil"
 )
 
-var requireNetns = flag.Bool("nemesis.require", false, "fail, instead of skipping, where network namespaces cannot be made (for CI machines that must run the scenarios)")
+var requireNetns = flag.Bool("nemesis.require", testutil.PrivilegedRequired(), "fail, instead of skipping, where network namespaces cannot be made (for CI machines that must run the scenarios; also set by "+testutil.RequirePrivilegedEnv+")")
 
 // A topology is a Linux bridge with one network namespace per node, each
 // joined to the bridge by a veth pair (eth0 inside), addresses in a private
