@@ -131,6 +131,10 @@ type Core struct {
 	// the one it gathers endorsements of (nil: none).
 	// INVARIANT: pending == nil or endorsed[pending.body.Number] == pending.hash.
 	endorsed map[uint64][32]byte
+	// ownEndorsements: this server's endorsement of each number it endorsed,
+	// kept to show again after a restart (its one-time key is destroyed,
+	// change 64). INVARIANT: every key of it is a key of endorsed.
+	ownEndorsements map[uint64]wire.SignedEndorsement
 	// endorser: this server's endorsement keys (change 64), nil without;
 	// endorserDirty: its state changed since it was last persisted.
 	// INVARIANT: endorser.Next() > chain.Number() once a step or tick
@@ -263,28 +267,29 @@ func New(cfg Config) (*Core, error) {
 		chain: chain, told: make(map[wire.ServerID]uint64), copiesServed: make(map[wire.ServerID]time.Time), servesSaid: make(map[wire.ServerID]time.Time),
 		cfg: cfg, q: q,
 		memberCap: min(cfg.MaxLockMembers, fit), listenCap: min(cfg.MaxListenMembers, fit),
-		locks:        make(map[string]*activeset.Lock),
-		voteGrace:    make(map[wire.ClientID]time.Time),
-		clientLocks:  make(map[wire.ClientID]map[string]struct{}),
-		lockRefs:     make(map[string]int),
-		mute:         mute,
-		cache:        newVerifyCache(cfg.VerifyCacheSize),
-		views:        newOwnViews(ownViewsSize),
-		banned:       make(map[wire.ClientID]*wire.Evidence),
-		justified:    make(map[regKey]justifiedTicket),
-		hwJ:          make(map[string][]wire.SignedView),
-		endorsed:     make(map[uint64][32]byte),
-		endorser:     cfg.Endorser.Clone(),
-		conflictTold: make(map[wire.ServerID]bool),
-		grants:       make(map[wire.ClientID]*wire.AdmissionBody),
-		observers:    make(map[wire.ClientID]wire.ClientID),
-		expired:      make(map[wire.ClientID]struct{}),
-		stalled:      make(map[wire.ClientID]uint64),
-		revoked:      make(map[wire.ClientID]crypto.Signed),
-		leastTickets: make(map[string]leastTicket),
-		holdsDirty:   make(map[string]struct{}),
-		rates:        make(map[wire.ClientID]*clientRates),
-		Stats:        Stats{Accesses: make(map[string]uint64), Limited: make(map[string]uint64)},
+		locks:           make(map[string]*activeset.Lock),
+		voteGrace:       make(map[wire.ClientID]time.Time),
+		clientLocks:     make(map[wire.ClientID]map[string]struct{}),
+		lockRefs:        make(map[string]int),
+		mute:            mute,
+		cache:           newVerifyCache(cfg.VerifyCacheSize),
+		views:           newOwnViews(ownViewsSize),
+		banned:          make(map[wire.ClientID]*wire.Evidence),
+		justified:       make(map[regKey]justifiedTicket),
+		hwJ:             make(map[string][]wire.SignedView),
+		endorsed:        make(map[uint64][32]byte),
+		ownEndorsements: make(map[uint64]wire.SignedEndorsement),
+		endorser:        cfg.Endorser.Clone(),
+		conflictTold:    make(map[wire.ServerID]bool),
+		grants:          make(map[wire.ClientID]*wire.AdmissionBody),
+		observers:       make(map[wire.ClientID]wire.ClientID),
+		expired:         make(map[wire.ClientID]struct{}),
+		stalled:         make(map[wire.ClientID]uint64),
+		revoked:         make(map[wire.ClientID]crypto.Signed),
+		leastTickets:    make(map[string]leastTicket),
+		holdsDirty:      make(map[string]struct{}),
+		rates:           make(map[wire.ClientID]*clientRates),
+		Stats:           Stats{Accesses: make(map[string]uint64), Limited: make(map[string]uint64)},
 	}, nil
 }
 

@@ -111,19 +111,25 @@ func (k *Core) onEndorse(now time.Time, from wire.Peer, m *wire.Endorse, e *Effe
 		}
 	}
 	if _, own := p.by[k.cfg.Self]; !own {
-		es, err := k.signEndorsement(n, p.signed, e)
-		if err != nil {
-			return err
+		if es, ok := k.ownEndorsements[n]; ok && k.endorsed[n] == h {
+			// Its own, made before a restart lost the proposal: the key
+			// that signed it is destroyed, the endorsement is on disk.
+			p.by[k.cfg.Self], grew = es, true
+		} else {
+			es, err := k.signEndorsement(n, p.signed, e)
+			if err != nil {
+				return err
+			}
+			p.by[k.cfg.Self], grew = es, true
 		}
-		p.by[k.cfg.Self], grew = es, true
 	}
-	if _, ok := k.endorsed[n]; !ok {
+	if _, ok := k.ownEndorsements[n]; !ok || k.endorsed[n] != h {
 		// On disk in the batch the endorsement leaves after: a restart
-		// never endorses another epoch of this number. Also when the
-		// endorsement shown is this server's own, valid, that its store
-		// does not remember (a store older than what it signed).
-		k.endorsed[n] = h
-		e.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]})
+		// never endorses another epoch of this number, and shows the
+		// endorsement it made (its one-time key is gone, change 64). Also
+		// when the endorsement shown is this server's own, valid, that its
+		// store does not remember (a store older than what it signed).
+		k.rememberEndorsement(n, h, p.by[k.cfg.Self], e)
 	}
 	if grew {
 		out := &wire.Message{Endorse: k.endorseMsg(p)}
@@ -237,8 +243,7 @@ func (k *Core) noteOwnEndorsement(n uint64, ep wire.Epoch, e *Effects) {
 		h := wire.EpochHash(ep.Signed)
 		if prev, ok := k.endorsed[n]; !ok || prev != h {
 			k.Stats.EndorsementsForgotten++
-			k.endorsed[n] = h
-			e.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]})
+			k.rememberEndorsement(n, h, es, e)
 		}
 	}
 }
@@ -303,13 +308,31 @@ func (k *Core) newestPeers() []wire.ServerID {
 	return out
 }
 
-// restoreEndorsed puts back which epoch of each number this server endorsed.
+// rememberEndorsement records that this server endorsed epoch n, hash h,
+// with es, in memory and in e: the hash and the endorsement, so that a
+// restart shows the same endorsement again (its key is destroyed).
+func (k *Core) rememberEndorsement(n uint64, h [32]byte, es wire.SignedEndorsement, e *Effects) {
+	k.endorsed[n], k.ownEndorsements[n] = h, es
+	e.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: append(h[:], mustMarshal(&es)...)})
+}
+
+// restoreEndorsed puts back which epoch of each number this server
+// endorsed, and its endorsement where the record holds it (a record of 32
+// bytes, the hash alone, was written before change 64).
 func (k *Core) restoreEndorsed(r Reader) error {
 	return r.ForEach(bucketEndorsed, func(key, v []byte) error {
-		if len(key) != 8 || len(v) != 32 {
+		if len(key) != 8 || len(v) < 32 {
 			return fmt.Errorf("core: an endorsement record of %d and %d bytes", len(key), len(v))
 		}
-		k.endorsed[binary.BigEndian.Uint64(key)] = [32]byte(v)
+		n := binary.BigEndian.Uint64(key)
+		k.endorsed[n] = [32]byte(v[:32])
+		if len(v) > 32 {
+			var es wire.SignedEndorsement
+			if err := crypto.Unmarshal(v[32:], &es); err != nil {
+				return fmt.Errorf("core: the endorsement of epoch %d: %w", n, err)
+			}
+			k.ownEndorsements[n] = es
+		}
 		return nil
 	})
 }

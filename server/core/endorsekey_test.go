@@ -186,3 +186,30 @@ func TestAServerShownTwoEpochsOfANumberServesNeither(t *testing.T) {
 	c.restart(0)
 	require.True(t, c.cores[0].conflicted(), "after a restart too")
 }
+
+// docs/protocol.md change 64: a member restarted after it endorsed an epoch
+// — the proposal it gathered lost with its memory, its key of that epoch
+// destroyed — shows the endorsement it made, kept on disk, when the
+// proposal comes again. Found by the campaign's regression replays (seeds
+// 5000057, 6012409, 3000190 made none of their changes): every member that
+// restarted after endorsing refused the proposal for good, "no endorsement
+// key", and the change never reached q.
+func TestARestartedMemberShowsTheEndorsementItMade(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	c.withEndorsers()
+	op := c.newClient()
+	p := c.proposeOneWithKeys(ca)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})
+	first := c.replies(op.id)
+	require.Len(t, first, 1)
+	c.drop()
+
+	c.restart(0)
+	c.fromClient(0, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})
+	again := c.replies(op.id)
+	require.Len(t, again, 1)
+	require.Empty(t, errorsIn(again), "it endorses again after a restart")
+	require.Len(t, again[0].Endorse.Endorsements, 1)
+	require.Equal(t, first[0].Endorse.Endorsements[0], again[0].Endorse.Endorsements[0], "the same endorsement, from its disk")
+}

@@ -129,6 +129,8 @@ var epochTrustMutants = []Mutant{
 		"\t\tif !copied {\n\t\t\tcs.ttls[sess] = ttl\n\t\t}\n\t\treturn false", "\t\tcs.ttls[sess] = ttl\n\t\treturn false"},
 	{"sealed-peer-shown-after-served-only", "change 66: a sealed server shows a peer the newest epochs it holds, the one it served among them", "server/core/epoch.go",
 		"\tk.told[s] = k.chain.Number()\n\te.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{EpochNews: wire.NewsOf(k.chain.Latest())}})", "\tk.told[s] = k.chain.Number()\n\te.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: k.news()})"},
+	{"restarted-member-endorses-never", "change 64: a member restarted after it endorsed shows the endorsement it made", "server/core/endorse.go",
+		"if es, ok := k.ownEndorsements[n]; ok && k.endorsed[n] == h {", "if es, ok := k.ownEndorsements[n]; false && ok && k.endorsed[n] == h {"},
 	{"endorse-keys-swapped", "change 64: an epoch never changes a kept member's endorsement keys", "wire/epoch.go",
 		"case kept && !sameEndorseKeys(ek, m.Endorse):", "case false && kept && !sameEndorseKeys(ek, m.Endorse):"},
 	{"member-without-endorse-keys", "change 64: a forward-secure cluster brings in no member without endorsement keys", "wire/epoch.go",

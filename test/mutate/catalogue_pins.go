@@ -31,7 +31,7 @@ var pinMutants = []Mutant{
 	{"copy-older-reports-past-bound", "change 47: a reporter at its bound of earlier epochs' Tickets vouches for no more", "server/core/copier.go",
 		"if run.olderOf[s] >= k.maxCopyClients() {\n\t\t\treturn\n", "if run.olderOf[s] > k.maxCopyClients() {\n\t\t\treturn\n"},
 	{"endorsement-lazy", "change 49 (with changes 13, 29): a member's endorsement is on its disk before it leaves", "server/core/endorse.go",
-		"\t\te.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:]})\n\t}\n\tif grew {", "\t\te.Persist = append(e.Persist, Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: h[:], Lazy: true})\n\t}\n\tif grew {"},
+		"Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: append(h[:], mustMarshal(&es)...)})", "Record{Bucket: bucketEndorsed, Key: epochKey(n), Value: append(h[:], mustMarshal(&es)...), Lazy: true})"},
 	{"retired-ca-approves", "change 49, change 52: on a closed cluster only a client CA in force approves an epoch", "server/core/endorse.go",
 		"\tinForce, _ := k.chain.ClientCAs(k.cfg.ClientCA)\n\treturn wire.VerifyApproval", "\t_, inForce := k.chain.ClientCAs(k.cfg.ClientCA)\n\treturn wire.VerifyApproval"},
 	{"door-admits-retired-ca", "change 52: the door admits by the client CAs in force, not every client CA ever listed", "server/server.go",
