@@ -384,6 +384,12 @@ func (w *World) replace(k int, rc ReplaceChange) {
 	if w.operator != nil {
 		body.Approvers = []crypto.PublicKey{w.operator.Public.Wire} // as certs.PlanChange names them
 	}
+	if w.ca != nil {
+		// A closed run's epochs list its client CA, in force, as
+		// certs.PlanChange carries it over: without it the next change's
+		// approval counted for nothing.
+		body.ClientCAs = []crypto.PublicKey{w.ca.Public.Wire}
+	}
 	signer := w.epochSigner
 	if rc.Kind == ChangeRotateCA {
 		// The epoch, signed by the CA in force, names the next; that one
@@ -803,7 +809,22 @@ func (w *World) followMove(c int) {
 // its workload's end, so it sends nothing that names its epoch — learns the
 // epoch when it next opens one (campaign seed 8517460).
 func (w *World) checkChangesDone() {
-	if w.chain == nil || w.chain.Number() == 0 {
+	if w.chain == nil {
+		return
+	}
+	// Every change the operator was to make counts by the end (issue 58:
+	// a change that never completed left a run, and a regression replay,
+	// with nothing of what it was drawn to test; a closed run's epochs
+	// listed no client CA, so the second change's approval was refused for
+	// good and nobody noticed).
+	if w.changesMade < len(w.sc.Replace) || w.pending != nil {
+		pending := "none"
+		if p := w.pending; p != nil {
+			pending = fmt.Sprintf("epoch %d (%s)", p.e, p.rc)
+		}
+		w.h.violate(CheckLiveness, w.instant(), "%d of the run's %d changes counted by the end (pending: %s)", w.stats.Changes, len(w.sc.Replace), pending)
+	}
+	if w.chain.Number() == 0 {
 		return
 	}
 	e := w.chain.Number()
