@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,20 +50,22 @@ func TestCampaignRegressions(t *testing.T) {
 		// change 60; silent: the client whose silence the run is about.
 		modes  bool
 		silent int
+		// trigger: what the run still does that made it fail (requireTrigger).
+		trigger string
 	}{
-		{34, 0, "a server down while evidence went round never banned the client (resync now sends evidence)", false, -1},
-		{88, 0, "the same, for an inflate-ticket client", false, -1},
-		{105103, 0, "a Listen whose reply a faulty server garbled, in a session another server suspected, waited 34 s for a third report (the stuck rule now covers LISTEN before q servers reported)", false, -1},
-		{2176, 0, "a waiter whose session one server refused heard from a faulty server a sybil's Doorway that the correct servers lacked, and the absence rule could never gather q reports: it waited for ever (a LISTEN held for a TTL by a member's Doorway now starts over when the session is suspected, change 21)", false, -1},
-		{1271, 0, "an overflow toward s0 lost the certificate of a silent holder; the servers that formed it collected the holder's values (change 22) and restarted, so no resync carried it, and s0 kept the Held for ever (a server now resends its own unsettled votes once per TTL, and a peer answers with the certificate)", false, -1},
-		{3005642, 0, "a faulty server showed a waiter a member's next Doorway while the correct servers, having settled that member by its Exit (change 15), no longer reported it: the waiter waited for ever (a LISTEN that passes nobody for a TTL is now renewed, change 20)", false, -1},
-		{3000875, 0, "a server paused while its links went down and up learnt of the disconnection after the GetSet a reader sent on the new connection, dropped it, and the reader waited for ever (the simulator now keeps a paused node's connection changes in order with its messages)", false, -1},
-		{826, 0, "an echo-own server answered each resent Listen with three requests to resend: the client's resends grew threefold a round until the machine ran out of memory (a resend is now answered once per request and server)", false, -1},
-		{8002273, 4, "a faulty server fed a silent client's Doorway to the correct servers 3.7 s into the quiet period; they reset it 2.1 s after they first held it, past the checker's bound counted from the quiet period (caught-or-harmless now counts from the later of the two; probation, change 33, bounds what such late Doorways can cost)", false, -1},
-		{8116117, 0, "while sends toward s0 overflowed, both correct servers' Wants for a sybil's Doorway only s0 held were dropped; no certificate could form and a Listen naming the sybil waited for ever (a resync now asks again for what was asked and is still lacking, change 35)", false, -1},
-		{8116373, 0, "the same lost Want, for another waiter", false, -1},
-		{8202424, 0, "s3, cut off 2.1 s, voted on c1's session and kept c1's Doorway for good; the faulty s1 never served c4, whose held Listen waited on s3, while c1 waited behind c4 (a member whose session a server voted on no longer holds a Listen there, change 42)", false, -1},
-		{23004210, 0, "c2 went silent with a 3-permit Doorway of session 3 that only s0 (and the faulty s3) had from it; s2, restarted at the quiet period, voted on session 2 a whole TTL later, and on session 3 a TTL after f+1 votes told it of that session: the reset came 0.09 s past 2×TTL, inside the two vote delays and ticks the bound now allows (change 66)", true, 2},
+		{34, 0, "a server down while evidence went round never banned the client (resync now sends evidence)", false, -1, "acted=garble,partial-service,suspect-hidden silent=1 crash banned=2"},
+		{88, 0, "the same, for an inflate-ticket client", false, -1, "acted=amnesia,forge-reset,lying-membership,self-cert silent=2 crash banned=1"},
+		{105103, 0, "a Listen whose reply a faulty server garbled, in a session another server suspected, waited 34 s for a third report (the stuck rule now covers LISTEN before q servers reported)", false, -1, "acted=drip-feed,equivocate,stale crash"},
+		{2176, 0, "a waiter whose session one server refused heard from a faulty server a sybil's Doorway that the correct servers lacked, and the absence rule could never gather q reports: it waited for ever (a LISTEN held for a TTL by a member's Doorway now starts over when the session is suspected, change 21)", false, -1, "acted=drop-forwards,stale crash banned=2"},
+		{1271, 0, "an overflow toward s0 lost the certificate of a silent holder; the servers that formed it collected the holder's values (change 22) and restarted, so no resync carried it, and s0 kept the Held for ever (a server now resends its own unsettled votes once per TTL, and a peer answers with the certificate)", false, -1, "acted=forge silent=1 crash banned=1"},
+		{3005642, 0, "a faulty server showed a waiter a member's next Doorway while the correct servers, having settled that member by its Exit (change 15), no longer reported it: the waiter waited for ever (a LISTEN that passes nobody for a TTL is now renewed, change 20)", false, -1, "acted=drop-forwards,forge,stale crash banned=1"},
+		{3000875, 0, "a server paused while its links went down and up learnt of the disconnection after the GetSet a reader sent on the new connection, dropped it, and the reader waited for ever (the simulator now keeps a paused node's connection changes in order with its messages)", false, -1, "acted=garble,selective,stale silent=1 crash banned=2"},
+		{826, 0, "an echo-own server answered each resent Listen with three requests to resend: the client's resends grew threefold a round until the machine ran out of memory (a resend is now answered once per request and server)", false, -1, "acted=echo-own,self-justify silent=1 crash"},
+		{8002273, 4, "a faulty server fed a silent client's Doorway to the correct servers 3.7 s into the quiet period; they reset it 2.1 s after they first held it, past the checker's bound counted from the quiet period (caught-or-harmless now counts from the later of the two; probation, change 33, bounds what such late Doorways can cost)", false, -1, "acted=lying-membership,self-justify,slow silent=1 crash revoked=1 banned=2"},
+		{8116117, 0, "while sends toward s0 overflowed, both correct servers' Wants for a sybil's Doorway only s0 held were dropped; no certificate could form and a Listen naming the sybil waited for ever (a resync now asks again for what was asked and is still lacking, change 35)", false, -1, "acted=drop-forwards,selective silent=2 crash banned=2"},
+		{8116373, 0, "the same lost Want, for another waiter", false, -1, "acted=drip-feed,silent silent=1 crash banned=2"},
+		{8202424, 0, "s3, cut off 2.1 s, voted on c1's session and kept c1's Doorway for good; the faulty s1 never served c4, whose held Listen waited on s3, while c1 waited behind c4 (a member whose session a server voted on no longer holds a Listen there, change 42)", false, -1, "acted=lying-membership,partial-service"},
+		{23004210, 0, "c2 went silent with a 3-permit Doorway of session 3 that only s0 (and the faulty s3) had from it; s2, restarted at the quiet period, voted on session 2 a whole TTL later, and on session 3 a TTL after f+1 votes told it of that session: the reset came 0.09 s past 2×TTL, inside the two vote delays and ticks the bound now allows (change 66)", true, 2, "acted=drip-feed,forge,silent silent=2 crash revoked=1"},
 	} {
 		sc, err := GenerateCampaign(c.seed, c.n, "all")
 		if err != nil {
@@ -80,6 +84,7 @@ func TestCampaignRegressions(t *testing.T) {
 			replay += fmt.Sprintf(" -n %d", c.n)
 		}
 		report(t, res, fmt.Sprintf("%s  (%s)", replay, c.why))
+		requireTrigger(t, res, c.trigger)
 		if _, ok := res.Silenced[c.silent]; c.silent >= 0 && !ok {
 			t.Errorf("seed %d: c%d no longer goes silent: the run no longer reaches %q", c.seed, c.silent, c.why)
 		}
@@ -128,7 +133,58 @@ func withFaultyServers(t *testing.T, seed uint64, n int, test, behavior string) 
 	if res.Stats.Acquired < 5 {
 		t.Errorf("%s n=%d: only %d acquisitions", behavior, n, res.Stats.Acquired)
 	}
+	requireActed(t, res, behavior)
 	return res
+}
+
+// requireTrigger fails t unless res still does what a regression seed did
+// when it failed (issue 58: the generator changes, and a seed can drift into
+// a run that no longer reaches its bug while its replay stays green). spec
+// is space-separated: acted=a,b (each faulty behaviour acted), silent=N (at
+// least N clients went silent), crash (a server crashed and restarted),
+// revoked=N, banned=N (at least N clients revoked, malicious ones banned
+// everywhere). The membership changes a run draws are checked by the
+// liveness checker: each must count by the end.
+func requireTrigger(t *testing.T, res *Result, spec string) {
+	t.Helper()
+	for _, f := range strings.Fields(spec) {
+		name, v, _ := strings.Cut(f, "=")
+		n, _ := strconv.Atoi(v)
+		switch name {
+		case "acted":
+			requireActed(t, res, strings.ReplaceAll(v, ",", "+"))
+		case "silent":
+			if len(res.Silenced) < n {
+				t.Errorf("seed %d: %d clients went silent, the run needs %d", res.Scenario.Seed, len(res.Silenced), n)
+			}
+		case "crash":
+			if res.Stats.ServerCrashes == 0 {
+				t.Errorf("seed %d: no server crashed: the run needs one", res.Scenario.Seed)
+			}
+		case "revoked":
+			if len(res.Revoked) < n {
+				t.Errorf("seed %d: %d clients revoked, the run needs %d", res.Scenario.Seed, len(res.Revoked), n)
+			}
+		case "banned":
+			if len(res.MalBanned) < n {
+				t.Errorf("seed %d: %d malicious clients banned, the run needs %d", res.Scenario.Seed, len(res.MalBanned), n)
+			}
+		default:
+			t.Fatalf("trigger %q: unknown %q", spec, name)
+		}
+	}
+}
+
+// requireActed fails t unless each behaviour named (joined with +) acted in
+// res: a run whose faulty servers never did what the test is about tests
+// nothing (issue 58).
+func requireActed(t *testing.T, res *Result, behaviors string) {
+	t.Helper()
+	for _, name := range strings.Split(behaviors, "+") {
+		if res.Acted[name] == 0 {
+			t.Errorf("seed %d: the faulty behaviour %s never acted: the run no longer tests it", res.Scenario.Seed, name)
+		}
+	}
 }
 
 // TestOwnSignaturesReused: f faulty servers that sign only with their own

@@ -158,6 +158,11 @@ type Byz struct {
 	// a correct member's would (docs/protocol.md change 57: a faulty member
 	// votes at once in the epoch after a change).
 	Serves func() uint64
+	// Acted counts, by behaviour name, what each behaviour did: a message
+	// it changed, dropped or added, bytes it garbled, a delay, a wipe. A
+	// test that names a behaviour checks it acted (issue 58: a replay or a
+	// targeted test whose behaviour never acts tests nothing).
+	Acted map[string]int
 	// nextAmnesia: when amnesia next wipes the server (zero: not yet set).
 	nextAmnesia time.Time
 	oversized   int
@@ -349,11 +354,24 @@ func (b *Byz) rewrite(now time.Time, outs []core.Outgoing) []core.Outgoing {
 	for _, beh := range b.behaviors {
 		var next []core.Outgoing
 		for _, o := range outs {
-			next = append(next, beh.Rewrite(b, o)...)
+			r := beh.Rewrite(b, o)
+			if len(r) != 1 || r[0].To != o.To || r[0].Msg != o.Msg {
+				b.acted(beh)
+			}
+			next = append(next, r...)
 		}
 		outs = next
 	}
 	return outs
+}
+
+// acted counts one act of beh: a message it changed, dropped or added, bytes
+// it garbled, a delay, a wipe (Acted).
+func (b *Byz) acted(beh Behavior) {
+	if b.Acted == nil {
+		b.Acted = map[string]int{}
+	}
+	b.Acted[beh.Name()]++
 }
 
 // tick collects what the behaviours send on their own.
@@ -362,7 +380,10 @@ func (b *Byz) tick(now time.Time) []core.Outgoing {
 	var out []core.Outgoing
 	for _, beh := range b.behaviors {
 		if t, ok := beh.(Ticker); ok {
-			out = append(out, t.Tick(b)...)
+			if more := t.Tick(b); len(more) > 0 {
+				b.acted(beh)
+				out = append(out, more...)
+			}
 		}
 	}
 	return out
@@ -372,7 +393,10 @@ func (b *Byz) tick(now time.Time) []core.Outgoing {
 func (b *Byz) garble(to wire.Peer, data []byte) []byte {
 	for _, beh := range b.behaviors {
 		if g, ok := beh.(Garbler); ok {
-			data = g.Garble(b, to, data)
+			if got := g.Garble(b, to, data); string(got) != string(data) {
+				b.acted(beh)
+				data = got
+			}
 		}
 	}
 	return data

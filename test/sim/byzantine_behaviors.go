@@ -557,7 +557,10 @@ func (b *Byz) delay(to wire.Peer) time.Duration {
 	var d time.Duration
 	for _, beh := range b.behaviors {
 		if x, ok := beh.(Delayer); ok {
-			d += x.Delay(b, to)
+			if more := x.Delay(b, to); more > 0 {
+				b.acted(beh)
+				d += more
+			}
 		}
 	}
 	return d
@@ -568,6 +571,7 @@ func (b *Byz) forget(now time.Time) bool {
 	b.Now = now
 	for _, beh := range b.behaviors {
 		if a, ok := beh.(Amnesiac); ok && a.Forget(b) {
+			b.acted(beh)
 			return true
 		}
 	}

@@ -94,6 +94,9 @@ type Result struct {
 	LastHB   map[int]time.Duration
 	// ResetKnown: when server s first knew client c reset ([2]int{s, c}), any session.
 	ResetKnown map[[2]int]time.Duration
+	// Acted: what each faulty-server behaviour did, by name, summed over
+	// the faulty servers (Byz.Acted).
+	Acted map[string]int
 	// MalBanned: malicious client m was banned at every correct server.
 	MalBanned map[int]bool
 }
@@ -755,11 +758,19 @@ func (w *World) result(start time.Time) *Result {
 			}
 		}
 	}
+	acted := map[string]int{}
+	for _, s := range w.srv {
+		if s.byz != nil {
+			for name, n := range s.byz.Acted {
+				acted[name] += n
+			}
+		}
+	}
 	return &Result{
 		OmegaTrust: trust,
 		Scenario:   w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
 		Stats: w.stats, Wall: time.Since(start),
 		Holds: append([]Hold(nil), w.h.holds...), Silenced: w.h.crashed, LastHB: lastHB, Revoked: w.revokedAt,
-		ResetKnown: w.resetKnown, MalBanned: w.malBanned,
+		ResetKnown: w.resetKnown, MalBanned: w.malBanned, Acted: acted,
 	}
 }
