@@ -224,6 +224,11 @@ type Client struct {
 	// bounds, too many sessions, a ban), with their reasons.
 	// INVARIANT: emptied whenever a new session opens.
 	sessionRefusals map[wire.ServerID]string
+	// knownBy: the highest session number each server that refused the
+	// current session said it knows of this client (change 67), counted
+	// where f+1 name one as high.
+	// INVARIANT: emptied whenever a new session opens.
+	knownBy map[wire.ServerID]uint64
 	// maxHolds: the max-hold each server reported it applies to this
 	// client in the current session (SessionAck, change 24); 0 is none.
 	// INVARIANT: emptied whenever a new session opens.
@@ -447,6 +452,7 @@ func (c *Client) Step(now time.Time, s wire.ServerID, m *wire.Message) (e Effect
 		c.lease.Ack(s, m.SessionAck.Session, m.SessionAck.Seq, m.SessionAck.LeaseOK)
 		c.noteMaxHold(s, m.SessionAck)
 		c.checkLease(now, &e)
+		c.noteNumbering(now, s, m.SessionAck, &e)
 	case m.Suspect != nil:
 		if body, err := m.Suspect.Verify(c.cfg.Keys); err == nil && body.Client == c.id && body.Session == c.sess {
 			c.lease.Suspected(body.Server)

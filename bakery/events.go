@@ -105,4 +105,7 @@ type Stats struct {
 	// Unheld counts the Listens renewed without Hold because q released
 	// reports left the attempt blocked (change 61).
 	Unheld uint64
+	// NumberingSkips counts the times the session source skipped past a
+	// number the servers showed this client had used (change 67).
+	NumberingSkips uint64
 }

@@ -2,6 +2,7 @@ package bakery
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,11 +17,22 @@ type SessionSource interface {
 	NextSession() (uint64, error)
 }
 
+// SessionSkipper is a SessionSource that can be told a number its client
+// used before (docs/protocol.md change 67): every session it hands out
+// after SkipPast(n) is above n. A source that cannot skip makes a client
+// started without its counter open sessions a TTL apart until one is new.
+type SessionSkipper interface {
+	SkipPast(n uint64) error
+}
+
 // CountingSessions numbers sessions Last+1, Last+2, … in memory.
 type CountingSessions struct{ Last uint64 }
 
 // NextSession returns the next number.
 func (s *CountingSessions) NextSession() (uint64, error) { s.Last++; return s.Last, nil }
+
+// SkipPast makes every later number above n.
+func (s *CountingSessions) SkipPast(n uint64) error { s.Last = max(s.Last, n); return nil }
 
 // LeaseAcks counts, for the current session, the servers that acknowledged
 // it and those that suspected it (for an error that says what a wait was
@@ -111,6 +123,7 @@ func (c *Client) openSession(now time.Time, e *Effects) error {
 	c.exited, c.exitedOrder = nil, nil // the old session's Exits: a reset voids what they would end
 	c.sessionRefusals = nil
 	c.maxHolds = nil
+	c.knownBy = nil
 	c.lease = quorum.NewLease(c.q, c.cfg.TTL, c.cfg.Margin+c.cfg.Grace, sess)
 	c.leaseHeld = false
 	c.opened = now
@@ -172,6 +185,12 @@ func (c *Client) checkLease(now time.Time, e *Effects) {
 	if !stuck && !c.leaseHeld && c.lease.Suspicions() <= c.cfg.N-c.q {
 		return // still starting up, and the guarantee can still come
 	}
+	c.abandonSession(now, e)
+}
+
+// abandonSession ends the current session: its guarantee failed (or, change
+// 67, it can never come), so every attempt of it is over.
+func (c *Client) abandonSession(now time.Time, e *Effects) {
 	// The guarantee failed: every attempt of this session is over.
 	for _, lock := range c.sortedLocks() {
 		a := c.attempts[lock]
@@ -354,4 +373,56 @@ func (c *Client) sessionOpen(sess uint64) *wire.Message {
 		c.open, c.openSess = &o, sess
 	}
 	return &wire.Message{SessionOpen: &wire.SessionOpen{Session: sess, TTLMillis: ttl, Epoch: c.cfg.Keys.Epoch, Signed: c.open}}
+}
+
+// noteNumbering takes what server s said, refusing the current session, of
+// how far this client's numbering has gone (docs/protocol.md change 67): a
+// session number the client's own signed open proves, one a certificate of
+// q votes proves, or one that f+1 servers name. If that floor is at or
+// above the current session, the session source skips past it; and if the
+// session never held its guarantee, the next one opens now, above the
+// floor, instead of a TTL later. A faulty server can show only what the
+// client signed or q servers certified, and raise the unsigned count with
+// f others at most, so the client skips only past numbers it really used.
+func (c *Client) noteNumbering(now time.Time, s wire.ServerID, a *wire.SessionAck, e *Effects) {
+	if a.LeaseOK || a.Session != c.sess || a.Known == 0 && a.Newer == nil && a.Reset == nil {
+		return
+	}
+	floor := uint64(0)
+	if a.Newer != nil {
+		if b, err := a.Newer.Verify(c.cfg.Keys.Cluster); err == nil && b.Client == c.id {
+			floor = max(floor, b.Session)
+		}
+	}
+	if cert := a.Reset; cert != nil && cert.Client == c.id && cert.Verify(c.cfg.Keys, c.q) == nil {
+		floor = max(floor, cert.Session)
+	}
+	if a.Known > 0 {
+		if c.knownBy == nil {
+			c.knownBy = map[wire.ServerID]uint64{}
+		}
+		c.knownBy[s] = a.Known
+		if len(c.knownBy) > c.cfg.F {
+			known := make([]uint64, 0, len(c.knownBy))
+			for _, k := range c.knownBy {
+				known = append(known, k)
+			}
+			slices.Sort(known)
+			floor = max(floor, known[len(known)-1-c.cfg.F]) // the (f+1)-th highest
+		}
+	}
+	if floor < c.sess {
+		return
+	}
+	sk, ok := c.cfg.Sessions.(SessionSkipper)
+	if !ok || sk.SkipPast(floor) != nil {
+		return
+	}
+	c.Stats.NumberingSkips++
+	if c.leaseHeld || c.reopen && c.reopenAt.IsZero() {
+		return // the next session, opened when one is needed, is above the floor
+	}
+	// It never held: it ends now, and its successor opens at once.
+	c.abandonSession(now, e)
+	c.reopenAt = now
 }

@@ -120,3 +120,46 @@ func TestAnAckBeforeTheFirstSessionIsIgnored(t *testing.T) {
 	_, err := c.Start(now)
 	require.NoError(t, err)
 }
+
+// docs/protocol.md change 67: a client started without its session counter
+// (CountingSessions from 5 here, its key having opened session 40 before)
+// is refused by a server that knows its newer session, with the client's
+// own signed open of it: the source skips past 40 and the next session, 41,
+// opens at once — not a TTL later. An open signed by another key, a
+// certificate that does not verify, or one server's unsigned number (of
+// f+1 needed) moves nothing; f+1 servers' numbers do.
+func TestARefusalShowsHowFarTheNumberingWent(t *testing.T) {
+	src := &CountingSessions{Last: 5}
+	c := newSessionTestClient(t, src)
+	now := time.Unix(1_000, 0)
+	_, err := c.Start(now)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, c.Session())
+
+	other, err := crypto.GenerateKey(crypto.Ed25519, rand.Reader)
+	require.NoError(t, err)
+	forged, err := wire.SignOpen(other, c.cfg.Keys.Cluster, 90, 1000)
+	require.NoError(t, err)
+	c.Step(now, 0, &wire.Message{SessionAck: &wire.SessionAck{Session: 6, LeaseOK: false, Newer: &forged, Known: 90}})
+	require.EqualValues(t, 6, c.Session(), "another key's open and one server's number move nothing")
+	require.EqualValues(t, 6, src.Last)
+
+	own, err := wire.SignOpen(c.cfg.Key, c.cfg.Keys.Cluster, 40, 1000)
+	require.NoError(t, err)
+	c.Step(now, 1, &wire.Message{SessionAck: &wire.SessionAck{Session: 6, LeaseOK: false, Newer: &own, Known: 40}})
+	require.EqualValues(t, 40, src.Last, "its own signed open of 40: the source skips past it")
+	e := c.Tick(now)
+	require.EqualValues(t, 41, c.Session(), "and the next session opens at once")
+	opened := false
+	for _, s := range e.Send {
+		opened = opened || s.Msg.SessionOpen != nil && s.Msg.SessionOpen.Session == 41
+	}
+	require.True(t, opened)
+
+	// Unsigned numbers count where f+1 servers name one as high.
+	c.Step(now, 2, &wire.Message{SessionAck: &wire.SessionAck{Session: 41, LeaseOK: false, Known: 77}})
+	require.EqualValues(t, 41, src.Last, "one server's number, of f+1")
+	c.Step(now, 3, &wire.Message{SessionAck: &wire.SessionAck{Session: 41, LeaseOK: false, Known: 80}})
+	require.EqualValues(t, 77, src.Last, "two servers name 77 or more: the (f+1)-th highest")
+	require.EqualValues(t, 2, c.Stats.NumberingSkips)
+}

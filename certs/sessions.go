@@ -18,7 +18,10 @@ import (
 // (equivocation, §6) or be refused as stale. They come from a counter kept
 // next to the identity file, IDENTITY.session, that grows by one and is
 // fsynced before each number is used — never from a clock, so a clock
-// stepped back changes nothing.
+// stepped back changes nothing. The file is a cache: a process started
+// without it (a key copied to another machine, or mounted from a secret)
+// learns from the servers' refusals how far its numbering has gone and
+// skips past it (SkipPast, change 67).
 //
 // A session number is counter<<SessionRandBits | r, r random: numbers from
 // one counter grow strictly, and two machines that run one identity from
@@ -124,6 +127,28 @@ func (s *SessionCounter) NextSession() (uint64, error) {
 	}
 	s.counter = next
 	return next<<SessionRandBits | uint64(binary.BigEndian.Uint32(r[:]))&(1<<SessionRandBits-1), nil
+}
+
+// SkipPast makes every session handed out from now on above n, a number
+// this identity used before (docs/protocol.md change 67: the servers showed
+// it, to a process started without this file, or with an older copy): the
+// counter moves to n's, persisted, so NextSession's next is above n.
+func (s *SessionCounter) SkipPast(n uint64) error {
+	if s.f == nil {
+		return fmt.Errorf("certs: the session counter %s is closed", s.path)
+	}
+	c := n >> SessionRandBits
+	if c <= s.counter {
+		return nil
+	}
+	if c >= maxSessionCounter {
+		return fmt.Errorf("certs: the session counter %s cannot go past session %d", s.path, n)
+	}
+	if err := s.persist(c); err != nil {
+		return err
+	}
+	s.counter = c
+	return nil
 }
 
 // Close releases the lock; the counter stays on disk.

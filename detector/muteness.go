@@ -280,6 +280,34 @@ func (m *Muteness) KeepOpen(c wire.ClientID, sess uint64, ttl time.Duration, o *
 	}
 }
 
+// Numbering is how far c's session numbering has gone here (docs/protocol.md
+// change 67): the highest session this server knows of c — a lease, a
+// deferred session, a vote, a reset, a session it spoke in — and c's own
+// signed open of the highest session it keeps one of (nil if none), and
+// that session.
+func (m *Muteness) Numbering(c wire.ClientID) (known uint64, open *wire.SignedOpen, openSession uint64) {
+	if up, ok := m.settledUpTo[c]; ok {
+		known = up
+	}
+	cs := m.clients[c]
+	if cs == nil {
+		return known, nil, 0
+	}
+	known = max(known, cs.votedUpTo, cs.resetUpTo, cs.spokeUpTo)
+	for _, l := range cs.leases {
+		known = max(known, l.session)
+	}
+	for _, s := range cs.deferred {
+		known = max(known, s)
+	}
+	for s, o := range cs.opens {
+		if s > openSession {
+			openSession, open = s, o
+		}
+	}
+	return max(known, openSession), open, openSession
+}
+
 // TTLOf is the TTL this server holds for c's session sess, if any.
 func (m *Muteness) TTLOf(c wire.ClientID, sess uint64) (time.Duration, bool) {
 	if cs := m.clients[c]; cs != nil {

@@ -231,6 +231,7 @@ func examples(tb testing.TB) []example {
 		{"Heartbeat", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17}}},
 		{"Heartbeat/epoch", &wire.Message{Heartbeat: &wire.Heartbeat{Session: 3, Seq: 17, Epoch: 2}}},
 		{"SessionAck", &wire.Message{SessionAck: &wire.SessionAck{Session: 3, Seq: 17, LeaseOK: true, MaxHoldMillis: 60000, Epoch: 2}}},
+		{"SessionAck/numbering", &wire.Message{SessionAck: &wire.SessionAck{Session: 2, LeaseOK: false, Newer: ptr(f.openOf(tb, 3, 5000)), Reset: &cert, Known: 3}}},
 		{"Submit", &wire.Message{Submit: &wire.Submit{Req: 5, Statement: ticket, J: j}}},
 		{"Submit/refs", &wire.Message{Submit: &wire.Submit{Req: 5, Statement: ticket, J: j, Refs: true}}},
 		{"Submit/doorway", &wire.Message{Submit: &wire.Submit{Req: 4, Statement: f.stmt(tb, f.alice, wire.PhaseDoorway, 3, 2, 0, nil)}}},

@@ -367,9 +367,23 @@ type SessionAck struct {
 	// in flight would otherwise count for the new heartbeat of its number,
 	// sent later (docs/protocol.md change 50).
 	Epoch uint64 `cbor:"5,keyasint,omitempty"`
+	// In a refusal (LeaseOK false) because this server knows a newer
+	// session of the client, or the session is reset or voted on: how far
+	// the client's numbering has gone (docs/protocol.md change 67, protocol
+	// 1.12). Newer is the client's own signed open of the highest session
+	// this server keeps one of, Reset the certificate that ended the
+	// highest session reset here, Known the highest session number this
+	// server knows of the client (unsigned: it counts only where f+1
+	// servers name one as high).
+	Newer *SignedOpen       `cbor:"6,keyasint,omitempty"`
+	Reset *ResetCertificate `cbor:"7,keyasint,omitempty"`
+	Known uint64            `cbor:"8,keyasint,omitempty"`
 }
 
 func (a *SessionAck) String() string {
+	if a.Known > 0 {
+		return fmt.Sprintf("SessionAck(sess=%d seq=%d ok=%t known=%d)", a.Session, a.Seq, a.LeaseOK, a.Known)
+	}
 	return fmt.Sprintf("SessionAck(sess=%d seq=%d ok=%t)", a.Session, a.Seq, a.LeaseOK)
 }
 

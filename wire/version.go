@@ -46,8 +46,11 @@ const (
 	// an epoch that names none keeps its bytes and a 1.10 peer refuses one
 	// that names some — a cluster upgrades every server and client before
 	// such an epoch, and a cluster made with an approver needs 1.11 ones
-	// anyway to read its cluster file).
-	ProtocolMinor = 11
+	// anyway to read its cluster file); 1.12: SessionAck.Newer, Reset and
+	// Known (a refusal says how far the client's session numbering has
+	// gone, change 67: unsigned fields of a reply, which a 1.11 client
+	// ignores).
+	ProtocolMinor = 12
 )
 
 // Version is a protocol version, sent in the Challenge and the Hello.

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"github.com/bq-lock/bq/detector"
 	"sort"
 	"time"
 
@@ -96,8 +97,10 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 			// a restart must not run this session's lease with the default.
 			e.Persist = append(e.Persist, ttlRecord(c, so.Session, ttl, k.mute.OpenOf(c, so.Session)))
 		}
-		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: so.Session, Seq: 0, LeaseOK: err == nil,
-			MaxHoldMillis: uint64(k.maxHoldOf(c) / time.Millisecond), Epoch: so.Epoch}})
+		ack := &wire.SessionAck{Session: so.Session, Seq: 0, LeaseOK: err == nil,
+			MaxHoldMillis: uint64(k.maxHoldOf(c) / time.Millisecond), Epoch: so.Epoch}
+		k.tellNumbering(c, so.Session, err, ack)
+		reply(&wire.Message{SessionAck: ack})
 	case m.SessionClose != nil:
 		k.mute.Close(c, m.SessionClose.Session, now)
 		reply(&wire.Message{Ack: &wire.Ack{Req: m.SessionClose.Req}})
@@ -105,7 +108,9 @@ func (k *Core) fromClient(now time.Time, c wire.ClientID, m *wire.Message, e *Ef
 		k.spoke(c, m.Heartbeat.Session, e)
 		k.tellClient(c, m.Heartbeat.Epoch, e)
 		err := k.mute.Heartbeat(c, m.Heartbeat.Session, now)
-		reply(&wire.Message{SessionAck: &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil, Epoch: m.Heartbeat.Epoch}})
+		ack := &wire.SessionAck{Session: m.Heartbeat.Session, Seq: m.Heartbeat.Seq, LeaseOK: err == nil, Epoch: m.Heartbeat.Epoch}
+		k.tellNumbering(c, m.Heartbeat.Session, err, ack)
+		reply(&wire.Message{SessionAck: ack})
 	case m.Submit != nil:
 		k.onSubmit(now, c, m.Submit, reply, fail, e)
 	case m.Listen != nil:
@@ -391,4 +396,29 @@ func requestID(m *wire.Message) uint64 {
 		return m.Proclaim.Req
 	}
 	return 0
+}
+
+// tellNumbering adds to a refusal of session sess of c, because this server
+// knows a newer session of c or the session is reset or voted on, how far
+// c's numbering has gone here (docs/protocol.md change 67): c's own signed
+// open of the highest session it keeps one of, the certificate of the
+// highest session reset here, and the highest number it knows of c. A
+// client started without its session counter (a key copied, or mounted
+// from a secret) so opens its next session above them at once, instead of
+// one more session a TTL.
+func (k *Core) tellNumbering(c wire.ClientID, sess uint64, err error, ack *wire.SessionAck) {
+	if !errors.Is(err, detector.ErrSessionSuperseded) && !errors.Is(err, detector.ErrSessionReset) && !errors.Is(err, detector.ErrSessionSuspected) {
+		return
+	}
+	known, open, openSession := k.mute.Numbering(c)
+	if known < sess {
+		return
+	}
+	ack.Known = known
+	if open != nil && openSession >= sess {
+		ack.Newer = open // verified when it was kept (change 48)
+	}
+	if cert := k.mute.Certificate(c); cert != nil && cert.Session >= sess {
+		ack.Reset = cert
+	}
 }
