@@ -116,7 +116,7 @@ func runElect(g *globals, std stdio, name, value string, argv []string, o electO
 		ctx, cancel = context.WithTimeout(sigCtx, o.timeout)
 		defer cancel()
 	}
-	unlockIdentity, err := lockIdentity(ctx, g.identity, false)
+	unlockIdentity, err := lockIdentity(ctx, g.identity, false, std.err)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,10 @@ const (
 	// exitNotPermitted: a closed cluster does not let this identity do it:
 	// not enrolled, expired, revoked, or a lock name outside its patterns.
 	exitNotPermitted = 7
+	// exitIdentityBusy: another bqclient process of this machine uses the
+	// identity (one identity, one process at a time): nothing was tried,
+	// whatever the lock's state (issue 55).
+	exitIdentityBusy = 8
 )
 
 const exitCodesHelp = `
@@ -37,6 +41,8 @@ Exit codes:
   6  refused by the servers (a TTL out of their bounds, a limit, a ban)
   7  not permitted: the cluster is closed and this identity is not enrolled, its
      certificate expired, it was revoked, or the lock name is outside its patterns
+  8  identity busy: another bqclient process of this machine uses this identity
+     (--try, or --timeout passed waiting for it); the lock was not tried
   128+N  ended by signal N while waiting
   lock NAME -- CMD and elect NAME VALUE -- CMD exit with CMD's own code once it ran.
 `

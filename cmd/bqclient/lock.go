@@ -179,7 +179,7 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	}
 	// One identity is one client with one session at a time (docs/protocol.md
 	// §2, §5): processes of this machine that share it take turns.
-	unlockIdentity, err := lockIdentity(ctx, g.identity, o.try)
+	unlockIdentity, err := lockIdentity(ctx, g.identity, o.try, std.err)
 	if err != nil {
 		return err
 	}

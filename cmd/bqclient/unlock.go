@@ -33,7 +33,7 @@ func unlockCmd(g *globals, std stdio) *cobra.Command {
 			defer stop()
 			ctx, cancel := context.WithTimeout(sigCtx, timeout)
 			defer cancel()
-			unlockIdentity, err := lockIdentity(ctx, g.identity, false)
+			unlockIdentity, err := lockIdentity(ctx, g.identity, false, std.err)
 			if err != nil {
 				return fail(err)
 			}

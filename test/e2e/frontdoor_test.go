@@ -267,3 +267,28 @@ func TestAKeyWithoutItsSessionFileLocksAtOnce(t *testing.T) {
 		t.Logf("run %d without its .session file: %v", i, res.took.Round(time.Millisecond))
 	}
 }
+
+// Issue 55: while one bqclient process holds an identity, a second one
+// that starts with it says so at once, whatever the lock names — with
+// --try it exits 8 (identity busy, not the lock's 3: no lock was tried);
+// without, it says on stderr that it waits and for which process, then
+// takes its turn once the first ends.
+func TestASecondProcessOfAnIdentitySaysSoAtOnce(t *testing.T) {
+	dir := initCluster(t, 4)
+	runServers(t, dir, 4)
+	work := t.TempDir()
+	c := bqc{t: t, cluster: filepath.Join(dir, "cluster.yaml"), work: work}
+	env := []string{"BQ_CLUSTER=" + c.cluster, "BQ_IDENTITY=" + filepath.Join(work, "shared.key")}
+	first := start(t, "first", env, bin("bqclient"), "lock", "one", "--", "sh", "-c", "echo holding; sleep 3")
+	first.waitFor(30*time.Second, 1, "holding")
+
+	res := c.run("shared.key", "lock", "other", "--try", "--", "true")
+	require.Equal(t, 8, res.code, res.out+res.err)
+	require.Contains(t, res.err, fmt.Sprintf("in use by another bqclient process (pid %d)", first.cmd.Process.Pid))
+	require.Less(t, res.took, 5*time.Second, "at once")
+
+	second := start(t, "second", env, bin("bqclient"), "lock", "other", "--", "echo", "second ran")
+	second.waitFor(5*time.Second, 1, fmt.Sprintf("waiting for identity %s, in use by another bqclient process (pid %d)", filepath.Join(work, "shared.key"), first.cmd.Process.Pid))
+	second.waitFor(30*time.Second, 1, "second ran")
+	require.Equal(t, 0, second.waitExit(30*time.Second))
+}
