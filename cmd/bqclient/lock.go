@@ -25,6 +25,11 @@ const (
 	// tryTimeout bounds `lock --try` without --timeout: it answers busy,
 	// unavailable or acquired within it, never waits for the cluster.
 	tryTimeout = 3 * time.Second
+	// tryDialTimeout bounds the part of it that waits for a quorum to
+	// answer: a server that is down cannot be told from a slow one, but a
+	// live one answers in milliseconds, so --try says "unavailable" within
+	// a second (issue 55: the README's drill said "at once" and took 3 s).
+	tryDialTimeout = time.Second
 	// quitBudget is what a command that must end (a timeout, a signal, a
 	// failure) gives the servers to hear its Exit before it leaves; what
 	// they miss they clear when the session's lease runs out.
@@ -184,7 +189,13 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 		return err
 	}
 	defer unlockIdentity()
-	c, err := dialSaying(ctx, g, &o, std.err)
+	dialCtx := ctx
+	if o.try && o.timeout == tryTimeout {
+		var cancel context.CancelFunc
+		dialCtx, cancel = context.WithTimeout(ctx, tryDialTimeout)
+		defer cancel()
+	}
+	c, err := dialSaying(dialCtx, g, &o, std.err)
 	if err != nil {
 		return timedOut(err, o.timeout)
 	}

@@ -278,13 +278,14 @@ func printBanner(w io.Writer, o devOpts, cluster *certs.Cluster, servers []*devS
 		fmt.Fprintf(&b, "server logs:  %s (warnings and errors also in this terminal)\n", logFile)
 	}
 	fmt.Fprintf(&b, "%s\n", check)
+	client, server, where := commandsFor()
 	fmt.Fprintf(&b, `
-try it (from the repository root, in another shell):
+try it (%s):
   export BQ_CLUSTER=%s
-  go run ./cmd/bqclient lock demo -- sh -c 'echo "holding $BQ_LOCK_NAME with token $BQ_LOCK_TOKEN"'
-  go run ./cmd/bqclient lock demo          # holds until Ctrl-C; run status in another shell:
-  go run ./cmd/bqclient status demo
-`, clusterFile)
+  %s lock demo -- sh -c 'echo "holding $BQ_LOCK_NAME with token $BQ_LOCK_TOKEN"'
+  %s lock demo          # holds until Ctrl-C; run status in another shell:
+  %s status demo
+`, where, clusterFile, client, client, client)
 	if identity != "" {
 		// Closed: the commands above need the enrolled identity, first.
 		s := b.String()
@@ -298,15 +299,15 @@ try it (from the repository root, in another shell):
 		last, next := cluster.N-1, cluster.N-2
 		fmt.Fprintf(&b, `fault drill (f = %d):
   kill -9 $(cat %s)   # one server down: locks still work
-  go run ./cmd/bqclient lock demo -- echo still works
+  %s lock demo -- echo still works
   kill -9 $(cat %s)   # %d down: no quorum of %d
-  go run ./cmd/bqclient lock demo --try; echo "exit $?"   # 5: cluster unavailable
-  go run ./cmd/bqserver run --dir %s --id %d 2>> %s &   # restart one: it catches up from the others
+  %s lock demo --try; echo "exit $?"   # 5: cluster unavailable
+  %s run --dir %s --id %d 2>> %s &   # restart one: it catches up from the others
                          # (dev does not stop a server you restarted: kill it yourself when done)
-`, cluster.F, pidFile(o.dir, last), pidFile(o.dir, next), cluster.N-next, cluster.Quorum,
-			o.dir, last, filepath.Join(o.dir, fmt.Sprintf("server-%d.log", last)))
+`, cluster.F, pidFile(o.dir, last), client, pidFile(o.dir, next), cluster.N-next, cluster.Quorum, client,
+			server, o.dir, last, filepath.Join(o.dir, fmt.Sprintf("server-%d.log", last)))
 	} else {
-		fmt.Fprintf(&b, "to run the servers as separate processes (and kill some): go run ./cmd/bqserver dev --processes --dir %s\n", o.dir)
+		fmt.Fprintf(&b, "to run the servers as separate processes (and kill some): %s dev --processes --dir %s\n", server, o.dir)
 	}
 	b.WriteString("press Ctrl-C (or send SIGTERM) to stop\n")
 	_, _ = io.WriteString(w, b.String())
@@ -379,4 +380,40 @@ func devIdentity(ca *certs.ClientCA, dir string, stdout io.Writer) (string, erro
 	}
 	fmt.Fprintf(stdout, "the cluster is closed: enrolled %q and wrote its identity to %s\n", "dev", path)
 	return path, nil
+}
+
+// commandsFor is how the hints dev prints should start bqclient and
+// bqserver, and where to run them: as dev itself was started (issue 55: a
+// built bqserver printed "go run ./cmd/..." hints). Under go run (a
+// binary in go's build cache) the go run commands, from the repository
+// root; else the built commands, by name where PATH finds these very
+// files, else by their path.
+func commandsFor() (client, server, where string) {
+	exe, err := os.Executable()
+	if err != nil || strings.Contains(filepath.ToSlash(exe), "/go-build") {
+		return "go run ./cmd/bqclient", "go run ./cmd/bqserver", "from the repository root, in another shell"
+	}
+	named := func(path, name string) string {
+		if found, err := exec.LookPath(name); err == nil && sameFile(found, path) {
+			return name
+		}
+		return path
+	}
+	server = named(exe, "bqserver")
+	client = "bqclient"
+	if sib := filepath.Join(filepath.Dir(exe), "bqclient"); isFile(sib) {
+		client = named(sib, "bqclient")
+	}
+	return client, server, "in another shell"
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }
