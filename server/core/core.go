@@ -326,6 +326,7 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 			if k.cfg.Keys.Key(in.From.Server) != nil {
 				k.resync(in.From.Server, &e) // a non-member is shown the epochs only
 			}
+			k.showPending(in.From.Server, &e)
 		} else {
 			k.connectedRates(in.From.Client, true)
 			if in.Observes != nil {

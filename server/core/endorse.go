@@ -248,6 +248,24 @@ func (k *Core) noteOwnEndorsement(n uint64, ep wire.Epoch, e *Effects) {
 	}
 }
 
+// showPending shows peer s, a member of the newest epoch held that just
+// connected, the proposal this server endorsed and what it gathered for it
+// (change 49): endorsements go to the peers only when they grow, so two
+// halves of a partition that each gathered fewer than q would otherwise
+// never pool them once it heals, and the change would wait for an
+// operator's command that gathers them (found by the simulator once every
+// change had to count: seed 54100847).
+func (k *Core) showPending(s wire.ServerID, e *Effects) {
+	p := k.pending
+	if p == nil || k.chain == nil || p.body.Number != k.chain.Number()+1 {
+		return
+	}
+	if keys, _, _ := k.chain.Keyring(k.chain.Number()); keys.Key(s) == nil {
+		return
+	}
+	e.Send = append(e.Send, Outgoing{To: wire.ServerPeer(s), Msg: &wire.Message{Endorse: k.endorseMsg(p)}})
+}
+
 // endorsedOrHeld reports whether s is an epoch the chain holds.
 func (k *Core) endorsedOrHeld(s crypto.Signed) (uint64, bool) {
 	var b wire.EpochBody

@@ -375,3 +375,33 @@ func TestARotatedApproverApprovesNoEpoch(t *testing.T) {
 	_, ok = c.cores[0].Endorsed(2)
 	require.True(t, ok, "the operator key in force does")
 }
+
+// docs/protocol.md change 49: a member shows a peer that connects the
+// proposal it endorsed and what it gathered for it. Endorsements go to the
+// peers only when they grow, so three members that each endorsed while cut
+// off from one another would otherwise never pool their endorsements once
+// connected again, and the change would wait for the operator's command
+// (simulator seed 54100847: the two halves of a partition).
+func TestMembersPoolEndorsementsWhenTheyReconnect(t *testing.T) {
+	c := newCluster(t, 4, 1)
+	ca := c.withCA()
+	op := c.newClient()
+	p := c.proposeOne(ca)
+	for s := range 3 {
+		c.fromClient(s, op.id, &wire.Message{Endorse: &wire.Endorse{Proposal: p}})
+		c.drop() // cut off: what each sends its peers is lost
+	}
+	c.replies(op.id)
+	for s := range 4 {
+		_, knows := c.cores[s].Epoch()
+		require.Zero(t, knows, "one endorsement each")
+	}
+	for _, s := range []int{1, 2} {
+		c.effects(s, c.cores[s].Step(c.now, Input{Kind: InputConnected, From: wire.ServerPeer(0)}))
+	}
+	c.flush()
+	for s := range 4 {
+		_, knows := c.cores[s].Epoch()
+		require.EqualValues(t, 1, knows, "s%d: the reconnected members pooled q endorsements", s)
+	}
+}

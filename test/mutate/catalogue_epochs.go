@@ -139,6 +139,8 @@ var epochTrustMutants = []Mutant{
 		"err == nil && b.Client == c.id {\n\t\t\tfloor = max(floor, b.Session)", "err == nil {\n\t\t\tfloor = max(floor, b.Session)"},
 	{"numbering-reopens-a-ttl-later", "change 67: a session that never held opens its successor above the floor at once", "bakery/session.go",
 		"\tc.abandonSession(now, e)\n\tc.reopenAt = now\n", "\tc.abandonSession(now, e)\n"},
+	{"pending-not-shown-on-connect", "change 49: a member shows a peer that connects the proposal it endorsed and what it gathered", "server/core/core.go",
+		"\t\t\tk.showPending(in.From.Server, &e)\n", "\n"},
 	{"endorse-keys-swapped", "change 64: an epoch never changes a kept member's endorsement keys", "wire/epoch.go",
 		"case kept && !sameEndorseKeys(ek, m.Endorse):", "case false && kept && !sameEndorseKeys(ek, m.Endorse):"},
 	{"member-without-endorse-keys", "change 64: a forward-secure cluster brings in no member without endorsement keys", "wire/epoch.go",
