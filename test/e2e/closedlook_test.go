@@ -45,7 +45,7 @@ func TestLookingOnAClosedCluster(t *testing.T) {
 		require.Equal(t, 0, code, out)
 		require.Contains(t, out, "lock deploy: 1 member(s)")
 		// The lock is held by a plain lock, which proclaims no value: the
-		// election has no leader, exit 3 (README, bqclient exit.go). Not 7:
+		// election has no leader, exit 3 (README, cmd/bqclient/exit.go). Not 7:
 		// elect --leader reads on a closed cluster with an enrolled identity.
 		out, code = as(bob, "elect", "deploy", "--leader")
 		require.Equal(t, 3, code, "elect --leader with a holder that proclaimed nothing: no leader: %s", out)
