@@ -71,7 +71,10 @@ func TestDialUnavailable(t *testing.T) {
 			require.ErrorIs(t, err, ErrUnavailable)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.ErrorContains(t, err, fmt.Sprintf("%d of 4 servers answered, need 3", up))
-			require.Less(t, took, wait+500*time.Millisecond, "Dial must return at its deadline")
+			// Not later: a Dial that waited on past its context would wait
+			// for servers that never come up, or at least for QUIC's
+			// handshake timeout (10 s). raceLate: -race on 2 cores.
+			require.Less(t, took, wait+raceLate, "Dial must return at its deadline")
 			t.Logf("Dial returned after %v: %v", took, err)
 		})
 	}
@@ -105,7 +108,12 @@ func TestLostWhenLeaseFails(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("Lost closed %v after two servers stopped (TTL %v)", took, ttl)
-	require.Less(t, took, 2*ttl, "Lost must close within about one TTL")
+	// The guarantee lapses about one TTL after the last quorum's ack; with
+	// two servers down nothing renews it, and no reset can come (it needs
+	// q votes), so a client that did not watch its own lease would never
+	// close Lost (the select above). raceLate: the loss timer may fire late
+	// under -race on 2 cores.
+	require.Less(t, took, ttl+raceLate, "Lost must close within about one TTL")
 	require.ErrorIs(t, h.Unlock(ctx), ErrLockLost)
 	require.ErrorIs(t, h.Unlock(ctx), ErrLockLost, "still lost")
 
@@ -159,6 +167,8 @@ func TestReleaseDetachedHolding(t *testing.T) {
 	start := time.Now()
 	got := await(t, waiting)
 	require.NoError(t, got.err)
+	// Generous (-race on 2 cores): without Release the waiter would wait
+	// for the detached lease, a minute and more.
 	require.Less(t, time.Since(start), 10*time.Second, "the waiter got the lock long before the detached lease (1 min) ran out")
 	require.True(t, h.Token().Less(got.h.Token()))
 
@@ -412,8 +422,12 @@ func TestDetachedHoldingSurvivesOtherLocks(t *testing.T) {
 
 	third := tc.dial(Config{})
 	ls := lockStatus(t, third, "detached")
+	// No time bound is needed: b closed before this status was asked, and
+	// without change 18 its close ends the detached holding at once; with
+	// it, the holding stays until its lease runs out and a reset follows,
+	// so seeing it here, however late (-race on 2 cores), shows it
+	// survived b.
 	require.True(t, holderIs(ls, a.ID()), "the detached holding survived: %s", describe(ls))
-	require.Less(t, time.Since(detachedAt), ttl, "checked within the detached lease")
 
 	got, err := third.Mutex("detached").Lock(ctx)
 	require.NoError(t, err, "the detached holding ends with its lease")

@@ -10,9 +10,12 @@ import (
 	"github.com/bq-lock/bq"
 )
 
-// These examples compile with the tests but do not run (they have no Output
-// comment): they need a running cluster, such as `go run ./cmd/bqserver dev`,
-// whose cluster file they name.
+// These examples need a running cluster, such as `go run ./cmd/bqserver dev`,
+// whose cluster file they name. They have no Output comment (what they print
+// names client ids and tokens, which differ every run), so go test does not
+// run them as examples: TestExamples (examples_run_test.go) runs each one
+// in the directory of a local four-server cluster and checks what it
+// prints.
 
 // fencedStore stands for the resource a lock protects. It remembers the
 // highest token it has accepted and refuses writes with a lower one, so a
@@ -157,18 +160,30 @@ func ExampleElection_Run() {
 	defer c.Close()
 
 	err = c.Election("scheduler").Run(ctx, "10.0.0.7:8080", func(ctx context.Context, l *bq.Leadership) error {
-		for ctx.Err() == nil {
-			if err := store.Write(l.Term(), "tick"); err != nil {
+		for round := range 3 { // a few rounds of work, then step down
+			select {
+			case <-ctx.Done():
+				return nil // the lead was lost, or ctx ended: Run resigns
+			case <-time.After(100 * time.Millisecond):
+			}
+			if err := schedule.Write(l.Term(), fmt.Sprint("round ", round)); err != nil {
 				return err
 			}
-			time.Sleep(time.Second)
 		}
-		return nil // the lead was lost, or ctx ended: Run resigns
+		return nil // done: Run resigns
 	})
 	if errors.Is(err, bq.ErrLockLost) {
 		log.Printf("lost the lead: %v", err)
+		return
 	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("led for three rounds, then resigned")
 }
+
+// schedule is what the scheduler's leader writes, fenced by its term.
+var schedule fencedStore
 
 // Anyone can ask who leads, and follow every change.
 func ExampleElection_Observe() {
@@ -188,7 +203,9 @@ func ExampleElection_Observe() {
 	default:
 		fmt.Printf("leader %s at %s (term %s)\n", l.Client, l.Value, l.Term)
 	}
-	for l := range e.Observe(ctx) { // terms only grow
+	watch, stop := context.WithTimeout(ctx, 2*time.Second) // follow it for a while
+	defer stop()
+	for l := range e.Observe(watch) { // terms only grow; closed when watch ends
 		fmt.Printf("term %s: %s\n", l.Term, l.Value)
 	}
 }
@@ -214,8 +231,11 @@ func ExampleElection_Campaign() {
 	select {
 	case <-l.Lost():
 		log.Printf("lost the lead: %v", l.Err())
-	case <-time.After(time.Minute):
-		_ = l.Resign(ctx)
+	case <-time.After(time.Second): // lead for a while, then hand over
+		if err := l.Resign(ctx); err != nil {
+			log.Print(err)
+		}
+		fmt.Println("resigned")
 	}
 }
 

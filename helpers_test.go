@@ -9,6 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// raceLate is how late a test may see something happen, beyond the time
+// the code under test is allowed, before a wall-clock bound fails it. go
+// test -race ./... (the README's command, and CI's) runs two packages' test
+// binaries at once on a two-core machine, each several times slower under
+// the race detector, and each test here runs four servers in its process:
+// a goroutine may wait a second or more to run after it could. A bound
+// adds it only where the broken behaviour the bound tells apart takes
+// longer still, and says what that behaviour would take; where it does
+// not, an event replaces the bound, or the bound is the least time the
+// broken behaviour takes.
+const raceLate = 3 * time.Second
+
 // ctxFor is a context that ends after d, cancelled when the test ends.
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)

@@ -3,7 +3,9 @@ package bq
 import (
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -18,6 +20,105 @@ func holdAsync(lock func() (*Holding, error)) <-chan lockResult {
 	return out
 }
 
+// waitPhase polls c's attempt on lock until its phase (bakery.Wait.Phase)
+// is want, failing at once if the attempt entered instead ("held") or its
+// Lock returned.
+func waitPhase(t *testing.T, c *Client, lock string, ch <-chan lockResult, want, what string) bakery.Wait {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		c.mu.Lock()
+		w := c.bk.Waiting(lock)
+		c.mu.Unlock()
+		if w.Phase == want {
+			return w
+		}
+		pending(t, ch, what)
+		if w.Phase == "held" {
+			t.Fatalf("%s entered (phase held) while waiting for phase %s", what, want)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached phase %s; last %+v", what, want, w)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// staysOut checks the blocking path of a waiter's attempt on lock (ch is
+// its Lock's result) while holders hold it (every holder's client in
+// holders): the waiter must have provably queued and heard the servers, and
+// still be out.
+//
+//   - Its Ticket is in every server's status, and its attempt is in LISTEN:
+//     its Listen went out, to every server, before anything sent after it.
+//   - It then asks every server for the lock's status itself. A server
+//     answers a client's messages in order on the connection's one stream
+//     (transport), and the client steps what it receives in order: once
+//     every server answered, each has reported what it had to report to
+//     that Listen (or holds its report: docs/protocol.md change 27), and
+//     the waiter has applied the LISTEN rule to all of it. A waiter whose
+//     rule let it in beside the holders would be in phase held by now.
+//   - The same again once each holder's lease was renewed after that (its
+//     guarantee extended by q servers' acknowledgements of a later
+//     heartbeat, some TTL/3 on): the holders are provably alive and in,
+//     and the waiter is still out, a heartbeat period later and not
+//     microseconds after it started.
+//
+// Each step waits on an event (a reply, a renewal), never a fixed sleep.
+func staysOut(t *testing.T, waiter *Client, lock string, ch <-chan lockResult, what string, holders ...*Client) {
+	t.Helper()
+	inside := func(ls *LockStatus) bool {
+		for _, p := range ls.Holders {
+			if p.Client == waiter.ID() {
+				return true
+			}
+		}
+		return false
+	}
+	ls := waitStatus(t, waiter, lock, what+" queued with a ticket", func(ls *LockStatus) bool {
+		return queuedWithTicket(ls, waiter.ID()) || inside(ls)
+	})
+	require.False(t, inside(ls), "%s entered beside the holders: %s", what, describe(ls))
+	waitPhase(t, waiter, lock, ch, "listen", what)
+	out := func(when string) {
+		t.Helper()
+		ls := lockStatus(t, waiter, lock) // a round trip to every server, after the Listen
+		waiter.mu.Lock()
+		w := waiter.bk.Waiting(lock)
+		waiter.mu.Unlock()
+		pending(t, ch, what)
+		require.Equal(t, "listen", w.Phase, "%s %s: %s", what, when, describe(ls))
+		if !w.Held {
+			// Snapshots (an unheld Listen): every server reported, so the
+			// rule was applied to q reports and found members ahead.
+			require.GreaterOrEqual(t, w.Answered, w.Need, "%s %s heard every server", what, when)
+			require.NotEmpty(t, w.Ahead, "%s %s: members ahead", what, when)
+		}
+		require.True(t, queuedWithTicket(ls, waiter.ID()), "%s %s still queued: %s", what, when, describe(ls))
+		require.Len(t, ls.Holders, len(holders), "%s %s: the holders are still in: %s", what, when, describe(ls))
+	}
+	out("once every server answered after its Listen")
+	for _, h := range holders {
+		h.mu.Lock()
+		before := h.bk.LeaseValidUntil()
+		h.mu.Unlock()
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			h.mu.Lock()
+			renewed := h.bk.LeaseValidUntil().After(before)
+			h.mu.Unlock()
+			if renewed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the lease of holder %s was not renewed", h.ID())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	out("after the holders' leases were renewed")
+}
+
 // docs/protocol.md change 60: three readers hold together while a writer
 // waits; the writer then enters alone, a reader after it waits for it, and
 // its token exceeds every token granted before it.
@@ -25,24 +126,32 @@ func TestReadersShareAndAWriterEntersAlone(t *testing.T) {
 	tc := newCluster(t, 4)
 	ctx := ctxFor(t, waitTimeout)
 	var readers []*Holding
+	var readerClients []*Client
 	for range 3 {
-		h, err := tc.dial(Config{}).RWMutex("config").RLock(ctx)
+		rc := tc.dial(Config{})
+		h, err := rc.RWMutex("config").RLock(ctx)
 		require.NoError(t, err)
 		require.Equal(t, Mode{Mode: wire.ModeShared}, h.Mode())
 		readers = append(readers, h)
+		readerClients = append(readerClients, rc)
 	}
 	wc := tc.dial(Config{})
 	w := holdAsync(func() (*Holding, error) { return wc.RWMutex("config").Lock(ctx) })
 	_, err := tc.dial(Config{}).RWMutex("config").TryLock(ctx)
 	require.ErrorIs(t, err, ErrBusy, "a writer's TryLock with readers in")
-	pending(t, w, "the writer's Lock")
-	ls := lockStatus(t, wc, "config")
-	require.Len(t, ls.Holders, 3, describe(ls))
+	staysOut(t, wc, "config", w, "the writer's Lock", readerClients...)
 
 	late := tc.dial(Config{})
-	for _, h := range readers {
-		pending(t, w, "the writer's Lock")
+	for i, h := range readers {
 		require.NoError(t, h.Unlock(ctx))
+		if i < len(readers)-1 {
+			// q servers took the Exit before Unlock returned, and they
+			// answer the writer's Status after telling it of the Exit.
+			ls := lockStatus(t, wc, "config")
+			pending(t, w, "the writer's Lock")
+			require.Len(t, ls.Holders, len(readers)-1-i, "the writer waits for every reader: %s", describe(ls))
+			require.True(t, queuedWithTicket(ls, wc.ID()), "the writer waits for every reader: %s", describe(ls))
+		}
 	}
 	wr := await(t, w)
 	require.NoError(t, wr.err)
@@ -53,7 +162,7 @@ func TestReadersShareAndAWriterEntersAlone(t *testing.T) {
 	_, err = late.RWMutex("config").TryRLock(ctx)
 	require.ErrorIs(t, err, ErrBusy, "a reader's TryRLock with a writer in")
 	r := holdAsync(func() (*Holding, error) { return late.RWMutex("config").RLock(ctx) })
-	pending(t, r, "a reader behind the writer")
+	staysOut(t, late, "config", r, "a reader behind the writer", wc)
 	require.NoError(t, wc.RWMutex("config").Unlock(ctx, wr.h))
 	rr := await(t, r)
 	require.NoError(t, rr.err)
@@ -78,7 +187,7 @@ func TestSemaphoreOfTwo(t *testing.T) {
 	_, err = d.Semaphore("gpus", 3).TryAcquire(ctx)
 	require.ErrorIs(t, err, ErrBusy, "a holder of another count is excluded")
 	third := holdAsync(func() (*Holding, error) { return c.Semaphore("gpus", 2).Acquire(ctx) })
-	pending(t, third, "a third Acquire")
+	staysOut(t, c, "gpus", third, "a third Acquire", a, b)
 	require.NoError(t, a.Semaphore("gpus", 2).Release(ctx, ha))
 	hc := await(t, third)
 	require.NoError(t, hc.err)

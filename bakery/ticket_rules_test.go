@@ -126,3 +126,69 @@ func TestCheckTicketRule(t *testing.T) {
 		}
 	}
 }
+
+// Change 10 (docs/protocol.md): a client whose first q Views give a ticket
+// at the cap (here: one faulty server's View shows a colluding client's
+// Ticket at TicketCap−1) does not fail: it waits for more Views and takes
+// the first q-subset, in arrival order, whose ticket is below the cap. It
+// fails with ErrTicketCap only when all n Views are in and no subset works
+// (here: two such Views, so every 3 of the 4 hold one).
+func TestTicketCapTriesOtherQSubsets(t *testing.T) {
+	inflated := func(r *rules) []wire.SignedStatement {
+		x := r.member()
+		return []wire.SignedStatement{r.stmt(x, 1, 1, wire.PhaseTicket, wire.TicketCap-1)}
+	}
+	isTicket := func(m *wire.Message) bool { return m.Submit != nil && len(m.Submit.J) > 0 }
+
+	t.Run("one inflated view", func(t *testing.T) {
+		r := newRules(t)
+		y := r.member()
+		req := r.lockAndView()
+		att := r.c.Attempt("L")
+		honest := []wire.SignedStatement{r.stmt(y, 1, 1, wire.PhaseTicket, 5)}
+		// Arrival order: s1, s0 (faulty), s2, then s3.
+		members := map[int][]wire.SignedStatement{1: honest, 0: inflated(r), 2: nil, 3: honest}
+		var e Effects
+		for i, s := range []int{1, 0, 2} {
+			e = r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, members[s], nil)}})
+			require.Empty(t, e.Events, "view %d of s%d", i+1, s)
+			require.Nil(t, sent(e, isTicket), "view %d of s%d", i+1, s)
+		}
+		require.Equal(t, "get-ticket", r.c.Waiting("L").Phase, "q Views at the cap: the client waits for more")
+		e = r.step(3, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(3, att, members[3], nil)}})
+		require.Empty(t, e.Events)
+		m := sent(e, isTicket)
+		require.NotNil(t, m, "the fourth View gives a q-subset below the cap: SET-TICKET")
+		var servers []wire.ServerID
+		for _, v := range m.Submit.J {
+			body, err := v.Verify(r.keys)
+			require.NoError(t, err)
+			servers = append(servers, body.Server)
+		}
+		require.Equal(t, []wire.ServerID{1, 2, 3}, servers, "the first q-subset in arrival order without the inflated View")
+		st, err := m.Submit.Statement.Verify(r.keys.Cluster)
+		require.NoError(t, err)
+		require.Equal(t, uint64(6), st.N, "1 + the highest ticket of that subset")
+	})
+
+	t.Run("every subset at the cap", func(t *testing.T) {
+		r := newRules(t)
+		req := r.lockAndView()
+		att := r.c.Attempt("L")
+		members := map[int][]wire.SignedStatement{0: inflated(r), 1: inflated(r), 2: nil, 3: nil}
+		for _, s := range []int{0, 1, 2} {
+			e := r.step(s, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(s, att, members[s], nil)}})
+			require.Empty(t, e.Events, "s%d: no failure before all n Views are in", s)
+		}
+		e := r.step(3, &wire.Message{ViewReply: &wire.ViewReply{Req: req, View: r.view(3, att, members[3], nil)}})
+		require.Nil(t, sent(e, isTicket))
+		require.Equal(t, "exit", r.c.Waiting("L").Phase, "all n Views in, no subset below the cap: the attempt gives up")
+		// The attempt fails once its Exit reached q servers.
+		reqExit := r.c.attempts["L"].reqExit
+		for s := range rulesQ {
+			e = r.step(s, &wire.Message{Ack: &wire.Ack{Req: reqExit}})
+		}
+		require.Equal(t, []EventKind{Failed}, kinds(e))
+		require.ErrorIs(t, e.Events[0].Err, ErrTicketCap)
+	})
+}

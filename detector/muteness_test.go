@@ -66,36 +66,71 @@ func clientID(t *testing.T) wire.ClientID {
 
 // docs/protocol.md §5: while a client keeps leases at q servers, no certificate
 // forms, even with f Byzantine servers voting against it every moment.
+//
+// The q servers the client reaches include the f Byzantine ones (a faulty
+// server may take heartbeats and vote all the same), so the n−q correct
+// servers it does not reach vote too, rightly, once its lease there runs
+// out: f + n−q = 2f votes for n = 3f+1, at least f+1 and fewer than q. A
+// rule of f+1 votes would reset the client; q votes do not.
 func TestNoResetWhileQLeasesLive(t *testing.T) {
-	const n, q, byz = 4, 3, 1
+	for _, tc := range []struct{ n, q int }{{4, 3}, {7, 5}} {
+		certs, votes := resetsWhileQLeasesLive(t, tc.n, tc.q)
+		f := (tc.n - 1) / 3
+		require.GreaterOrEqual(t, votes, f+1, "n=%d: the Byzantine and the unreached correct servers' votes reach f+1", tc.n)
+		require.Less(t, votes, tc.q, "n=%d: and fewer than q", tc.n)
+		require.Empty(t, certs, "n=%d: %d votes (f+1 = %d, q = %d) made a certificate", tc.n, votes, f+1, tc.q)
+	}
+}
+
+// resetsWhileQLeasesLive runs TestNoResetWhileQLeasesLive's scenario on n
+// servers with quorum q for 25 TTLs and returns the certificates formed
+// and the number of servers that voted against the client.
+func resetsWhileQLeasesLive(t *testing.T, n, q int) ([]*wire.ResetCertificate, int) {
+	t.Helper()
+	byz := (n - 1) / 3
 	ttl := time.Second
 	f := newFixture(t, n, q, ttl)
 	c := clientID(t)
 	now := time.Unix(0, 0)
-	for s := range n - byz {
+	// Servers 0..q-byz-1 are correct and reached; q-byz..n-byz-1 correct
+	// and not reached; n-byz..n-1 Byzantine (and reached).
+	reached, correct := q-byz, n-byz
+	for s := range correct {
 		mustOpen(t, f.dets[s], c, 1, ttl, now)
 	}
-	for step := range 100 {
+	voted := make(map[wire.ServerID]bool)
+	var certs []*wire.ResetCertificate
+	for range 100 {
 		now = now.Add(ttl / 4)
-		// The client reaches only servers 0..2, every TTL/3 or so.
-		if step%1 == 0 {
-			for s := range n - byz {
-				require.NoError(t, f.dets[s].Heartbeat(c, 1, now))
-			}
+		// The client heartbeats the servers it reaches every TTL/4.
+		for s := range reached {
+			require.NoError(t, f.dets[s].Heartbeat(c, 1, now))
 		}
 		var votes []wire.SignedSuspect
-		for s := range n - byz {
+		for s := range correct {
 			votes = append(votes, f.dets[s].Tick(now)...)
 		}
-		// The Byzantine server signs a vote against the client at every step.
-		bad, err := wire.SignSuspect(f.signers[n-1], f.keys.Cluster, &wire.SuspectBody{Client: c, Session: 1, Server: wire.ServerID(n - 1), Reason: wire.SuspectMute})
-		require.NoError(t, err)
-		votes = append(votes, bad)
-		require.Empty(t, f.gossip(t, votes), "step %d", step)
+		// The Byzantine servers sign a vote against the client at every step.
+		for s := correct; s < n; s++ {
+			bad, err := wire.SignSuspect(f.signers[s], f.keys.Cluster, &wire.SuspectBody{Client: c, Session: 1, Server: wire.ServerID(s), Reason: wire.SuspectMute})
+			require.NoError(t, err)
+			votes = append(votes, bad)
+		}
+		for _, v := range votes {
+			body, err := v.Verify(f.keys)
+			require.NoError(t, err)
+			require.Equal(t, c, body.Client)
+			require.False(t, int(body.Server) < reached, "reached server %d voted", body.Server)
+			voted[body.Server] = true
+		}
+		certs = append(certs, f.gossip(t, votes)...)
 	}
-	for s := range n {
-		require.Zero(t, f.dets[s].ResetUpTo(c))
+	if len(certs) == 0 {
+		for s := range n {
+			require.Zero(t, f.dets[s].ResetUpTo(c))
+		}
 	}
+	return certs, len(voted)
 }
 
 // A client that goes silent is reset at every correct server within 2×TTL of

@@ -1,6 +1,7 @@
 package omega
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/bq-lock/bq/internal/testseed"
 	"github.com/bq-lock/bq/wire"
 )
 
@@ -80,12 +82,15 @@ func TestLevelIsTheTPlusFirstLargest(t *testing.T) {
 // the others, the others write when they get to, c1 crashes early and c4 is
 // Byzantine (its row punishes every other candidate without end; it writes
 // as it likes).
-func TestConvergesUnderTheAssumption(t *testing.T) {
+func TestConvergesUnderTheAssumption(tt *testing.T) {
 	seed := uint64(rand.Int64())
 	if s := os.Getenv("BQ_OMEGA_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(tt, err, "BQ_OMEGA_SEED")
 	}
-	t.Logf("seed %d (replay: BQ_OMEGA_SEED=%d go test ./omega -run TestConvergesUnderTheAssumption)", seed, seed)
+	// Every failure names the seed and the command that replays it.
+	t := testseed.New(tt, seed, fmt.Sprintf("BQ_OMEGA_SEED=%d go test ./omega -run '^TestConvergesUnderTheAssumption$'", seed))
 	r := rand.New(rand.NewPCG(seed, 1))
 	const m, ell, crashed, byz, steps = 5, 3, 1, 4, 20000
 	c := ids(m)

@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/testseed"
 	"github.com/bq-lock/bq/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -87,13 +89,14 @@ func TestTruncatedFramesRejected(t *testing.T) {
 }
 
 // Random bytes, and random mutations of valid frames, never panic Decode;
-// whatever it accepts round-trips (§10: the seed is logged).
-func TestDecodeRandomInput(t *testing.T) {
+// whatever it accepts round-trips (§10: a new seed each run, which every
+// failure names with the command that replays it).
+func TestDecodeRandomInput(tt *testing.T) {
 	seed := *decodeSeed
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	t.Logf("seed %d (replay with -decode-seed %d)", seed, seed)
+	t := testseed.New(tt, seed, fmt.Sprintf("go test ./wire -run '^TestDecodeRandomInput$' -decode-seed %d", seed))
 	r := rand.New(rand.NewPCG(seed, 0xb9))
 	var valid [][]byte
 	for _, e := range examples(t) {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/internal/testseed"
 )
 
 // The hand-written Statement codec must be the library's, byte for byte and
@@ -28,17 +30,18 @@ func libraryDecode(b []byte) (*Statement, error) {
 	return &st, nil
 }
 
-// codecSeed is the seed of the randomized codec tests: BQ_CODEC_SEED
-// replays one.
-func codecSeed(t *testing.T) uint64 {
+// codecSeed is the seed of a randomized codec test, new each run unless
+// BQ_CODEC_SEED replays one, and the test for its assertions: every failure
+// names the seed and the command that replays it.
+func codecSeed(t *testing.T) (uint64, testseed.T) {
+	t.Helper()
 	seed := rand.Uint64()
 	if s := os.Getenv("BQ_CODEC_SEED"); s != "" {
 		var err error
 		seed, err = strconv.ParseUint(s, 10, 64)
 		require.NoError(t, err)
 	}
-	t.Logf("seed %d (replay: BQ_CODEC_SEED=%d go test ./wire -run %s)", seed, seed, t.Name())
-	return seed
+	return seed, testseed.New(t, seed, fmt.Sprintf("BQ_CODEC_SEED=%d go test ./wire -run '^%s$'", seed, t.Name()))
 }
 
 // edgeNumbers sit on both sides of every CBOR head size.
@@ -121,8 +124,9 @@ func sameVerdict(t testing.TB, b []byte) {
 	require.Equal(t, want, got)
 }
 
-func TestStatementCodecMatchesLibrary(t *testing.T) {
-	r := rand.New(rand.NewPCG(codecSeed(t), 0))
+func TestStatementCodecMatchesLibrary(tt *testing.T) {
+	seed, t := codecSeed(tt)
+	r := rand.New(rand.NewPCG(seed, 0))
 	for range 20000 {
 		st := randStatement(r)
 		b := appendStatement(nil, st)

@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bq-lock/bq/certs"
+	"github.com/bq-lock/bq/wire"
 )
 
 var (
@@ -202,3 +206,95 @@ func (s stats) String() string {
 }
 
 func ms(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }
+
+// lockStatus is what `bqclient status nemesis --json` says (the fields the
+// scenarios read).
+type lockStatus struct {
+	Reachable int `json:"reachable"`
+	Lock      *struct {
+		Holders   []statusMember `json:"holders"`
+		Queue     []statusMember `json:"queue"`
+		Suspected []struct {
+			Client     string `json:"client"`
+			ReportedBy int    `json:"reported_by"`
+		} `json:"suspected"`
+	} `json:"lock"`
+}
+
+// statusMember is one holder or waiter in a lockStatus.
+type statusMember struct {
+	Client     string `json:"client"`
+	Phase      string `json:"phase"`
+	ReportedBy int    `json:"reported_by"`
+}
+
+// member is client id's entry among the lock's holders and queue, if any.
+func (s lockStatus) member(id string) (statusMember, bool) {
+	if s.Lock == nil {
+		return statusMember{}, false
+	}
+	for _, m := range append(append([]statusMember{}, s.Lock.Holders...), s.Lock.Queue...) {
+		if m.Client == id {
+			return m, true
+		}
+	}
+	return statusMember{}, false
+}
+
+// suspectedBy is how many servers suspect client id.
+func (s lockStatus) suspectedBy(id string) int {
+	if s.Lock == nil {
+		return 0
+	}
+	for _, f := range s.Lock.Suspected {
+		if f.Client == id {
+			return f.ReportedBy
+		}
+	}
+	return 0
+}
+
+// status runs `bqclient status nemesis --json` as from (a client) in its
+// namespace: every server that from reaches answers.
+func (c *cluster) status(from string) (lockStatus, error) {
+	var st lockStatus
+	out, err := runCmd(30*time.Second, "ip", "netns", "exec", c.topo.node(from).ns,
+		bin("bqclient"), "--cluster", c.file, "--identity", c.identity[from], "status", lockName, "--json")
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return st, fmt.Errorf("bqclient status --json: %v: %s", err, out)
+	}
+	return st, nil
+}
+
+// clientID is client's id in hex, as status shows it.
+func (c *cluster) clientID(client string) string {
+	c.t.Helper()
+	id, err := certs.LoadIdentity(c.identity[client])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return wire.ClientID(id.Key.Public.ID).Hex()
+}
+
+// waitStatus polls status as from until cond holds (failing the test after
+// within) and returns the status that satisfied it.
+func (c *cluster) waitStatus(from string, within time.Duration, what string, cond func(lockStatus) bool) lockStatus {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	var last lockStatus
+	var lastErr error
+	for time.Now().Before(deadline) {
+		st, err := c.status(from)
+		if err == nil && cond(st) {
+			return st
+		}
+		last, lastErr = st, err
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := json.Marshal(last)
+	c.t.Fatalf("the status as %s never showed %s within %v; last: %s (err %v)", from, what, within, b, lastErr)
+	return last
+}

@@ -304,7 +304,8 @@ func TestSplitServers(t *testing.T) {
 }
 
 // A client that starts `lock --ttl 2s --timeout 30s` while it reaches only
-// two servers (no quorum), is then cut off from all of them for 7 s and
+// two servers (no quorum), is then cut off from all of them until those two
+// suspect it (its session's lease ran out there, as the status shows) and
 // healed must take the free lock within TTL+1s of the heal (issue 27,
 // point 3: before docs/protocol.md change 34 it never did, and said "4 of
 // 4 servers answered, need 3" at its --timeout). It must never enter
@@ -314,10 +315,17 @@ func TestSplitServers(t *testing.T) {
 // fresh client takes the lock at once: the lock was free all along.
 func TestMinorityThenCutOffClient(t *testing.T) {
 	const ttl = 2 * time.Second
+	// minorityPhase is how long c0 reaches s0 and s1 alone before it is cut
+	// off: its connections and its session's opening there take tens of
+	// milliseconds. No status shows a session that holds nothing before a
+	// server suspects it, so this one is a bound; the wait for the
+	// suspicion below checks that the session reached both servers.
+	const minorityPhase = time.Second
 	for _, minority := range []bool{false, true} {
 		name := map[bool]string{false: "control=cut-off-from-the-start", true: "minority-then-cut-off"}[minority]
 		t.Run(name, func(t *testing.T) {
 			c := newCluster(t)
+			id := c.clientID("c0")
 			if minority {
 				c.res.note("c0 reaches only s0, s1")
 				c.topo.Partition([]string{"c0"}, []string{"s2", "s3"})
@@ -327,12 +335,24 @@ func TestMinorityThenCutOffClient(t *testing.T) {
 			}
 			t0 := mono()
 			p := c.lock("c0", lockOpts{ttl: ttl, timeout: 30 * time.Second, hold: 50 * time.Millisecond})
-			time.Sleep(time.Second)
 			if minority {
+				time.Sleep(minorityPhase)
 				c.res.note("isolate c0")
 				c.topo.Isolate("c0")
+				// The state the scenario needs (change 34): the two servers
+				// c0 reached suspect its session, as c1 (which reaches every
+				// server) sees in the lock's status. Their leases run out one
+				// TTL after c0's last heartbeat.
+				st := c.waitStatus("c1", 5*ttl, "c0 suspected by s0 and s1", func(st lockStatus) bool { return st.suspectedBy(id) >= 2 })
+				c.res.note("c0 suspected by %d servers", st.suspectedBy(id))
+			} else {
+				// Nothing of c0 reaches a server, so no state shows the cut:
+				// it lasts as long as the minority case's at most takes to
+				// show its state (its minority phase, then one TTL until the
+				// session's lease runs out at s0 and s1), and a TTL more.
+				// The negative check below needs that elapsed time by nature.
+				time.Sleep(minorityPhase + 2*ttl)
 			}
-			time.Sleep(7 * time.Second)
 			if st, ok := c.waitStart("c0", t0, 0); ok {
 				t.Fatalf("c0 entered at %v without reaching a quorum of servers: %v", ms(st.NS-t0), st)
 			}

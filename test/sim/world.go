@@ -79,12 +79,15 @@ type Result struct {
 	// OmegaTrust: each candidate's trusted candidate (as a client index, −1
 	// for one not a correct client) at the end (Scenario.Omega).
 	OmegaTrust map[int]int
-	Scenario   Scenario
-	Violations []Violation
-	TraceHash  [32]byte
-	Tail       []string // the last trace lines (of the run, not of the first violation)
-	Stats      RunStats
-	Wall       time.Duration
+	// OmegaLevels: each candidate's levels of every candidate at the end,
+	// in the candidates' order (omega.Oracle.Levels).
+	OmegaLevels map[int][]uint64
+	Scenario    Scenario
+	Violations  []Violation
+	TraceHash   [32]byte
+	Tail        []string // the last trace lines (of the run, not of the first violation)
+	Stats       RunStats
+	Wall        time.Duration
 	// Holds are every holding of every lock, in the order they began.
 	Holds []Hold
 	// Revoked: when the operator revoked each revoked client (admission.go).
@@ -749,9 +752,11 @@ func (w *World) result(start time.Time) *Result {
 		w.stats.LeadersFromNewMembers = w.el.fromNew
 	}
 	var trust map[int]int
+	var levels map[int][]uint64
 	if w.cands != nil {
-		trust = make(map[int]int)
+		trust, levels = make(map[int]int), make(map[int][]uint64)
 		for c, cd := range w.cands {
+			levels[c] = cd.core.Levels()
 			trust[c] = -1
 			if x, ok := w.byID[cd.trust]; ok {
 				trust[c] = x
@@ -767,8 +772,8 @@ func (w *World) result(start time.Time) *Result {
 		}
 	}
 	return &Result{
-		OmegaTrust: trust,
-		Scenario:   w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
+		OmegaTrust: trust, OmegaLevels: levels,
+		Scenario: w.sc, Violations: w.h.viol, TraceHash: w.tr.sum(), Tail: w.tr.tail(),
 		Stats: w.stats, Wall: time.Since(start),
 		Holds: append([]Hold(nil), w.h.holds...), Silenced: w.h.crashed, LastHB: lastHB, Revoked: w.revokedAt,
 		ResetKnown: w.resetKnown, MalBanned: w.malBanned, Acted: acted,
