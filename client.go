@@ -417,6 +417,28 @@ func (c *Client) connected() []wire.ServerID {
 	return ids
 }
 
+// Reach is how much of its epoch's membership a client is connected to.
+type Reach struct {
+	Epoch        uint64
+	N, F, Quorum int
+	Connected    int // servers of the epoch connected now
+}
+
+// Reach says how many servers of the client's epoch it is connected to now.
+// It asks no server: it is the client's own view, for a health check.
+func (c *Client) Reach() Reach {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.view()
+	r := Reach{Epoch: v.epoch, N: len(v.ids), F: v.f, Quorum: v.q}
+	for _, id := range v.ids {
+		if c.up[id] {
+			r.Connected++
+		}
+	}
+	return r
+}
+
 func (c *Client) reachable() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -80,6 +80,15 @@ func (l *Leadership) Lost() <-chan struct{} { return l.h.Lost() }
 // Err is nil while the lead lasts and, once Lost is closed, why it was lost.
 func (l *Leadership) Err() error { return l.h.Err() }
 
+// ValidUntil is until when the lead is guaranteed (Holding.ValidUntil):
+// zero once it is lost, resigned, or its guarantee lapsed.
+func (l *Leadership) ValidUntil() time.Time {
+	if l.over() {
+		return time.Time{}
+	}
+	return l.h.ValidUntil()
+}
+
 // Value is the value last proclaimed by a quorum.
 func (l *Leadership) Value() string {
 	l.vmu.Lock()

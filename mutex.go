@@ -71,6 +71,22 @@ func (h *Holding) Err() error {
 	}
 }
 
+// ValidUntil is until when the holding is guaranteed: its session's lease
+// guarantee (less the loss grace) or, sooner, the instant its max-hold
+// gives it up. It is zero once the holding is lost, released, or its
+// guarantee lapsed: compare it with the clock to ask whether the holding
+// still stands (a "yes" from a timer alone could come after a loss). The
+// instant moves on with every renewal of the lease.
+func (h *Holding) ValidUntil() time.Time {
+	c := h.m.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.slots[h.m.name]; h.Err() != nil || s == nil || s.holding != h {
+		return time.Time{}
+	}
+	return c.bk.HeldUntil(time.Now(), h.m.name)
+}
+
 func (h *Holding) lose(err error) {
 	h.once.Do(func() {
 		h.lostErr = err

@@ -2,7 +2,10 @@ package bq
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/bq-lock/bq/crypto"
 	"github.com/bq-lock/bq/wire"
@@ -177,4 +180,81 @@ type observerState struct {
 	obsClosed bool
 	// admission is the identity's certificate, for the observer it dials.
 	admission *crypto.Signed
+}
+
+// WatchStatus sends lock's state on the channel it returns: at once, then
+// each time it changes (a participant came, went, or moved on; a client was
+// suspected or banned, or cleared). Like Observe, a push from any server
+// only makes it read, and what it sends is a Status as Status combines it;
+// it also reads once a second when nothing was pushed. The channel is
+// closed when ctx ends or the client closes. A reader that falls behind
+// gets the latest state, not every one.
+func (c *Client) WatchStatus(ctx context.Context, lock string) (<-chan *Status, error) {
+	if err := wire.CheckLockName(lock); err != nil {
+		return nil, fmt.Errorf("bq: %w", err)
+	}
+	ch := make(chan *Status, 1)
+	go func() {
+		defer close(ch)
+		o, err := c.observerClient(ctx)
+		for err != nil { // not yet reachable: try again until ctx ends
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.closed:
+				return
+			case <-time.After(observeEvery):
+			}
+			o, err = c.observerClient(ctx)
+		}
+		w := o.watchLock(lock)
+		defer o.unwatch(w)
+		last := ""
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.wake:
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			case <-c.closed:
+				return
+			case <-o.closed:
+				return
+			}
+			if st, err := o.Status(ctx, lock); err == nil && st.Lock != nil {
+				if key := st.Lock.stateKey(); key != last {
+					last = key
+					select { // the newest state replaces one not yet read
+					case <-ch:
+					default:
+					}
+					ch <- st
+				}
+			}
+			t.Reset(observeEvery)
+		}
+	}()
+	return ch, nil
+}
+
+// stateKey is what WatchStatus compares: who is in the lock's set, in which
+// phase, mode, ticket, session and attempt, and who is suspected or banned
+// (not how many servers report each: that moves with who answered).
+func (l *LockStatus) stateKey() string {
+	var b strings.Builder
+	for _, ps := range [][]Participant{l.Holders, l.Queue} {
+		for _, p := range ps {
+			fmt.Fprintf(&b, "%x/%d/%d.%d/%d/%d/%d;", p.Client[:], p.Phase, p.Mode.Mode, p.Mode.Permits, p.Ticket, p.Session, p.Attempt)
+		}
+		b.WriteByte('|')
+	}
+	for _, fs := range [][]Flagged{l.Suspected, l.Banned} {
+		for _, f := range fs {
+			fmt.Fprintf(&b, "%x;", f.Client[:])
+		}
+		b.WriteByte('|')
+	}
+	return b.String()
 }

@@ -64,6 +64,34 @@ func (c *Client) LossAt() time.Time {
 	return c.lease.ValidUntil()
 }
 
+// HeldUntil is until when the holding of lock is guaranteed: the lease
+// guarantee of its session (with the grace) or, sooner, the instant its
+// max-hold gives it up; zero when lock is not held in the current session
+// or the guarantee does not hold at now. A holding is never lost before it,
+// and may be right after: a caller asking whether it still holds compares
+// its clock with this instant, not with a timer that may fire late.
+func (c *Client) HeldUntil(now time.Time, lock string) time.Time {
+	a := c.attempts[lock]
+	if a == nil || a.phase != phaseHeld || a.sess != c.sess || c.reopen || c.lease == nil {
+		return time.Time{}
+	}
+	until := c.lease.ValidUntil()
+	if mh := c.MaxHold(); mh > 0 {
+		until = minTime(until, a.entered.Add(mh-c.maxHoldMargin(mh)))
+	}
+	if !now.Before(until) {
+		return time.Time{}
+	}
+	return until
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // LeaseValidUntil is when the lease guarantee lapses unless new acks arrive
 // (zero if it never held in this session).
 func (c *Client) LeaseValidUntil() time.Time {
