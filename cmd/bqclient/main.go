@@ -84,7 +84,7 @@ It needs the cluster's file (--cluster, or BQ_CLUSTER) and a client identity, a 
 			g.identity, g.identityDefault = defaultIdentity(), true
 		}
 	}
-	root.AddCommand(lockCmd(g, std), unlockCmd(g, std), electCmd(g, std), statusCmd(g, std), keygenCmd(g, std), versionCmd(std))
+	root.AddCommand(lockCmd(g, std), unlockCmd(g, std), electCmd(g, std), statusCmd(g, std), agentCmd(g, std), keygenCmd(g, std), versionCmd(std))
 	return root, g
 }
 
