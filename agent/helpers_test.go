@@ -131,8 +131,11 @@ func (e *env) request(ctx context.Context, method, path string, body any) *http.
 		require.NoError(e.t, err)
 		r = bytes.NewReader(j)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, "http://localhost"+path, r)
 	require.NoError(e.t, err)
+	if r != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	return req
 }
 
