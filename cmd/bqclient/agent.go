@@ -71,7 +71,7 @@ its caller does, or the loss grace later.`,
 	f.DurationVar(&o.ttl, "ttl", 10*time.Second, "the session's lease TTL: a killed agent's holds are released within about 2×TTL")
 	f.IntVar(&o.maxStreams, "max-streams", 1024, "streams and long polls open at once")
 	f.IntVar(&o.maxHolds, "max-holds", 4096, "holds and acquires in progress at once")
-	f.IntVar(&o.maxConns, "max-conns", 4096, "connections open at once, per listener")
+	f.IntVar(&o.maxConns, "max-conns", 2048, "connections open at once, per listener")
 	f.IntVar(&o.maxWatches, "max-watches", 256, "locks whose status long polls watch at once")
 	f.DurationVar(&o.ping, "ping", 5*time.Second, "how often a stream says it is alive (a caller may ask for another)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
