@@ -45,7 +45,8 @@ type Config struct {
 	// SessionFile keeps the identity's session counter (docs/protocol.md §2:
 	// session numbers are never reused). Default: IdentityFile + ".session".
 	// The client holds a lock on it while open, so a second process of this
-	// machine with the same identity fails with ErrIdentityInUse. With an
+	// machine with the same identity fails with ErrIdentityInUse, and so does
+	// a second Client of this process (its message says which). With an
 	// Identity given in memory and no SessionFile, sessions are numbered in
 	// memory: use that only for a key no other process ever uses.
 	SessionFile string
@@ -343,8 +344,16 @@ func sessionSource(cfg Config) (bakery.SessionSource, io.Closer, error) {
 		return &bakery.CountingSessions{}, noCounter{}, nil
 	}
 	sc, err := certs.OpenSessionCounter(path, rand.Reader)
-	if errors.Is(err, certs.ErrIdentityInUse) {
-		return nil, nil, fmt.Errorf("%w: %w", ErrIdentityInUse, err)
+	if inUse, ok := errors.AsType[*certs.InUseError](err); ok {
+		who := "identity " + cfg.IdentityFile
+		if cfg.IdentityFile == "" {
+			who = "the identity of session counter " + path
+		}
+		msg := fmt.Sprintf("bq: %s is in use by another process of this machine (it has locked %s): give each process its own identity", who, path)
+		if inUse.ThisProcess {
+			msg = fmt.Sprintf("bq: %s is in use in this process: another Client of this process has it open (a Client is safe for concurrent use: share that one, or give each its own identity)", who)
+		}
+		return nil, nil, &Error{msg: msg, kinds: []error{ErrIdentityInUse}, cause: err}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("bq: %w", err)

@@ -48,9 +48,11 @@ var (
 	// change 23). Such an error is also an ErrRefused.
 	ErrNotPermitted = errors.New("bq: not permitted")
 	// ErrIdentityInUse: another process of this machine has the identity
-	// open. One identity is one client with one session at a time: give
-	// each process its own identity file.
-	ErrIdentityInUse = errors.New("bq: identity in use by another process")
+	// open, or another Client of this process (the message says which). One
+	// identity is one client with one session at a time: give each process
+	// its own identity file, and share one Client within a process (it is
+	// safe for concurrent use).
+	ErrIdentityInUse = errors.New("bq: identity in use")
 )
 
 func mapBakeryErr(err error) error {
