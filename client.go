@@ -148,6 +148,11 @@ type Client struct {
 	done      chan struct{}
 	// counter is the identity's session counter, released at the end.
 	counter io.Closer
+	// grant is what the identity's admission certificate says (nil on an
+	// open cluster): its lock-name patterns refuse a name at once
+	// (mayUse). renewed reads a certificate renewed in its file since.
+	grant   *wire.AdmissionBody
+	renewed func() *crypto.Signed
 }
 
 // slot is the client's state for one lock name.
@@ -227,19 +232,20 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq: the epochs given do not continue the cluster file: %w", err)
 	}
 	clientCAs, _ := chain.ClientCAs(cluster.ClientCA)
-	admissionNote, err := checkAdmission(cluster, clientCAs, key, admission, cfg.IdentityFile, chain.Number(), cfg.ClusterFile)
+	grant, admissionNote, err := checkAdmission(cluster, clientCAs, key, admission, cfg.IdentityFile, chain.Number(), cfg.ClusterFile)
 	if err != nil {
 		return nil, err
 	}
 	if admissionNote != "" {
 		cfg.Logger.Warn(admissionNote)
 	}
+	renewed := renewedAdmission(cfg, key)
 	newTransport := cfg.newTransport
 	if newTransport == nil {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
 				Key: key, Admission: admission, Cluster: c.ID(), Servers: roster.Addresses(nil), CAPool: roster.CAPool(), IdentifyServer: roster.ServerByCert, Logger: cfg.Logger,
-				Observe: cfg.Observe, RenewedAdmission: renewedAdmission(cfg, key),
+				Observe: cfg.Observe, RenewedAdmission: renewed,
 			})
 		}
 	}
@@ -289,6 +295,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		proclaims:   make(map[uint64]*proclaimWait), proclaimed: make(map[string]*proclaimedValue),
 		leaseReady: make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
 		counter: counter, started: chain.Number(), clusterFile: cfg.ClusterFile,
+		grant: grant, renewed: renewed,
 	}
 	c.mu.Lock()
 	c.apply(start)

@@ -225,6 +225,9 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 	if err := wire.CheckLockName(e.name); err != nil {
 		return nil, fmt.Errorf("bq: %w", err)
 	}
+	if err := e.c.mayUse(e.name); err != nil {
+		return nil, err
+	}
 	began := time.Now()
 	replies, v, err := e.c.statusReplies(ctx, e.name, leaderGrace)
 	if err != nil {
@@ -256,12 +259,16 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 // it decides, as Leader does, only on what f+1 of q replies hold; it also
 // reads once a second when nothing was pushed. A Client with a session
 // watches through an observer connection of its identity, dialed on first
-// use. The channel is closed when ctx ends or the client closes.
+// use. The channel is closed when ctx ends or the client closes, and at
+// once for a name the identity may not use (Client.MayUse says why).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
 	every := observeEvery
 	go func() {
 		defer close(ch)
+		if e.c.mayUse(e.name) != nil {
+			return // every server would refuse it: MayUse says why
+		}
 		o, err := e.c.observerClient(ctx)
 		for err != nil { // not yet reachable: try again until ctx ends
 			select {

@@ -172,9 +172,11 @@ func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
 // client knows of signed may be of a client CA the cluster listed since
 // (a rotation the client's epochs do not show yet): the servers decide, and
 // note says so, for their refusal if they refuse (issue 44).
-func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.PrivateKey, admission *crypto.Signed, file string, epoch uint64, clusterFile string) (note string, _ error) {
+// The certificate's body comes back too (nil on an open cluster), for the
+// lock names it allows (mayUse).
+func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.PrivateKey, admission *crypto.Signed, file string, epoch uint64, clusterFile string) (grant *wire.AdmissionBody, note string, _ error) {
 	if !c.Closed() {
-		return "", nil
+		return nil, "", nil
 	}
 	where := "this identity"
 	if file != "" {
@@ -188,14 +190,14 @@ func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.Pr
 		if file != "" {
 			pub = file + certs.PublicKeySuffix
 		}
-		return "", refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
+		return nil, "", refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
 			c.Name, where, wire.ClientID(key.Public.ID).Hex()[:16], pub, where)
 	}
 	b, err := wire.VerifyAdmissionAny(clientCAs, c.ID(), *admission)
 	if err != nil {
 		var u wire.AdmissionBody
 		if crypto.UnmarshalCanonical(admission.Body, &u) != nil || u.Cluster != c.ID() {
-			return "", refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
+			return nil, "", refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
 		}
 		// Unverified, only to word what the servers will decide.
 		b = &u
@@ -207,11 +209,43 @@ func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.Pr
 			where, files, epoch, cmp.Or(clusterFile, "the cluster file"))
 	}
 	if b.Client != wire.ClientID(key.Public.ID) {
-		return "", refuse("the admission certificate in %s (%q) is for another key, client id %s, not this one (%s)",
+		return nil, "", refuse("the admission certificate in %s (%q) is for another key, client id %s, not this one (%s)",
 			where, b.Name, b.Client.Hex(), wire.ClientID(key.Public.ID).Hex())
 	}
 	if err := b.ValidAt(time.Now()); err != nil {
-		return "", refuse("%v: ask the cluster's operator for a new one (bqserver client renew %s)", err, b.Name)
+		return nil, "", refuse("%v: ask the cluster's operator for a new one (bqserver client renew %s)", err, b.Name)
 	}
-	return note, nil
+	return b, note, nil
 }
+
+// mayUse refuses at once, before any server is asked, a lock name outside
+// the patterns of the identity's admission certificate (docs/protocol.md
+// change 23): every correct server would refuse it, and the certificate
+// the client shows them is its own. The servers stay the authority: a name
+// the certificate allows is theirs to refuse still. A certificate renewed
+// in the identity file since Dial (renewedAdmission) that allows the name
+// lets it through, for the servers to decide on the connections that show
+// the new one.
+func (c *Client) mayUse(lock string) error {
+	g := c.grant
+	if g == nil || g.Allows(lock) {
+		return nil
+	}
+	if c.renewed != nil {
+		if s := c.renewed(); s != nil {
+			var b wire.AdmissionBody
+			if crypto.UnmarshalCanonical(s.Body, &b) == nil && b.Allows(lock) {
+				return nil
+			}
+		}
+	}
+	return &Error{msg: "bq: not permitted: " + g.Refusal(lock), kinds: []error{ErrNotPermitted, ErrRefused}}
+}
+
+// MayUse reports, without asking any server, whether the identity's
+// admission certificate lets it use the lock called name: nil on an open
+// cluster, or for a name one of its patterns matches; an ErrNotPermitted
+// that names the patterns otherwise (what Lock, TryLock, Release, Status
+// and Leader return at once for such a name). The servers decide in the
+// end: nil is no promise that they admit the name.
+func (c *Client) MayUse(name string) error { return c.mayUse(name) }

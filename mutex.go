@@ -106,6 +106,9 @@ func (m *Mutex) lock(ctx context.Context, try bool) (*Holding, error) {
 	if c.observe {
 		return nil, errObserver
 	}
+	if err := c.mayUse(m.name); err != nil {
+		return nil, err
+	}
 	s := c.slot(m)
 	if c.isClosing() {
 		return nil, ErrClosed

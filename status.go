@@ -128,6 +128,9 @@ func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
 		if err := wire.CheckLockName(lock); err != nil {
 			return nil, fmt.Errorf("bq: %w", err)
 		}
+		if err := c.mayUse(lock); err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -373,6 +376,9 @@ func (c *Client) MaxHold() time.Duration {
 func (c *Client) Release(ctx context.Context, lock string) (bool, error) {
 	if err := wire.CheckLockName(lock); err != nil {
 		return false, fmt.Errorf("bq: %w", err)
+	}
+	if err := c.mayUse(lock); err != nil {
+		return false, err
 	}
 	ev, err := c.runOp(ctx, func() (uint64, bakery.Effects, error) {
 		op, e := c.bk.Read(lock, c.ID())

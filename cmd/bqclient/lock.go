@@ -119,6 +119,9 @@ Exit codes, signals, --ttl and the loss of the lock are the same in every mode.`
 				o.timeout = tryTimeout
 			}
 			o.ttlSet = cmd.Flags().Changed("ttl")
+			if err := refuseName(g, name); err != nil {
+				return err
+			}
 			return fail(runLock(g, std, name, argv, o))
 		},
 	}

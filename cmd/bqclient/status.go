@@ -47,6 +47,9 @@ identity file yet it uses a throwaway key.`,
 			lock := ""
 			if len(args) == 1 {
 				lock = args[0]
+				if err := refuseName(g, lock); err != nil {
+					return err
+				}
 			}
 			sigCtx, _, stop := signals()
 			defer stop()
