@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -445,7 +443,7 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 			default:
 				refused[r.server] = r.err
 				if len(servers)-len(refused) < need {
-					return proclaimRefused(l.e.name, refused)
+					return proclaimRefused(c, l.e.name, refused, len(servers), need)
 				}
 			}
 		case <-soon.C:
@@ -482,25 +480,15 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 	}
 }
 
-// proclaimRefused is the error of a proclamation too many servers refused.
-func proclaimRefused(name string, refused map[wire.ServerID]*wire.Error) error {
-	ids := make([]int, 0, len(refused))
-	for s := range refused {
-		ids = append(ids, int(s))
-	}
-	sort.Ints(ids)
-	kind := ErrRefused
-	var why []string
-	for _, s := range ids {
-		e := refused[wire.ServerID(s)]
+// proclaimRefused is the error of a proclamation too many servers refused:
+// worded as every refusal of the servers is (refusalError).
+func proclaimRefused(c *Client, name string, refused map[wire.ServerID]*wire.Error, n, need int) error {
+	r := &bakery.Refusal{Kind: bakery.ErrRefused, What: "the value", Lock: name, N: n, Q: need, By: make(map[wire.ServerID]string, len(refused))}
+	for s, e := range refused {
 		if e.Code == wire.ErrCodeForbidden || e.Code == wire.ErrCodeNotAllowed {
-			kind = ErrNotPermitted
+			r.Kind = bakery.ErrNotPermitted
 		}
-		why = append(why, fmt.Sprintf("%s: %s", wire.ServerID(s), e.Detail))
+		r.By[s] = bakery.ClientNamed(c.ID(), e.Detail)
 	}
-	kinds := []error{ErrRefused}
-	if kind == ErrNotPermitted {
-		kinds = append(kinds, ErrNotPermitted)
-	}
-	return &Error{msg: fmt.Sprintf("bq: the servers refused the value of %s: %s", name, strings.Join(why, "; ")), kinds: kinds}
+	return refusalError(r)
 }

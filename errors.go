@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -56,7 +57,10 @@ var (
 )
 
 func mapBakeryErr(err error) error {
+	var r *bakery.Refusal
 	switch {
+	case errors.As(err, &r):
+		return refusalError(r)
 	case errors.Is(err, bakery.ErrBusy):
 		return ErrBusy
 	case errors.Is(err, bakery.ErrMaxHold):
@@ -69,6 +73,62 @@ func mapBakeryErr(err error) error {
 		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrRefused}, cause: err}
 	}
 	return err
+}
+
+// refusalError words what so many servers refused that fewer than a quorum
+// are left to accept it (bakery.Refusal) as a user reads it: how many of
+// the servers refused what, how many it needs, and their reasons in their
+// own words, each once (with the servers that gave it when they differ),
+// without the internal prefixes of bq's packages.
+//
+//	not permitted: 2 of the 4 servers refused lock "prod/deploy", leaving fewer than the 3 it needs: "ci" may not use lock "prod/deploy": its certificate allows ci/*
+func refusalError(r *bakery.Refusal) error {
+	kinds, lead := []error{ErrRefused}, "bq: "
+	if errors.Is(r.Kind, bakery.ErrNotPermitted) {
+		kinds, lead = []error{ErrNotPermitted, ErrRefused}, "bq: not permitted: "
+	}
+	subject := fmt.Sprintf("lock %q", r.Lock)
+	switch r.What {
+	case "the session":
+		subject = "this client's session"
+	case "the connection":
+		subject = "this client's connection"
+	case "the Listen":
+		subject = fmt.Sprintf("to listen for lock %q", r.Lock)
+	case "the value":
+		subject = fmt.Sprintf("the value of election %q", r.Lock)
+	}
+	reasons := r.Reasons()
+	parts := make([]string, len(reasons))
+	for i, why := range reasons {
+		parts[i] = plainWords(why.Text)
+		if len(reasons) > 1 && !(len(why.Servers) == 1 && strings.HasPrefix(parts[i], why.Servers[0].String()+" ")) {
+			ids := make([]string, len(why.Servers))
+			for j, s := range why.Servers {
+				ids[j] = s.String()
+			}
+			parts[i] += " (" + strings.Join(ids, ", ") + ")"
+		}
+	}
+	msg := fmt.Sprintf("%s%d of the %d servers refused %s, leaving fewer than the %d it needs: %s",
+		lead, len(r.By), r.N, subject, r.Q, strings.Join(parts, "; "))
+	return &Error{msg: msg, kinds: kinds, cause: r}
+}
+
+// internalPrefix is the prefix a package of bq gives its errors ("core: ",
+// "bakery: "), at the start of a server's words or of a part of them.
+var internalPrefix = regexp.MustCompile(`(^|: |; |\()(?:activeset|bakery|certs|core|crypto|detector|omega|quorum|server|store|transport|wire): `)
+
+// plainWords is a server's words without the internal prefixes of bq's
+// packages, which say nothing to a user.
+func plainWords(s string) string {
+	for {
+		t := internalPrefix.ReplaceAllString(s, "$1")
+		if t == s {
+			return s
+		}
+		s = t
+	}
 }
 
 // Error is an error of this package with one line of text that says what

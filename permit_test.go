@@ -73,3 +73,26 @@ func TestANameOutsideThePatternsIsRefusedBeforeAskingAnyServer(t *testing.T) {
 	require.NoError(t, os.Rename(idFile+".new", idFile))
 	require.NoError(t, c.MayUse("prod/deploy"))
 }
+
+// The servers stay the authority: a name the client's own check lets
+// through (here the check is switched off) is refused by them, and what
+// the client says of it is worded for a user (issue 55): how many of the
+// servers refused and how many it needs, their reason once, without the
+// protocol's codes or bq's package prefixes ("bakery:", "core:", "s0
+// refused:").
+func TestTheServersRefusalOfANameIsWordedForAUser(t *testing.T) {
+	tc := newClosedCluster(t, 4)
+	ca, err := certs.LoadClientCA(tc.dir)
+	require.NoError(t, err)
+	key, err := crypto.GenerateKey(tc.cluster.Scheme, rand.Reader)
+	require.NoError(t, err)
+	adm, _, err := ca.Enroll(certs.EnrollOptions{Name: "ci", Key: key.Public, Locks: []string{"ci/*", "build/*"}}, time.Now(), rand.Reader)
+	require.NoError(t, err)
+	c := tc.dial(Config{Identity: key, Admission: &adm, TTL: time.Second})
+	c.grant = nil // as if the certificate allowed it: the servers decide
+	ctx := ctxFor(t, waitTimeout)
+	_, err = c.Mutex("prod/deploy").TryLock(ctx)
+	require.ErrorIs(t, err, ErrNotPermitted)
+	require.EqualError(t, err, `bq: not permitted: 2 of the 4 servers refused lock "prod/deploy", leaving fewer than the 3 it needs: `+
+		`"ci" may not use lock "prod/deploy": its certificate allows ci/*, build/*`)
+}

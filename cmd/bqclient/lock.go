@@ -266,12 +266,8 @@ func modeNote(h *bq.Holding) string {
 
 // lostReason says why h was lost, in a few words.
 func lostReason(h held) string {
-	err := h.Err()
-	switch {
-	case errors.Is(err, bq.ErrMaxHold):
-		return strings.TrimPrefix(err.Error(), "bq: lock lost: ")
-	case err != nil:
-		return strings.TrimPrefix(err.Error(), "bq: ")
+	if err := h.Err(); err != nil {
+		return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "bq: "), "lock lost: ")
 	}
 	return "the lease guarantee failed"
 }
