@@ -180,49 +180,127 @@ func round(d time.Duration) time.Duration {
 	return d.Round(10 * time.Millisecond)
 }
 
-// describeWait says what an attempt on lock waits for: the servers' answers
-// or the members ahead (the holder first), and whether it is the servers.
-func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
+// describeWait says what an attempt on lock in mode waits for: the
+// servers' answers or the members ahead (the holder first, with the mode it
+// holds in), and whether it is the servers. A member ahead whose mode
+// excludes mode although both share among their own kind (another
+// semaphore count, readers against a semaphore's holders) is named with a
+// hint (clashHint): often a mistake in a count, which waits for as long as
+// they hold.
+func describeWait(lock string, mode Mode, w bakery.Wait, n int) (string, bool) {
+	what, servers := waitWords(mode, w, n)
+	if what == "" {
+		return fmt.Sprintf("%q", lock), servers
+	}
+	return fmt.Sprintf("%q: %s", lock, what), servers
+}
+
+// waitWords is describeWait without the lock's name ("" when there is
+// nothing to say but the name).
+func waitWords(mode Mode, w bakery.Wait, n int) (string, bool) {
 	if w.Phase == "" {
-		return fmt.Sprintf("%q", lock), false
+		return "", false
 	}
 	if w.ServersShort() {
 		what := map[string]string{"get-ticket": "GET-TICKET", "set-ticket": "SET-TICKET", "listen": "LISTEN", "exit": "EXIT"}[w.Phase]
-		return fmt.Sprintf("%q: %d of %d servers answered its %s, need %d", lock, w.Answered, n, what, w.Need), true
+		return fmt.Sprintf("%d of %d servers answered its %s, need %d", w.Answered, n, what, w.Need), true
 	}
 	if len(w.Ahead) == 0 {
-		return fmt.Sprintf("%q", lock), false
+		return "", false
 	}
-	var holder *bakery.Ahead
-	for i, a := range w.Ahead {
+	var holders, others []bakery.Ahead
+	for _, a := range w.Ahead {
 		if a.Statement != nil && a.Statement.Phase == wire.PhaseHeld {
-			holder = &w.Ahead[i]
+			holders = append(holders, a)
+		} else {
+			others = append(others, a)
 		}
 	}
+	tokenOf := func(a bakery.Ahead) Token { return Token{N: a.Statement.N, Client: a.Client} }
 	var b strings.Builder
-	fmt.Fprintf(&b, "%q: ", lock)
-	rest := len(w.Ahead)
-	if holder != nil {
-		fmt.Fprintf(&b, "held by %s (token %s)", holder.Client.Hex()[:16], bakery.Token{N: holder.Statement.N, Client: holder.Client})
-		rest--
-		if rest > 0 {
-			fmt.Fprintf(&b, ", %d more ahead", rest)
+	if len(holders) > 0 {
+		first := holders[0]
+		for _, h := range holders[1:] {
+			if tokenOf(h).Less(tokenOf(first)) {
+				first = h
+			}
 		}
-		return b.String(), false
+		fmt.Fprintf(&b, "held %sby %s (token %s)", heldAs(wire.HoldingOf(first.Statement)), first.Client.Hex()[:16], tokenOf(first))
+		if len(holders) > 1 {
+			fmt.Fprintf(&b, " and %d more holders", len(holders)-1)
+		}
+		if len(others) > 0 {
+			fmt.Fprintf(&b, ", %d more ahead", len(others))
+		}
+	} else {
+		first := others[0]
+		switch {
+		case first.Statement == nil:
+			fmt.Fprintf(&b, "%s ahead", first.Client.Hex()[:16])
+		case first.Statement.N == 0:
+			fmt.Fprintf(&b, "%s ahead (taking a ticket%s)", first.Client.Hex()[:16], modeWords(wire.HoldingOf(first.Statement)))
+		default:
+			fmt.Fprintf(&b, "%s ahead (ticket %d%s)", first.Client.Hex()[:16], first.Statement.N, modeWords(wire.HoldingOf(first.Statement)))
+		}
+		if len(others) > 1 {
+			fmt.Fprintf(&b, ", %d more ahead", len(others)-1)
+		}
 	}
-	first := w.Ahead[0]
-	switch {
-	case first.Statement == nil:
-		fmt.Fprintf(&b, "%s ahead", first.Client.Hex()[:16])
-	case first.Statement.N == 0:
-		fmt.Fprintf(&b, "%s ahead (taking a ticket)", first.Client.Hex()[:16])
-	default:
-		fmt.Fprintf(&b, "%s ahead (ticket %d)", first.Client.Hex()[:16], first.Statement.N)
-	}
-	if rest > 1 {
-		fmt.Fprintf(&b, ", %d more ahead", rest-1)
+	for _, a := range w.Ahead {
+		if a.Statement == nil {
+			continue
+		}
+		if hint := clashHint(mode, wire.HoldingOf(a.Statement)); hint != "" {
+			b.WriteString("; " + hint)
+			break
+		}
 	}
 	return b.String(), false
+}
+
+// heldAs is how a holding in mode h reads after "held ": "" for exclusive,
+// "shared ", "as 3 permits ".
+func heldAs(h Mode) string {
+	switch h.Mode {
+	case wire.ModeShared:
+		return "shared "
+	case wire.ModePermits:
+		return fmt.Sprintf("as %d permits ", h.Permits)
+	}
+	return ""
+}
+
+// modeWords is ", shared" or ", 3 permits" for a waiter that is not
+// exclusive, "" for one that is.
+func modeWords(h Mode) string {
+	if h.Mode == wire.ModeExclusive {
+		return ""
+	}
+	return ", " + h.String()
+}
+
+// clashHint says why asked waits for a member in mode other when the two
+// exclude each other although asked shares the lock with its own kind
+// (docs/protocol.md change 60): another semaphore count, readers against a
+// semaphore's holders, a plain lock against a semaphore. Such a wait is
+// often a mistake in a count, and lasts for as long as the other holds. ""
+// when there is nothing to say: they are compatible, or asked is exclusive
+// (it waits for everyone), or a reader waits for a writer (what readers do).
+func clashHint(asked, other Mode) string {
+	if asked.Compatible(other) {
+		return ""
+	}
+	switch {
+	case asked.Mode == wire.ModePermits && other.Mode == wire.ModePermits:
+		return fmt.Sprintf("you asked for %d permits: a semaphore's holders must all give the same count", asked.Permits)
+	case asked.Mode == wire.ModePermits && other.Mode == wire.ModeShared:
+		return fmt.Sprintf("you asked for one of %d permits: a semaphore's holders and readers (shared) exclude each other", asked.Permits)
+	case asked.Mode == wire.ModePermits && other.Mode == wire.ModeExclusive:
+		return fmt.Sprintf("you asked for one of %d permits: an exclusive holder (a plain lock of the name) excludes everyone", asked.Permits)
+	case asked.Mode == wire.ModeShared && other.Mode == wire.ModePermits:
+		return fmt.Sprintf("you asked to share it as a reader: readers and a semaphore's holders (%d permits) exclude each other", other.Permits)
+	}
+	return ""
 }
 
 // checkAdmission fails at once, with what to do, when a closed cluster

@@ -82,8 +82,11 @@ Shared holdings (BQ_LOCK_MODE says which: exclusive, shared, or "K permits"):
     exceeds every token granted before it: have the resource accept a write whose token is at
     least the highest it has seen, and a read whose token is at least the highest of a write.
   - --permits K takes one of K permits (2 to 1024): at most K holders at once. Every user of NAME
-    must give the same K: holders of another K exclude each other, as writers do. Its tokens order
-    the holders but fence nothing (K holders are in together).
+    must give the same K: holders of another K exclude each other, as writers do, so a lock that
+    waits behind another K (or --shared against --permits) says so once on stderr, and --try names
+    it: 'lock "pool" is busy: held as 2 permits by ...; you asked for 3 permits: a semaphore's
+    holders must all give the same count'. Its tokens order the holders but fence nothing (K
+    holders are in together).
 Exit codes, signals, --ttl and the loss of the lock are the same in every mode.`,
 		Example: `  bqclient lock deploy -- ./deploy.sh
   bqclient lock deploy --try -- ./deploy.sh          # exit 3 at once if someone is ahead
@@ -216,7 +219,9 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	if o.try {
 		h, err = tryLock(ctx)
 	} else {
+		said := sayClash(c, name, std.err)
 		h, err = lock(ctx)
+		said()
 	}
 	if err != nil {
 		quit()
@@ -250,6 +255,32 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	}
 	fmt.Fprintf(std.out, "released %s\n", name)
 	return nil
+}
+
+// sayClash says once on stderr, while a Lock of name waits, that it waits
+// for holders whose mode excludes its own although both share among their
+// own kind (another --permits count, --shared against --permits): often a
+// typo in a count, which would otherwise wait silently for as long as they
+// hold (issue 55). The returned func stops it, once the Lock returned.
+func sayClash(c *bq.Client, name string, stderr io.Writer) func() {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if what, clash := c.Waiting(name); clash {
+				fmt.Fprintf(stderr, "bqclient: waiting for %q: %s\n", name, what)
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // modeNote is " (shared)" or " (one of K permits)" for a holding that is

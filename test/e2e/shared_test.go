@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,4 +122,33 @@ rmdir "%[1]s/$mine"
 	}
 	require.Positive(t, countLines(together), "two holders were never inside together")
 	t.Logf("%d of %d holdings began with another holder inside", countLines(together), loops*rounds)
+}
+
+// Issue 55, item 3, real processes: `--permits 3` against holders of
+// `--permits 2` says that the counts differ, not only "busy": --try in its
+// one line (exit 3), and a waiting lock once on stderr while it waits,
+// which then enters when the holder leaves.
+func TestAnotherPermitsCountSaysSo(t *testing.T) {
+	dir := initCluster(t, 4)
+	runServers(t, dir, 4)
+	c := bqc{t: t, cluster: filepath.Join(dir, "cluster.yaml"), work: t.TempDir()}
+	holder := start(t, "holder", []string{"BQ_CLUSTER=" + c.cluster, "BQ_IDENTITY=" + filepath.Join(c.work, "h.key")},
+		bin("bqclient"), "lock", "pool", "--permits", "2", "--", "sh", "-c", `echo "in $BQ_LOCK_TOKEN"; exec sleep 60`)
+	holder.waitFor(20*time.Second, 1, "in ")
+	token := strings.Fields(holder.output()[strings.Index(holder.output(), "in ")+3:])[0]
+	hint := `held as 2 permits by [0-9a-f]{16} \(token ` + regexp.QuoteMeta(token) + `\); you asked for 3 permits: a semaphore's holders must all give the same count`
+
+	r := c.run("w.key", "lock", "pool", "--permits", "3", "--try", "--", "true")
+	require.Equal(t, 3, r.code, r.err)
+	require.Regexp(t, `^bqclient lock: lock "pool" is busy: `+hint+`\n$`, strings.Join(stderrLines(r.err), "\n")+"\n")
+
+	waiter := start(t, "waiter", []string{"BQ_CLUSTER=" + c.cluster, "BQ_IDENTITY=" + filepath.Join(c.work, "w.key")},
+		bin("bqclient"), "lock", "pool", "--permits", "3", "--timeout", "60s", "--", "echo", "waiter-in")
+	waiter.waitFor(20*time.Second, 1, `bqclient: waiting for "pool": held as 2 permits by `)
+	require.Regexp(t, `bqclient: waiting for "pool": `+hint+`\n`, waiter.output())
+	code, _ := holder.stop(syscall.SIGTERM, 10*time.Second)
+	require.NotZero(t, code, "the holder's command was ended")
+	require.Zero(t, waiter.waitExit(30*time.Second), waiter.output())
+	require.Contains(t, waiter.output(), "waiter-in")
+	require.Equal(t, 1, strings.Count(waiter.output(), "bqclient: waiting for"), "said once: %s", waiter.output())
 }
