@@ -122,11 +122,11 @@ func ExampleClient_Status() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%d of %d servers answered; %d more may fail\n", st.Reachable, st.N, st.FaultsTolerated)
-	if h := st.Lock.Holder; h != nil {
-		fmt.Printf("held by %s (ticket %d)\n", h.Client, h.Ticket)
+	for _, h := range st.Lock.Holders { // one, or readers (or a semaphore's holders) together
+		fmt.Printf("held by %s, %s, token %s\n", h.Client.Hex()[:16], h.Mode, h.Token())
 	}
-	for i, p := range st.Lock.Queue {
-		fmt.Printf("%d. %s %s ticket %d\n", i+1, p.Client, p.Phase, p.Ticket)
+	for i, p := range st.Lock.Queue { // in the order they will enter
+		fmt.Printf("%d. %s %s, %s\n", i+1, p.Client.Hex()[:16], p.Mode, p.State())
 	}
 }
 

@@ -36,8 +36,18 @@ func TestReadersShareAndAWriterEntersAlone(t *testing.T) {
 	_, err := tc.dial(Config{}).RWMutex("config").TryLock(ctx)
 	require.ErrorIs(t, err, ErrBusy, "a writer's TryLock with readers in")
 	pending(t, w, "the writer's Lock")
-	ls := lockStatus(t, wc, "config")
+	ls := waitStatus(t, wc, "config", "the writer queued", func(ls *LockStatus) bool { return queuedWithTicket(ls, wc.ID()) })
 	require.Len(t, ls.Holders, 3, describe(ls))
+	// One model (issue 55): holders under Holders, each reading "holding";
+	// the queue only the writer, waiting; Holder the first of Holders.
+	for _, h := range ls.Holders {
+		require.Equal(t, "holding", h.State())
+		require.Equal(t, Mode{Mode: wire.ModeShared}, h.Mode)
+	}
+	require.Len(t, ls.Queue, 1, describe(ls))
+	require.Equal(t, wc.ID(), ls.Queue[0].Client)
+	require.Equal(t, "waiting", ls.Queue[0].State())
+	require.Equal(t, ls.Holders[0], *ls.Holder)
 
 	late := tc.dial(Config{})
 	for _, h := range readers {

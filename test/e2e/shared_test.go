@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,13 +55,13 @@ func TestReadersTogetherThenTheWriterAlone(t *testing.T) {
 	writer := start(t, "writer", []string{"BQ_IDENTITY=" + filepath.Join(work, "w.key")},
 		bin("bqclient"), "--cluster", cluster, "lock", "cfg", "--timeout", "60s", "--", "sh", "-c", cs)
 	// The writer is queued behind the readers while they hold: ask status
-	// until it shows the writer's Ticket waiting (or the writer ends, which
-	// it must not).
+	// until it shows the writer waiting with its ticket (or the writer
+	// ends, which it must not).
 	var status string
 	for {
 		out, err := exec.Command(bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, "look.key"), "status", "cfg").CombinedOutput()
 		status = string(out)
-		if err == nil && strings.Contains(status, "Ticket") {
+		if err == nil && strings.Contains(status, "exclusive, waiting, ticket") {
 			break
 		}
 		select {
@@ -71,9 +72,31 @@ func TestReadersTogetherThenTheWriterAlone(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the writer never showed queued: %s", status)
 		time.Sleep(50 * time.Millisecond)
 	}
-	require.Contains(t, status, "holders: 3", status)
-	require.Contains(t, status, "shared", status)
-	_, err := os.Stat(filepath.Join(work, "w"))
+	// One model in text and JSON (issue 55): the three readers under
+	// "holders", each shared with its token; the writer alone under
+	// "queue", exclusive and waiting.
+	require.Regexp(t, `(?m)^  holders: 3\n( +[0-9a-f]{16} shared, token=\S+ \(reported by \d\)\n){3}  queue: 1, in the order they will enter\n +1\. [0-9a-f]{16} exclusive, waiting, ticket \d+ \(reported by \d\)$`, status)
+	out, err := exec.Command(bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, "look.key"), "status", "cfg", "--json").Output()
+	require.NoError(t, err)
+	type participant struct{ Client, State, Phase, Mode, Token string }
+	var st struct {
+		Lock struct {
+			Holder  participant
+			Holders []participant
+			Queue   []participant
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &st), "%s", out)
+	require.Len(t, st.Lock.Holders, 3, "%s", out)
+	for _, h := range st.Lock.Holders {
+		require.Equal(t, participant{Client: h.Client, State: "holding", Phase: "Held", Mode: "shared", Token: h.Token}, h)
+		require.Contains(t, readerTokens, h.Token)
+	}
+	require.Equal(t, st.Lock.Holders[0], st.Lock.Holder, "holder is the first of holders")
+	require.Len(t, st.Lock.Queue, 1, "the queue holds no holder: %s", out)
+	require.Equal(t, "waiting", st.Lock.Queue[0].State)
+	require.Equal(t, "exclusive", st.Lock.Queue[0].Mode)
+	_, err = os.Stat(filepath.Join(work, "w"))
 	require.True(t, os.IsNotExist(err), "the writer ran while three readers held the lock")
 
 	require.NoError(t, os.WriteFile(goFile, nil, 0o644))
