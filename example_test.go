@@ -311,7 +311,29 @@ func ExampleClient_LockAll() {
 		log.Fatal(err)
 	}
 	defer hs.Unlock(ctx)
-	for _, h := range hs.List() {
+
+	// Each lock has its own fencing token: give each resource its own
+	// lock's, by name (Holding) or for all of them in turn (List).
+	alice, bob := hs.Holding("accounts/alice"), hs.Holding("accounts/bob")
+	select {
+	case <-hs.Lost(): // any of them lost: stop using every resource
+		log.Printf("lost: %v", hs.Err())
+		return
+	default:
+	}
+	if err := accounts.Write(alice.Token(), "alice: -10"); err != nil {
+		log.Print(err)
+		return
+	}
+	if err := ledger.Write(bob.Token(), "bob: +10"); err != nil {
+		log.Print(err)
+		return
+	}
+	for _, h := range hs.List() { // by name: accounts/alice, accounts/bob
 		fmt.Println("holding", h.Name(), "token", h.Token())
 	}
 }
+
+// The resources the locks of ExampleClient_LockAll protect, each fenced by
+// its own lock's token.
+var accounts, ledger fencedStore

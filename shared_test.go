@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/bq-lock/bq/wire"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -131,6 +132,9 @@ func TestLockAllNeverDeadlocks(t *testing.T) {
 				mu.Unlock()
 				require.Len(t, hs.List(), 2)
 				require.Equal(t, "a", hs.List()[0].Name(), "taken by name")
+				// Each lock's own fencing token, by name (issue 55).
+				assert.True(t, hs.List()[1] == hs.Holding("b"), "Holding(\"b\") is b's holding")
+				assert.True(t, hs.Holding("c") == nil, "no holding of c")
 				mu.Lock()
 				inside--
 				mu.Unlock()
