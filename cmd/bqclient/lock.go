@@ -72,6 +72,16 @@ func lockCmd(g *globals, std stdio) *cobra.Command {
   - with --detach: exit at once, leaving the lock held for at most --ttl.
   - else: print "acquired NAME token=N.T" and hold until Ctrl-C, SIGTERM or the end of stdin.
 
+A max-hold (the longest the operator lets this identity hold a lock) stops CMD early, so that it is
+dead and the lock released before the servers cut the holding: CMD gets SIGTERM at
+    max-hold - (TTL/10 + G + max-hold/20)   after the lock is taken (TTL: --ttl),
+SIGKILL G/2 later, and bqclient exits 4. TTL/10 allows for the clocks of client and servers to run
+apart; G, the loss grace (TTL/10, 100ms to 2s), is the time to stop CMD before the release lets
+anyone in; max-hold/20 is the time for the release to reach the servers. A max-hold of 3s with
+--ttl 2s stops CMD at 3 - (0.2 + 0.2 + 0.15) = 2.45s. Without --ttl, bqclient takes the longest TTL
+whose margin leaves half the max-hold, and says so: for 3s, 6.75s, and CMD stops at 1.5s. A shorter
+--ttl leaves CMD more of a short max-hold; one that leaves less than half is refused (exit 6).
+
 Fencing tokens grow strictly from each holder to the next: compare N as numbers and, for equal N,
 T as strings (16 hex digits); or compare BQ_LOCK_TOKEN_INT as integers. Have the resource refuse a
 token lower than the highest it has seen.
@@ -450,13 +460,26 @@ func dial(ctx context.Context, g *globals, ttl *time.Duration, set bool, stderr 
 		return nil, err
 	}
 	// The default TTL does not fit this identity's max-hold: take one that does.
-	fmt.Fprintf(stderr, "bqclient: a lease TTL of %v to fit this identity's max-hold (%v); --ttl chooses another\n", fit, mh)
+	fmt.Fprintln(stderr, fitNote(mh, fit))
 	*ttl = fit
 	if c, err = bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: fit, LossGrace: lossGrace(fit), ExitLostOnUnlock: true}); err == nil {
 		g.dialed = c
 	}
 	return c, err
 }
+
+// fitNote says that bqclient took lease TTL fit for max-hold mh, and when
+// a holding is given up then (issue 55: a CMD stopped at 1.67 s of a 3 s
+// max-hold surprised its user).
+func fitNote(mh, fit time.Duration) string {
+	return fmt.Sprintf("bqclient: this identity may hold a lock for at most %v (its max-hold): taking a lease TTL of %v, which fits it; "+
+		"a holding is given up %v after it is taken (CMD gets SIGTERM then; 'bqclient lock --help' says why), and --ttl chooses another",
+		mh, fit, givenUpAfter(mh, fit))
+}
+
+// givenUpAfter is how long after it is taken a holding of lease TTL t is
+// given up under max-hold mh: mh less its margin (holdMargin).
+func givenUpAfter(mh, t time.Duration) time.Duration { return mh - holdMargin(mh, t) }
 
 // fitTTL is the longest TTL up to ttl, in steps of 50 ms, whose margin
 // leaves half of max-hold mh (holdFits), or zero if none does.
@@ -471,7 +494,11 @@ func fitTTL(mh, ttl time.Duration) time.Duration {
 }
 
 // holdMargin is how long before max-hold mh a holding with lease TTL t is
-// given up: the lease margin ε·t, the loss grace and mh/20.
+// given up: the lease margin ε·t (the clocks of client and servers may
+// drift apart), the loss grace (the time to stop CMD: SIGTERM, SIGKILL half
+// of it later, reaped before the release goes out) and mh/20 (the time for
+// the release to reach the servers before their own cut). Changes 24, 34,
+// 39 and 41 of docs/protocol.md.
 func holdMargin(mh, t time.Duration) time.Duration { return t/10 + lossGrace(t) + mh/20 }
 
 // holdFits refuses, before anything is taken, a --ttl whose margin would eat

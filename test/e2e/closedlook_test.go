@@ -101,8 +101,18 @@ func TestLookingOnAClosedCluster(t *testing.T) {
 	// Without --ttl, the default (10s) does not fit: one that does is taken.
 	out, code = as(short, "lock", "long", "--", "sh", "-c", "echo ran")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "a lease TTL of 6.75s to fit this identity's max-hold (3s)")
+	require.Contains(t, out, "taking a lease TTL of 6.75s, which fits it; a holding is given up 1.5s after it is taken (CMD gets SIGTERM then")
 	require.Contains(t, out, "ran")
+	// And it is: CMD that would run on is stopped 1.5 s after the lock
+	// is taken (issue 55: the README now says when and why), exit 4.
+	began := time.Now()
+	out, code = as(short, "lock", "long", "--", "sh", "-c", "echo ran; sleep 30 & wait")
+	took := time.Since(began)
+	require.Equal(t, 4, code, out)
+	require.Contains(t, out, "held for the max-hold the servers apply (3s)")
+	require.Greater(t, took, 1500*time.Millisecond, "not before the max-hold less its margin")
+	require.Less(t, took, 3*time.Second, "before the max-hold itself")
+	t.Logf("CMD under a 3s max-hold, --ttl 6.75s: bqclient ended after %v", took.Round(time.Millisecond))
 }
 
 // bqserver dev on a directory that a plain bqserver init made (closed):
