@@ -147,7 +147,7 @@ func TestBqclientFrontDoor(t *testing.T) {
 	waiter := start(t, "waiter", []string{"BQ_CLUSTER=" + c.cluster, "BQ_IDENTITY=" + filepath.Join(c.work, "w.key")},
 		bin("bqclient"), "lock", "busy")
 	waitUntil(t, 10*time.Second, func() bool {
-		return strings.Count(c.run("s.key", "status", "busy").out, "ticket=") >= 1
+		return strings.Contains(c.run("s.key", "status", "busy").out, "exclusive, waiting, ticket ")
 	})
 	code, took := waiter.stop(syscall.SIGTERM, 5*time.Second)
 	require.Equal(t, 128+int(syscall.SIGTERM), code, waiter.output())
