@@ -45,7 +45,8 @@ type Config struct {
 	// SessionFile keeps the identity's session counter (docs/protocol.md §2:
 	// session numbers are never reused). Default: IdentityFile + ".session".
 	// The client holds a lock on it while open, so a second process of this
-	// machine with the same identity fails with ErrIdentityInUse. With an
+	// machine with the same identity fails with ErrIdentityInUse, and so does
+	// a second Client of this process (its message says which). With an
 	// Identity given in memory and no SessionFile, sessions are numbered in
 	// memory: use that only for a key no other process ever uses.
 	SessionFile string
@@ -118,8 +119,9 @@ type Client struct {
 	// (zero: not known), for the holdings a version brought (change 60).
 	versions map[wire.ServerID]wire.Version
 	// connRefused: servers that refused our connection for a reason
-	// retrying cannot mend (another protocol version, another cluster).
-	connRefused map[wire.ServerID]string
+	// retrying cannot mend (another protocol version, another cluster, an
+	// identity not admitted), in their words, until they welcome it again.
+	connRefused map[wire.ServerID]error
 	saidStale   bool // the warning that started is out of date was logged
 	// status routes StatusReply by request id.
 	status     map[uint64]*statusWait
@@ -147,6 +149,11 @@ type Client struct {
 	done      chan struct{}
 	// counter is the identity's session counter, released at the end.
 	counter io.Closer
+	// grant is what the identity's admission certificate says (nil on an
+	// open cluster): its lock-name patterns refuse a name at once
+	// (mayUse). renewed reads a certificate renewed in its file since.
+	grant   *wire.AdmissionBody
+	renewed func() *crypto.Signed
 }
 
 // slot is the client's state for one lock name.
@@ -226,19 +233,20 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("bq: the epochs given do not continue the cluster file: %w", err)
 	}
 	clientCAs, _ := chain.ClientCAs(cluster.ClientCA)
-	admissionNote, err := checkAdmission(cluster, clientCAs, key, admission, cfg.IdentityFile, chain.Number(), cfg.ClusterFile)
+	grant, admissionNote, err := checkAdmission(cluster, clientCAs, key, admission, cfg.IdentityFile, chain.Number(), cfg.ClusterFile)
 	if err != nil {
 		return nil, err
 	}
 	if admissionNote != "" {
 		cfg.Logger.Warn(admissionNote)
 	}
+	renewed := renewedAdmission(cfg, key)
 	newTransport := cfg.newTransport
 	if newTransport == nil {
 		newTransport = func(key *crypto.PrivateKey, c *certs.Cluster) (transport.Transport, error) {
 			return transport.DialClient(transport.ClientConfig{
 				Key: key, Admission: admission, Cluster: c.ID(), Servers: roster.Addresses(nil), CAPool: roster.CAPool(), IdentifyServer: roster.ServerByCert, Logger: cfg.Logger,
-				Observe: cfg.Observe, RenewedAdmission: renewedAdmission(cfg, key),
+				Observe: cfg.Observe, RenewedAdmission: renewed,
 			})
 		}
 	}
@@ -283,11 +291,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		observerState: observerState{watches: make(map[string]*watch), admission: admission}, key: key, log: cfg.Logger.With("client", wire.ClientID(key.Public.ID).String()), tr: tr, bk: bk,
 		slots: make(map[string]*slot), ops: make(map[uint64]chan bakery.Event), up: make(map[wire.ServerID]bool),
 		versions:    make(map[wire.ServerID]wire.Version),
-		connRefused: make(map[wire.ServerID]string),
+		connRefused: make(map[wire.ServerID]error),
 		status:      make(map[uint64]*statusWait),
 		proclaims:   make(map[uint64]*proclaimWait), proclaimed: make(map[string]*proclaimedValue),
 		leaseReady: make(chan struct{}), refused: make(chan struct{}), closed: make(chan struct{}), done: make(chan struct{}),
 		counter: counter, started: chain.Number(), clusterFile: cfg.ClusterFile,
+		grant: grant, renewed: renewed,
 	}
 	c.mu.Lock()
 	c.apply(start)
@@ -321,7 +330,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 				reach, len(v.ids), acked, suspected, v.q)
 		}
 		if refusal != "" {
-			what += "; refused by " + refusal
+			what += "; refused by " + plainWords(refusal)
 		}
 		err := gaveUp(ctx, time.Since(began), what, true)
 		if !errors.Is(err, ErrUnavailable) { // cancelled: still, no quorum was reached
@@ -343,8 +352,16 @@ func sessionSource(cfg Config) (bakery.SessionSource, io.Closer, error) {
 		return &bakery.CountingSessions{}, noCounter{}, nil
 	}
 	sc, err := certs.OpenSessionCounter(path, rand.Reader)
-	if errors.Is(err, certs.ErrIdentityInUse) {
-		return nil, nil, fmt.Errorf("%w: %w", ErrIdentityInUse, err)
+	if inUse, ok := errors.AsType[*certs.InUseError](err); ok {
+		who := "identity " + cfg.IdentityFile
+		if cfg.IdentityFile == "" {
+			who = "the identity of session counter " + path
+		}
+		msg := fmt.Sprintf("bq: %s is in use by another process of this machine (it has locked %s): give each process its own identity", who, path)
+		if inUse.ThisProcess {
+			msg = fmt.Sprintf("bq: %s is in use in this process: another Client of this process has it open (a Client is safe for concurrent use: share that one, or give each its own identity)", who)
+		}
+		return nil, nil, &Error{msg: msg, kinds: []error{ErrIdentityInUse}, cause: err}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("bq: %w", err)
@@ -369,20 +386,6 @@ func clusterWhere(cfg Config, epoch uint64) string {
 
 func tickEvery(ttl time.Duration) time.Duration {
 	return min(max(ttl/30, 5*time.Millisecond), 100*time.Millisecond)
-}
-
-// sortedValues are m's values in the order of their keys.
-func sortedValues(m map[wire.ServerID]string) []string {
-	ids := make([]int, 0, len(m))
-	for id := range m {
-		ids = append(ids, int(id))
-	}
-	sort.Ints(ids)
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = m[wire.ServerID(id)]
-	}
-	return out
 }
 
 // ID is the client's id (the hash of its public key).
@@ -526,6 +529,7 @@ func (c *Client) loop(every time.Duration) {
 				armLoss()
 			case transport.EventConnected:
 				c.up[ev.From.Server] = true
+				delete(c.connRefused, ev.From.Server) // it welcomed us: no refusal stands
 				c.versions[ev.From.Server] = ev.Version
 				if c.observe {
 					c.observerConnected(ev.From.Server)
@@ -539,15 +543,25 @@ func (c *Client) loop(every time.Duration) {
 				c.log.Warn("bad input from server", "server", ev.From.String(), "err", ev.Err)
 			case transport.EventRefused:
 				c.log.Warn("a server refused the connection", "server", ev.From.String(), "err", ev.Err)
-				c.connRefused[ev.From.Server] = ev.Err.Error()
+				why := ev.Err
+				var re *transport.RefusedError
+				if errors.As(ev.Err, &re) {
+					why = errors.New(bakery.ClientNamed(c.ID(), re.Detail)) // its words, not the protocol's
+					if re.Code == wire.ErrCodeNotAllowed {
+						why = &notAdmitted{why: why.Error()}
+					}
+				}
+				c.connRefused[ev.From.Server] = why
 				if v := c.view(); len(v.ids)-len(c.connRefused) < v.q {
 					kind := bakery.ErrRefused
-					var re *transport.RefusedError
-					if errors.As(ev.Err, &re) && re.Code == wire.ErrCodeNotAllowed {
+					if re != nil && re.Code == wire.ErrCodeNotAllowed {
 						kind = bakery.ErrNotPermitted // not admitted, or revoked (change 23)
 					}
-					err := fmt.Errorf("%w: the connection: %s", kind, strings.Join(sortedValues(c.connRefused), "; "))
-					c.refusedOnce.Do(func() { c.refusedErr = err; close(c.refused) })
+					r := &bakery.Refusal{Kind: kind, What: "the connection", N: len(v.ids), Q: v.q, By: make(map[wire.ServerID]string, len(c.connRefused))}
+					for s, err := range c.connRefused {
+						r.By[s] = err.Error()
+					}
+					c.refusedOnce.Do(func() { c.refusedErr = r; close(c.refused) })
 				}
 			}
 			c.mu.Unlock()
@@ -645,11 +659,44 @@ func (c *Client) lost(ev bakery.Event) {
 	if err == nil {
 		err = ErrLockLost
 	}
+	if why := c.notAdmitted(); why != "" && errors.Is(ev.Err, bakery.ErrLeaseLost) {
+		// Its lease failed because the cluster threw the identity out
+		// (revoked, expired): say that, not the lease's mechanics.
+		err = &Error{msg: "bq: lock lost: " + why, kinds: []error{ErrLockLost}, cause: ev.Err}
+	}
 	c.log.Warn("lock lost", "lock", ev.Lock, "token", ev.Token.String(), "why", err)
 	s.holding.lose(err)
 	s.holding.turn.end() // the holding is over; the name is free again
 	s.holding = nil
 }
+
+// notAdmitted says why the cluster no longer admits this identity when f+1
+// servers of its epoch refused its connection as not admitted (revoked, its
+// certificate expired: docs/protocol.md change 23), so at least one correct
+// server did: their words, each once; "" otherwise. c.mu must be held.
+func (c *Client) notAdmitted() string {
+	v := c.view()
+	by := make(map[wire.ServerID]string)
+	for _, s := range v.ids {
+		if re, ok := errors.AsType[*notAdmitted](c.connRefused[s]); ok {
+			by[s] = re.why
+		}
+	}
+	if len(by) <= v.f {
+		return ""
+	}
+	var out []string
+	for _, r := range (&bakery.Refusal{By: by}).Reasons() {
+		out = append(out, plainWords(r.Text))
+	}
+	return strings.Join(out, "; ")
+}
+
+// notAdmitted is a server's refusal of this client's connection as not
+// admitted to a closed cluster, in its words.
+type notAdmitted struct{ why string }
+
+func (e *notAdmitted) Error() string { return e.why }
 
 // toSlot hands an attempt's event to the goroutine waiting on its lock name.
 // c.mu must be held.

@@ -367,8 +367,8 @@ func TestLongHolderOnlyDelaysOthers(t *testing.T) {
 // docs/protocol.md §2: a client's sessions come from a counter next to its
 // identity (IDENTITY.session), never from the clock, so each Dial of one
 // identity opens a higher session than the last; and while one Client has
-// the identity open, a second one (another process) is refused with
-// ErrIdentityInUse instead of silently sharing it.
+// the identity open, a second one is refused with ErrIdentityInUse instead
+// of silently sharing it, saying that it is this process's own.
 func TestDialSessionsFromTheIdentityCounter(t *testing.T) {
 	tc := newCluster(t, 4)
 	ctx := ctxFor(t, waitTimeout)
@@ -387,7 +387,8 @@ func TestDialSessionsFromTheIdentityCounter(t *testing.T) {
 
 		_, err = Dial(ctx, cfg)
 		require.ErrorIs(t, err, ErrIdentityInUse)
-		require.ErrorContains(t, err, certs.SessionFileOf(idFile))
+		// Another Client of this very process, not another process (issue 55).
+		require.EqualError(t, err, "bq: identity "+idFile+" is in use in this process: another Client of this process has it open (a Client is safe for concurrent use: share that one, or give each its own identity)")
 		require.NoError(t, c.Close())
 	}
 	_, err := os.Stat(certs.SessionFileOf(idFile))

@@ -8,15 +8,35 @@
 //
 //	c, err := bq.Dial(ctx, bq.Config{ClusterFile: "cluster.yaml", IdentityFile: "me.key"})
 //	m := c.Mutex("orders")
-//	h, err := m.Lock(ctx)      // blocks; first come, first served
+//	h, err := m.Lock(ctx) // blocks; first come, first served
 //	defer h.Unlock(ctx)
-//	use(h.Token())            // a fencing token: pass it to the resource you protect
-//	select { case <-h.Lost(): /* the lease guarantee failed: stop at once */ }
+//	for _, batch := range batches {
+//		select {
+//		case <-h.Lost(): // the lease guarantee failed: stop at once
+//			return h.Err()
+//		default: // still held: go on
+//		}
+//		write(h.Token(), batch) // a fencing token: pass it to the resource you protect
+//	}
 //
 // A holding stays valid only while the client's lease guarantee holds
-// (docs/protocol.md §5); the moment it fails, Lost is closed. Give Token to the
-// resource you protect and have it refuse tokens lower than the highest it
-// has seen: that protects it even from a holder whose lease ran out.
+// (docs/protocol.md §5); the moment it fails, Lost is closed. Check it
+// without blocking, as above (a select on Lost alone, without default,
+// waits until the holding is lost), or wait on it beside your work's own
+// channels. Give Token to the resource you protect and have it refuse
+// tokens lower than the highest it has seen: that protects it even from a
+// holder whose lease ran out.
+//
+// Besides Mutex (exclusive): RWMutex is a readers–writer lock (RLock for
+// readers together, Lock for a writer alone), Semaphore(name, k) lets k
+// holders in at once, and LockAll takes several locks in one global order,
+// so that programs that take overlapping sets never deadlock; each lock it
+// took has its own token (Holdings.Holding, Holdings.List):
+//
+//	r, err := c.RWMutex("config").RLock(ctx)
+//	p, err := c.Semaphore("gpus", 4).Acquire(ctx) // every user of "gpus" gives 4
+//	hs, err := c.LockAll(ctx, c.Mutex("accounts/a"), c.Mutex("accounts/b"))
+//	write(hs.Holding("accounts/a").Token(), debit)
 //
 // Lock returns only when the lock is held or its context ends: if the
 // session's lease guarantee fails while it waits, it starts over in a new

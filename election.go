@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -234,6 +232,9 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 	if err := wire.CheckLockName(e.name); err != nil {
 		return nil, fmt.Errorf("bq: %w", err)
 	}
+	if err := e.c.mayUse(e.name); err != nil {
+		return nil, err
+	}
 	began := time.Now()
 	replies, v, err := e.c.statusReplies(ctx, e.name, leaderGrace)
 	if err != nil {
@@ -265,12 +266,16 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 // it decides, as Leader does, only on what f+1 of q replies hold; it also
 // reads once a second when nothing was pushed. A Client with a session
 // watches through an observer connection of its identity, dialed on first
-// use. The channel is closed when ctx ends or the client closes.
+// use. The channel is closed when ctx ends or the client closes, and at
+// once for a name the identity may not use (Client.MayUse says why).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
 	every := observeEvery
 	go func() {
 		defer close(ch)
+		if e.c.mayUse(e.name) != nil {
+			return // every server would refuse it: MayUse says why
+		}
 		o, err := e.c.observerClient(ctx)
 		for err != nil { // not yet reachable: try again until ctx ends
 			select {
@@ -447,7 +452,7 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 			default:
 				refused[r.server] = r.err
 				if len(servers)-len(refused) < need {
-					return proclaimRefused(l.e.name, refused)
+					return proclaimRefused(c, l.e.name, refused, len(servers), need)
 				}
 			}
 		case <-soon.C:
@@ -484,25 +489,15 @@ func (c *Client) proclaim(ctx context.Context, l *Leadership, servers []wire.Ser
 	}
 }
 
-// proclaimRefused is the error of a proclamation too many servers refused.
-func proclaimRefused(name string, refused map[wire.ServerID]*wire.Error) error {
-	ids := make([]int, 0, len(refused))
-	for s := range refused {
-		ids = append(ids, int(s))
-	}
-	sort.Ints(ids)
-	kind := ErrRefused
-	var why []string
-	for _, s := range ids {
-		e := refused[wire.ServerID(s)]
+// proclaimRefused is the error of a proclamation too many servers refused:
+// worded as every refusal of the servers is (refusalError).
+func proclaimRefused(c *Client, name string, refused map[wire.ServerID]*wire.Error, n, need int) error {
+	r := &bakery.Refusal{Kind: bakery.ErrRefused, What: "the value", Lock: name, N: n, Q: need, By: make(map[wire.ServerID]string, len(refused))}
+	for s, e := range refused {
 		if e.Code == wire.ErrCodeForbidden || e.Code == wire.ErrCodeNotAllowed {
-			kind = ErrNotPermitted
+			r.Kind = bakery.ErrNotPermitted
 		}
-		why = append(why, fmt.Sprintf("%s: %s", wire.ServerID(s), e.Detail))
+		r.By[s] = bakery.ClientNamed(c.ID(), e.Detail)
 	}
-	kinds := []error{ErrRefused}
-	if kind == ErrNotPermitted {
-		kinds = append(kinds, ErrNotPermitted)
-	}
-	return &Error{msg: fmt.Sprintf("bq: the servers refused the value of %s: %s", name, strings.Join(why, "; ")), kinds: kinds}
+	return refusalError(r)
 }

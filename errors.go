@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -48,13 +49,18 @@ var (
 	// change 23). Such an error is also an ErrRefused.
 	ErrNotPermitted = errors.New("bq: not permitted")
 	// ErrIdentityInUse: another process of this machine has the identity
-	// open. One identity is one client with one session at a time: give
-	// each process its own identity file.
-	ErrIdentityInUse = errors.New("bq: identity in use by another process")
+	// open, or another Client of this process (the message says which). One
+	// identity is one client with one session at a time: give each process
+	// its own identity file, and share one Client within a process (it is
+	// safe for concurrent use).
+	ErrIdentityInUse = errors.New("bq: identity in use")
 )
 
 func mapBakeryErr(err error) error {
+	var r *bakery.Refusal
 	switch {
+	case errors.As(err, &r):
+		return refusalError(r)
 	case errors.Is(err, bakery.ErrBusy):
 		return ErrBusy
 	case errors.Is(err, bakery.ErrMaxHold):
@@ -67,6 +73,62 @@ func mapBakeryErr(err error) error {
 		return &Error{msg: "bq: " + strings.TrimPrefix(err.Error(), "bakery: "), kinds: []error{ErrRefused}, cause: err}
 	}
 	return err
+}
+
+// refusalError words what so many servers refused that fewer than a quorum
+// are left to accept it (bakery.Refusal) as a user reads it: how many of
+// the servers refused what, how many it needs, and their reasons in their
+// own words, each once (with the servers that gave it when they differ),
+// without the internal prefixes of bq's packages.
+//
+//	not permitted: 2 of the 4 servers refused lock "prod/deploy", leaving fewer than the 3 it needs: "ci" may not use lock "prod/deploy": its certificate allows ci/*
+func refusalError(r *bakery.Refusal) error {
+	kinds, lead := []error{ErrRefused}, "bq: "
+	if errors.Is(r.Kind, bakery.ErrNotPermitted) {
+		kinds, lead = []error{ErrNotPermitted, ErrRefused}, "bq: not permitted: "
+	}
+	subject := fmt.Sprintf("lock %q", r.Lock)
+	switch r.What {
+	case "the session":
+		subject = "this client's session"
+	case "the connection":
+		subject = "this client's connection"
+	case "the Listen":
+		subject = fmt.Sprintf("to listen for lock %q", r.Lock)
+	case "the value":
+		subject = fmt.Sprintf("the value of election %q", r.Lock)
+	}
+	reasons := r.Reasons()
+	parts := make([]string, len(reasons))
+	for i, why := range reasons {
+		parts[i] = plainWords(why.Text)
+		if len(reasons) > 1 && !(len(why.Servers) == 1 && strings.HasPrefix(parts[i], why.Servers[0].String()+" ")) {
+			ids := make([]string, len(why.Servers))
+			for j, s := range why.Servers {
+				ids[j] = s.String()
+			}
+			parts[i] += " (" + strings.Join(ids, ", ") + ")"
+		}
+	}
+	msg := fmt.Sprintf("%s%d of the %d servers refused %s, leaving fewer than the %d it needs: %s",
+		lead, len(r.By), r.N, subject, r.Q, strings.Join(parts, "; "))
+	return &Error{msg: msg, kinds: kinds, cause: r}
+}
+
+// internalPrefix is the prefix a package of bq gives its errors ("core: ",
+// "bakery: "), at the start of a server's words or of a part of them.
+var internalPrefix = regexp.MustCompile(`(^|: |; |\()(?:activeset|bakery|certs|core|crypto|detector|omega|quorum|server|store|transport|wire): `)
+
+// plainWords is a server's words without the internal prefixes of bq's
+// packages, which say nothing to a user.
+func plainWords(s string) string {
+	for {
+		t := internalPrefix.ReplaceAllString(s, "$1")
+		if t == s {
+			return s
+		}
+		s = t
+	}
 }
 
 // Error is an error of this package with one line of text that says what
@@ -118,49 +180,127 @@ func round(d time.Duration) time.Duration {
 	return d.Round(10 * time.Millisecond)
 }
 
-// describeWait says what an attempt on lock waits for: the servers' answers
-// or the members ahead (the holder first), and whether it is the servers.
-func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
+// describeWait says what an attempt on lock in mode waits for: the
+// servers' answers or the members ahead (the holder first, with the mode it
+// holds in), and whether it is the servers. A member ahead whose mode
+// excludes mode although both share among their own kind (another
+// semaphore count, readers against a semaphore's holders) is named with a
+// hint (clashHint): often a mistake in a count, which waits for as long as
+// they hold.
+func describeWait(lock string, mode Mode, w bakery.Wait, n int) (string, bool) {
+	what, servers := waitWords(mode, w, n)
+	if what == "" {
+		return fmt.Sprintf("%q", lock), servers
+	}
+	return fmt.Sprintf("%q: %s", lock, what), servers
+}
+
+// waitWords is describeWait without the lock's name ("" when there is
+// nothing to say but the name).
+func waitWords(mode Mode, w bakery.Wait, n int) (string, bool) {
 	if w.Phase == "" {
-		return fmt.Sprintf("%q", lock), false
+		return "", false
 	}
 	if w.ServersShort() {
 		what := map[string]string{"get-ticket": "GET-TICKET", "set-ticket": "SET-TICKET", "listen": "LISTEN", "exit": "EXIT"}[w.Phase]
-		return fmt.Sprintf("%q: %d of %d servers answered its %s, need %d", lock, w.Answered, n, what, w.Need), true
+		return fmt.Sprintf("%d of %d servers answered its %s, need %d", w.Answered, n, what, w.Need), true
 	}
 	if len(w.Ahead) == 0 {
-		return fmt.Sprintf("%q", lock), false
+		return "", false
 	}
-	var holder *bakery.Ahead
-	for i, a := range w.Ahead {
+	var holders, others []bakery.Ahead
+	for _, a := range w.Ahead {
 		if a.Statement != nil && a.Statement.Phase == wire.PhaseHeld {
-			holder = &w.Ahead[i]
+			holders = append(holders, a)
+		} else {
+			others = append(others, a)
 		}
 	}
+	tokenOf := func(a bakery.Ahead) Token { return Token{N: a.Statement.N, Client: a.Client} }
 	var b strings.Builder
-	fmt.Fprintf(&b, "%q: ", lock)
-	rest := len(w.Ahead)
-	if holder != nil {
-		fmt.Fprintf(&b, "held by %s (token %s)", holder.Client.Hex()[:16], bakery.Token{N: holder.Statement.N, Client: holder.Client})
-		rest--
-		if rest > 0 {
-			fmt.Fprintf(&b, ", %d more ahead", rest)
+	if len(holders) > 0 {
+		first := holders[0]
+		for _, h := range holders[1:] {
+			if tokenOf(h).Less(tokenOf(first)) {
+				first = h
+			}
 		}
-		return b.String(), false
+		fmt.Fprintf(&b, "held %sby %s (token %s)", heldAs(wire.HoldingOf(first.Statement)), first.Client.Hex()[:16], tokenOf(first))
+		if len(holders) > 1 {
+			fmt.Fprintf(&b, " and %d more holders", len(holders)-1)
+		}
+		if len(others) > 0 {
+			fmt.Fprintf(&b, ", %d more ahead", len(others))
+		}
+	} else {
+		first := others[0]
+		switch {
+		case first.Statement == nil:
+			fmt.Fprintf(&b, "%s ahead", first.Client.Hex()[:16])
+		case first.Statement.N == 0:
+			fmt.Fprintf(&b, "%s ahead (taking a ticket%s)", first.Client.Hex()[:16], modeWords(wire.HoldingOf(first.Statement)))
+		default:
+			fmt.Fprintf(&b, "%s ahead (ticket %d%s)", first.Client.Hex()[:16], first.Statement.N, modeWords(wire.HoldingOf(first.Statement)))
+		}
+		if len(others) > 1 {
+			fmt.Fprintf(&b, ", %d more ahead", len(others)-1)
+		}
 	}
-	first := w.Ahead[0]
-	switch {
-	case first.Statement == nil:
-		fmt.Fprintf(&b, "%s ahead", first.Client.Hex()[:16])
-	case first.Statement.N == 0:
-		fmt.Fprintf(&b, "%s ahead (taking a ticket)", first.Client.Hex()[:16])
-	default:
-		fmt.Fprintf(&b, "%s ahead (ticket %d)", first.Client.Hex()[:16], first.Statement.N)
-	}
-	if rest > 1 {
-		fmt.Fprintf(&b, ", %d more ahead", rest-1)
+	for _, a := range w.Ahead {
+		if a.Statement == nil {
+			continue
+		}
+		if hint := clashHint(mode, wire.HoldingOf(a.Statement)); hint != "" {
+			b.WriteString("; " + hint)
+			break
+		}
 	}
 	return b.String(), false
+}
+
+// heldAs is how a holding in mode h reads after "held ": "" for exclusive,
+// "shared ", "as 3 permits ".
+func heldAs(h Mode) string {
+	switch h.Mode {
+	case wire.ModeShared:
+		return "shared "
+	case wire.ModePermits:
+		return fmt.Sprintf("as %d permits ", h.Permits)
+	}
+	return ""
+}
+
+// modeWords is ", shared" or ", 3 permits" for a waiter that is not
+// exclusive, "" for one that is.
+func modeWords(h Mode) string {
+	if h.Mode == wire.ModeExclusive {
+		return ""
+	}
+	return ", " + h.String()
+}
+
+// clashHint says why asked waits for a member in mode other when the two
+// exclude each other although asked shares the lock with its own kind
+// (docs/protocol.md change 60): another semaphore count, readers against a
+// semaphore's holders, a plain lock against a semaphore. Such a wait is
+// often a mistake in a count, and lasts for as long as the other holds. ""
+// when there is nothing to say: they are compatible, or asked is exclusive
+// (it waits for everyone), or a reader waits for a writer (what readers do).
+func clashHint(asked, other Mode) string {
+	if asked.Compatible(other) {
+		return ""
+	}
+	switch {
+	case asked.Mode == wire.ModePermits && other.Mode == wire.ModePermits:
+		return fmt.Sprintf("you asked for %d permits: a semaphore's holders must all give the same count", asked.Permits)
+	case asked.Mode == wire.ModePermits && other.Mode == wire.ModeShared:
+		return fmt.Sprintf("you asked for one of %d permits: a semaphore's holders and readers (shared) exclude each other", asked.Permits)
+	case asked.Mode == wire.ModePermits && other.Mode == wire.ModeExclusive:
+		return fmt.Sprintf("you asked for one of %d permits: an exclusive holder (a plain lock of the name) excludes everyone", asked.Permits)
+	case asked.Mode == wire.ModeShared && other.Mode == wire.ModePermits:
+		return fmt.Sprintf("you asked to share it as a reader: readers and a semaphore's holders (%d permits) exclude each other", other.Permits)
+	}
+	return ""
 }
 
 // checkAdmission fails at once, with what to do, when a closed cluster
@@ -170,9 +310,11 @@ func describeWait(lock string, w bakery.Wait, n int) (string, bool) {
 // client knows of signed may be of a client CA the cluster listed since
 // (a rotation the client's epochs do not show yet): the servers decide, and
 // note says so, for their refusal if they refuse (issue 44).
-func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.PrivateKey, admission *crypto.Signed, file string, epoch uint64, clusterFile string) (note string, _ error) {
+// The certificate's body comes back too (nil on an open cluster), for the
+// lock names it allows (mayUse).
+func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.PrivateKey, admission *crypto.Signed, file string, epoch uint64, clusterFile string) (grant *wire.AdmissionBody, note string, _ error) {
 	if !c.Closed() {
-		return "", nil
+		return nil, "", nil
 	}
 	where := "this identity"
 	if file != "" {
@@ -186,14 +328,14 @@ func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.Pr
 		if file != "" {
 			pub = file + certs.PublicKeySuffix
 		}
-		return "", refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
+		return nil, "", refuse("cluster %q is closed and %s has no admission certificate: ask its operator to enroll client id %s (bqserver client add NAME --pub %s), then append the certificate to %s",
 			c.Name, where, wire.ClientID(key.Public.ID).Hex()[:16], pub, where)
 	}
 	b, err := wire.VerifyAdmissionAny(clientCAs, c.ID(), *admission)
 	if err != nil {
 		var u wire.AdmissionBody
 		if crypto.UnmarshalCanonical(admission.Body, &u) != nil || u.Cluster != c.ID() {
-			return "", refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
+			return nil, "", refuse("the admission certificate in %s is not valid for cluster %q: %v", where, c.Name, err)
 		}
 		// Unverified, only to word what the servers will decide.
 		b = &u
@@ -205,11 +347,43 @@ func checkAdmission(c *certs.Cluster, clientCAs []*crypto.Parsed, key *crypto.Pr
 			where, files, epoch, cmp.Or(clusterFile, "the cluster file"))
 	}
 	if b.Client != wire.ClientID(key.Public.ID) {
-		return "", refuse("the admission certificate in %s (%q) is for another key, client id %s, not this one (%s)",
+		return nil, "", refuse("the admission certificate in %s (%q) is for another key, client id %s, not this one (%s)",
 			where, b.Name, b.Client.Hex(), wire.ClientID(key.Public.ID).Hex())
 	}
 	if err := b.ValidAt(time.Now()); err != nil {
-		return "", refuse("%v: ask the cluster's operator for a new one (bqserver client renew %s)", err, b.Name)
+		return nil, "", refuse("%v: ask the cluster's operator for a new one (bqserver client renew %s)", err, b.Name)
 	}
-	return note, nil
+	return b, note, nil
 }
+
+// mayUse refuses at once, before any server is asked, a lock name outside
+// the patterns of the identity's admission certificate (docs/protocol.md
+// change 23): every correct server would refuse it, and the certificate
+// the client shows them is its own. The servers stay the authority: a name
+// the certificate allows is theirs to refuse still. A certificate renewed
+// in the identity file since Dial (renewedAdmission) that allows the name
+// lets it through, for the servers to decide on the connections that show
+// the new one.
+func (c *Client) mayUse(lock string) error {
+	g := c.grant
+	if g == nil || g.Allows(lock) {
+		return nil
+	}
+	if c.renewed != nil {
+		if s := c.renewed(); s != nil {
+			var b wire.AdmissionBody
+			if crypto.UnmarshalCanonical(s.Body, &b) == nil && b.Allows(lock) {
+				return nil
+			}
+		}
+	}
+	return &Error{msg: "bq: not permitted: " + g.Refusal(lock), kinds: []error{ErrNotPermitted, ErrRefused}}
+}
+
+// MayUse reports, without asking any server, whether the identity's
+// admission certificate lets it use the lock called name: nil on an open
+// cluster, or for a name one of its patterns matches; an ErrNotPermitted
+// that names the patterns otherwise (what Lock, TryLock, Release, Status
+// and Leader return at once for such a name). The servers decide in the
+// end: nil is no promise that they admit the name.
+func (c *Client) MayUse(name string) error { return c.mayUse(name) }

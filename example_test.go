@@ -125,11 +125,11 @@ func ExampleClient_Status() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%d of %d servers answered; %d more may fail\n", st.Reachable, st.N, st.FaultsTolerated)
-	if h := st.Lock.Holder; h != nil {
-		fmt.Printf("held by %s (ticket %d)\n", h.Client, h.Ticket)
+	for _, h := range st.Lock.Holders { // one, or readers (or a semaphore's holders) together
+		fmt.Printf("held by %s, %s, token %s\n", h.Client.Hex()[:16], h.Mode, h.Token())
 	}
-	for i, p := range st.Lock.Queue {
-		fmt.Printf("%d. %s %s ticket %d\n", i+1, p.Client, p.Phase, p.Ticket)
+	for i, p := range st.Lock.Queue { // in the order they will enter
+		fmt.Printf("%d. %s %s, %s\n", i+1, p.Client.Hex()[:16], p.Mode, p.State())
 	}
 }
 
@@ -331,7 +331,29 @@ func ExampleClient_LockAll() {
 		log.Fatal(err)
 	}
 	defer hs.Unlock(ctx)
-	for _, h := range hs.List() {
+
+	// Each lock has its own fencing token: give each resource its own
+	// lock's, by name (Holding) or for all of them in turn (List).
+	alice, bob := hs.Holding("accounts/alice"), hs.Holding("accounts/bob")
+	select {
+	case <-hs.Lost(): // any of them lost: stop using every resource
+		log.Printf("lost: %v", hs.Err())
+		return
+	default:
+	}
+	if err := accounts.Write(alice.Token(), "alice: -10"); err != nil {
+		log.Print(err)
+		return
+	}
+	if err := ledger.Write(bob.Token(), "bob: +10"); err != nil {
+		log.Print(err)
+		return
+	}
+	for _, h := range hs.List() { // by name: accounts/alice, accounts/bob
 		fmt.Println("holding", h.Name(), "token", h.Token())
 	}
 }
+
+// The resources the locks of ExampleClient_LockAll protect, each fenced by
+// its own lock's token.
+var accounts, ledger fencedStore

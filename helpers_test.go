@@ -106,10 +106,7 @@ func queuedWithTicket(ls *LockStatus, id wire.ClientID) bool {
 
 // isMember reports whether id holds or waits for ls in any phase.
 func isMember(ls *LockStatus, id wire.ClientID) bool {
-	if ls.Holder != nil && ls.Holder.Client == id {
-		return true
-	}
-	for _, p := range ls.Queue {
+	for _, p := range append(ls.Holders, ls.Queue...) {
 		if p.Client == id {
 			return true
 		}
@@ -123,13 +120,14 @@ func holderIs(ls *LockStatus, id wire.ClientID) bool {
 }
 
 func describe(ls *LockStatus) string {
-	s := "holder="
-	if ls.Holder != nil {
-		s += ls.Holder.Client.String() + "/" + ls.Holder.Phase.String()
-	} else {
-		s += "none"
+	s := "holders=["
+	for i, p := range ls.Holders {
+		if i > 0 {
+			s += " "
+		}
+		s += p.Client.String() + "/" + p.Mode.String()
 	}
-	s += " queue=["
+	s += "] queue=["
 	for i, p := range ls.Queue {
 		if i > 0 {
 			s += " "

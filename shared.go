@@ -199,8 +199,20 @@ func (c *Client) LockAll(ctx context.Context, lockers ...Locker) (*Holdings, err
 	return hs, nil
 }
 
-// List is the holdings, in the order they were taken (by name).
+// List is the holdings, in the order they were taken (by name), each with
+// its own fencing token (Token): pass each resource its own lock's.
 func (hs *Holdings) List() []*Holding { return slices.Clone(hs.list) }
+
+// Holding is the holding of the lock called name, for its fencing token;
+// nil if LockAll took no lock of that name (or after Unlock).
+func (hs *Holdings) Holding(name string) *Holding {
+	for _, h := range hs.list {
+		if h.Name() == name {
+			return h
+		}
+	}
+	return nil
+}
 
 // Lost is closed as soon as any of the holdings is lost: stop using every
 // resource at once.

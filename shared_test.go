@@ -7,6 +7,7 @@ import (
 
 	"github.com/bq-lock/bq/bakery"
 	"github.com/bq-lock/bq/wire"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -140,6 +141,21 @@ func TestReadersShareAndAWriterEntersAlone(t *testing.T) {
 	_, err := tc.dial(Config{}).RWMutex("config").TryLock(ctx)
 	require.ErrorIs(t, err, ErrBusy, "a writer's TryLock with readers in")
 	staysOut(t, wc, "config", w, "the writer's Lock", readerClients...)
+	// (The busy TryLock's Exit may reach some servers after the writer's
+	// ticket: wait until the queue is the writer alone.)
+	ls := waitStatus(t, wc, "config", "the writer alone queued behind three readers", func(ls *LockStatus) bool {
+		return len(ls.Holders) == 3 && len(ls.Queue) == 1 && queuedWithTicket(ls, wc.ID())
+	})
+	// One model (issue 55): holders under Holders, each reading "holding";
+	// the queue only the writer, waiting; Holder the first of Holders.
+	for _, h := range ls.Holders {
+		require.Equal(t, "holding", h.State())
+		require.Equal(t, Mode{Mode: wire.ModeShared}, h.Mode)
+	}
+	require.Len(t, ls.Queue, 1, describe(ls))
+	require.Equal(t, wc.ID(), ls.Queue[0].Client)
+	require.Equal(t, "waiting", ls.Queue[0].State())
+	require.Equal(t, ls.Holders[0], *ls.Holder)
 
 	late := tc.dial(Config{})
 	for i, h := range readers {
@@ -230,6 +246,9 @@ func TestLockAllNeverDeadlocks(t *testing.T) {
 				mu.Unlock()
 				require.Len(t, hs.List(), 2)
 				require.Equal(t, "a", hs.List()[0].Name(), "taken by name")
+				// Each lock's own fencing token, by name (issue 55).
+				assert.True(t, hs.List()[1] == hs.Holding("b"), "Holding(\"b\") is b's holding")
+				assert.True(t, hs.Holding("c") == nil, "no holding of c")
 				mu.Lock()
 				inside--
 				mu.Unlock()

@@ -49,22 +49,26 @@ type LockSummary struct {
 	Members int
 }
 
-// LockStatus is one lock's state, combined from every server that answered.
+// LockStatus is one lock's state, combined from every server that answered:
+// who holds it, then who waits for it, in the order they will enter. Every
+// participant is in exactly one of Holders and Queue, with its Mode and its
+// State; bqclient status prints the same, in text and in JSON.
 // A Byzantine server can hide members or repeat old statements, but cannot
 // invent statements: every participant below carries a verified signature.
 type LockStatus struct {
 	Name string
-	// Holder is the participant in the critical section (Held), if any:
-	// of several (readers, permit holders, or a lost holder's Held not yet
-	// reset), the one with the least token.
-	Holder *Participant
-	// Holders is every participant in the critical section, in token
-	// order (docs/protocol.md change 60: readers and permit holders are in
-	// together).
+	// Holders is every participant in the critical section (Held), in
+	// token order: one for an exclusive holding; readers and a
+	// semaphore's holders are in together (docs/protocol.md change 60); a
+	// lost holder's Held not yet reset shows here too.
 	Holders []Participant
-	// Queue is everyone else but Holder: tickets in bakery order (other
-	// holders among them), then clients still choosing (Doorway).
+	// Queue is everyone who waits, in the order they will enter: those
+	// with a ticket in token order, then those still choosing one. No
+	// holder is in it.
 	Queue []Participant
+	// Holder is the first of Holders (nil when none), for programs written
+	// for exclusive locks: with readers or a semaphore, see Holders.
+	Holder *Participant
 	// Suspected are clients at least one server suspects (ReportedBy says how many).
 	Suspected []Flagged
 	// Banned are clients at least one server banned as Byzantine.
@@ -89,6 +93,21 @@ type Participant struct {
 // Token is the fencing token of the participant's ticket (zero N while it
 // has none): the same value its Holding.Token reports once it holds.
 func (p Participant) Token() Token { return Token{N: p.Ticket, Client: p.Client} }
+
+// State says where the participant is, in a user's words: "holding" (in
+// the critical section), "waiting" (with its ticket, for those ahead of
+// it), or "choosing a ticket" (the bakery's doorway).
+func (p Participant) State() string {
+	switch p.Phase {
+	case wire.PhaseHeld:
+		return "holding"
+	case wire.PhaseTicket:
+		return "waiting"
+	case wire.PhaseDoorway:
+		return "choosing a ticket"
+	}
+	return p.Phase.String()
+}
 
 // Flagged is a client flagged by some servers.
 type Flagged struct {
@@ -127,6 +146,9 @@ func (c *Client) Status(ctx context.Context, lock string) (*Status, error) {
 	if lock != "" {
 		if err := wire.CheckLockName(lock); err != nil {
 			return nil, fmt.Errorf("bq: %w", err)
+		}
+		if err := c.mayUse(lock); err != nil {
+			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -296,27 +318,20 @@ func (c *Client) combine(lock string, replies map[wire.ServerID]*wire.StatusRepl
 		switch p.Phase {
 		case wire.PhaseHeld:
 			ls.Holders = append(ls.Holders, *p)
-			if ls.Holder == nil || (bakery.Token{N: p.Ticket, Client: p.Client}).Less(bakery.Token{N: ls.Holder.Ticket, Client: ls.Holder.Client}) {
-				if ls.Holder != nil {
-					tickets = append(tickets, *ls.Holder)
-				}
-				q := *p
-				ls.Holder = &q
-			} else {
-				tickets = append(tickets, *p)
-			}
 		case wire.PhaseTicket:
 			tickets = append(tickets, *p)
 		case wire.PhaseDoorway:
 			choosing = append(choosing, *p)
 		}
 	}
-	sort.Slice(tickets, func(i, j int) bool {
-		return (bakery.Token{N: tickets[i].Ticket, Client: tickets[i].Client}).Less(bakery.Token{N: tickets[j].Ticket, Client: tickets[j].Client})
-	})
+	sort.Slice(tickets, func(i, j int) bool { return tickets[i].Token().Less(tickets[j].Token()) })
 	sort.Slice(ls.Holders, func(i, j int) bool { return ls.Holders[i].Token().Less(ls.Holders[j].Token()) })
 	sort.Slice(choosing, func(i, j int) bool { return choosing[i].Client.Less(choosing[j].Client) })
 	ls.Queue = append(tickets, choosing...)
+	if len(ls.Holders) > 0 {
+		first := ls.Holders[0]
+		ls.Holder = &first
+	}
 	ls.Suspected = flagged(suspects)
 	ls.Banned = flagged(banned)
 	st.Lock = ls
@@ -373,6 +388,9 @@ func (c *Client) MaxHold() time.Duration {
 func (c *Client) Release(ctx context.Context, lock string) (bool, error) {
 	if err := wire.CheckLockName(lock); err != nil {
 		return false, fmt.Errorf("bq: %w", err)
+	}
+	if err := c.mayUse(lock); err != nil {
+		return false, err
 	}
 	ev, err := c.runOp(ctx, func() (uint64, bakery.Effects, error) {
 		op, e := c.bk.Read(lock, c.ID())

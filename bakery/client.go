@@ -125,7 +125,7 @@ type attempt struct {
 	// listenRefused: servers that refused this Listen (a limit, a ban):
 	// they will not report, so once fewer than q others can, the attempt
 	// fails instead of waiting forever. A refusal is never a report.
-	listenRefused map[wire.ServerID]string
+	listenRefused map[wire.ServerID]error
 	// resent: the (server, request) resend requests already answered.
 	// INVARIANT: at most one resend per key between reconnects of the server.
 	resent  map[resendKey]bool
@@ -223,7 +223,7 @@ type Client struct {
 	// sessionRefusals: the servers that refused this session (a TTL out of
 	// bounds, too many sessions, a ban), with their reasons.
 	// INVARIANT: emptied whenever a new session opens.
-	sessionRefusals map[wire.ServerID]string
+	sessionRefusals map[wire.ServerID]*serverRefused
 	// knownBy: the highest session number each server that refused the
 	// current session said it knows of this client (change 67), counted
 	// where f+1 name one as high.
@@ -509,11 +509,11 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		// of bounds, too many sessions). Keep it to explain a failed start.
 		// An epoch-moved is none when the client can follow the cluster
 		// (below): it may come after the EpochNews moved the client.
-		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
+		c.lastRefusal = fmt.Sprintf("%s: %s", s, ClientNamed(c.id, er.Detail))
 		if c.sessionRefusals == nil {
-			c.sessionRefusals = make(map[wire.ServerID]string)
+			c.sessionRefusals = make(map[wire.ServerID]*serverRefused)
 		}
-		c.sessionRefusals[s] = fmt.Sprintf("%s: %s", er.Code, er.Detail)
+		c.sessionRefusals[s] = c.refusedBy(s, er)
 	}
 	if o := c.ops[er.Req]; o != nil && er.Code == wire.ErrCodeEpochMoved && c.chain != nil {
 		// A Read, a GetSet, an ExitEarlier or a CloseSession refused by a
@@ -521,7 +521,7 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		// that member again shortly (change 43). A read may need that
 		// member's answer for its quorum, and a session a close leaves
 		// open there would count against the client's session limit.
-		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
+		c.lastRefusal = fmt.Sprintf("%s: %s", s, ClientNamed(c.id, er.Detail))
 		if c.cfg.Keys.Key(s) != nil {
 			if c.retryOpAt(now.Add(epochRetry), s, o) && c.chain.Number() > 0 {
 				// The member may be behind, not copying: a Read or a
@@ -542,7 +542,7 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 	if o := c.ops[er.Req]; o != nil && o.exitAcks != nil {
 		// An earlier session's Exit: a refusal (typically "session reset":
 		// the attempt is void anyway) says nothing about our own session.
-		o.exitAcks.Reject(s, fmt.Errorf("bakery: %s refused: %s: %s", s, er.Code, er.Detail))
+		o.exitAcks.Reject(s, c.refusedBy(s, er))
 		c.exitAnswered(o, s, e)
 		return
 	}
@@ -553,7 +553,7 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 		// member of the client's epoch that says so still copies the epoch
 		// before: the request goes to it again shortly (a refusal counts
 		// for nothing against the access).
-		c.lastRefusal = fmt.Sprintf("%s: %s: %s", s, er.Code, er.Detail)
+		c.lastRefusal = fmt.Sprintf("%s: %s", s, ClientNamed(c.id, er.Detail))
 		if er.Req == 0 && c.chain != nil && c.cfg.Keys.Key(s) != nil {
 			c.retryAt(now.Add(epochRetry), s, nil, 0) // its SessionOpen
 		}
@@ -596,15 +596,15 @@ func (c *Client) onError(now time.Time, s wire.ServerID, er *wire.Error, e *Effe
 			// server: a late refusal of an earlier request (say a resent
 			// Doorway that arrived after the server had the Ticket) must not
 			// keep the server's answer to the current one from counting.
-			err := fmt.Errorf("bakery: %s refused: %s: %s", s, er.Code, er.Detail)
+			err := c.refusedBy(s, er)
 			permission := er.Code == wire.ErrCodeForbidden || er.Code == wire.ErrCodeNotAllowed
 			switch {
 			case a.phase == phaseGetTicket && er.Req == a.reqDoorway:
 				a.views.Reject(s, err)
-				c.refusedAccess(a, "the Doorway", a.views.Rejected(), a.views.Hopeless(c.cfg.N), permission, e)
+				c.refusedAccess(a, "the Doorway", a.views.Rejected(), a.views.RejectedBy(), a.views.Hopeless(c.cfg.N), permission, e)
 			case a.phase == phaseSetTicket && er.Req == a.reqTicket:
 				a.members.Reject(s, err)
-				c.refusedAccess(a, "the Ticket", a.members.Rejected(), a.members.Hopeless(c.cfg.N), permission, e)
+				c.refusedAccess(a, "the Ticket", a.members.Rejected(), a.members.RejectedBy(), a.members.Hopeless(c.cfg.N), permission, e)
 			case a.phase == phaseExiting && er.Req == a.reqExit:
 				a.exitAcks.Reject(s, err)
 			case a.phase == phaseListen && er.Req == a.reqListen && !a.heard[s]:
@@ -668,7 +668,8 @@ func (c *Client) HeldAcknowledged(lock string) bool {
 }
 
 // LastRefusal is the last error a server sent about the session itself (not
-// about a request), e.g. a lease TTL outside its bounds; "" if none.
+// about a request), e.g. a lease TTL outside its bounds, as "s2: its
+// words"; "" if none.
 func (c *Client) LastRefusal() string { return c.lastRefusal }
 
 // Wait says what an attempt is waiting for, for an error that tells a user

@@ -221,7 +221,7 @@ func (c *Client) decide(now time.Time, a *attempt, e *Effects) {
 // not report (§3.3). When fewer than q servers are left that could, the
 // attempt fails with the refusals instead of waiting forever.
 func (c *Client) listenRefusedBy(a *attempt, s wire.ServerID, err error, e *Effects) {
-	a.listenRefused[s] = err.Error()
+	a.listenRefused[s] = err
 	if c.cfg.N-len(a.listenRefused) >= c.q {
 		return
 	}
@@ -232,10 +232,11 @@ func (c *Client) listenRefusedBy(a *attempt, s wire.ServerID, err error, e *Effe
 	sort.Ints(ids)
 	reasons := make([]string, len(ids))
 	for i, id := range ids {
-		reasons[i] = a.listenRefused[wire.ServerID(id)]
+		reasons[i] = a.listenRefused[wire.ServerID(id)].Error()
 	}
-	c.exit(a, Failed, fmt.Errorf("%w: %d of %d servers refused to listen, so fewer than %d can report: %s",
-		ErrListenRefused, len(ids), c.cfg.N, c.q, strings.Join(reasons, "; ")), e)
+	c.exit(a, Failed, c.newRefusal(ErrListenRefused, "the Listen", a.lock, a.listenRefused,
+		fmt.Sprintf("%v: %d of %d servers refused to listen, so fewer than %d can report: %s",
+			ErrListenRefused, len(ids), c.cfg.N, c.q, strings.Join(reasons, "; "))), e)
 }
 
 // refusedAccess fails a's GET-TICKET or SET-TICKET once so many servers
@@ -243,7 +244,7 @@ func (c *Client) listenRefusedBy(a *attempt, s wire.ServerID, err error, e *Effe
 // never an outage the client waits out).
 // permission says that the refusal that made it hopeless was the cluster's
 // permissions (ErrNotPermitted).
-func (c *Client) refusedAccess(a *attempt, what string, rejected string, hopeless, permission bool, e *Effects) {
+func (c *Client) refusedAccess(a *attempt, what string, rejected string, by map[wire.ServerID]error, hopeless, permission bool, e *Effects) {
 	if !hopeless {
 		return
 	}
@@ -251,8 +252,8 @@ func (c *Client) refusedAccess(a *attempt, what string, rejected string, hopeles
 	if permission {
 		kind = ErrNotPermitted
 	}
-	c.exit(a, Failed, fmt.Errorf("%w: %s of lock %q: fewer than %d of %d servers can accept it: %s",
-		kind, what, a.lock, c.q, c.cfg.N, rejected), e)
+	c.exit(a, Failed, c.newRefusal(kind, what, a.lock, by, fmt.Sprintf("%v: %s of lock %q: fewer than %d of %d servers can accept it: %s",
+		kind, what, a.lock, c.q, c.cfg.N, rejected)), e)
 }
 
 // relisten renews a LISTEN that has heard from q servers but passed no

@@ -494,6 +494,12 @@ func TestRefusalRule(t *testing.T) {
 		a := r.c.attempts["L"]
 		require.ErrorIs(t, a.err, ErrRefused)
 		require.ErrorContains(t, a.err, "too many locks")
+		// For the user's message (the SDK words it): each reason once,
+		// with the servers that gave it.
+		var ref *Refusal
+		require.ErrorAs(t, a.err, &ref)
+		require.Equal(t, "the Doorway", ref.What)
+		require.Equal(t, []Reason{{Text: "core: too many locks", Servers: []wire.ServerID{0, 1}}}, ref.Reasons())
 	})
 	t.Run("the session", func(t *testing.T) {
 		r := newRules(t)

@@ -112,8 +112,10 @@ func (c *Client) SessionRefused() error {
 		return nil
 	}
 	count := make(map[string]int)
-	for _, why := range c.sessionRefusals {
-		count[why]++
+	by := make(map[wire.ServerID]error, len(c.sessionRefusals))
+	for s, r := range c.sessionRefusals {
+		count[fmt.Sprintf("%s: %s", r.code, r.detail)]++
+		by[s] = r
 	}
 	reasons := make([]string, 0, len(count))
 	for why := range count {
@@ -128,7 +130,7 @@ func (c *Client) SessionRefused() error {
 	for i, why := range reasons {
 		reasons[i] = fmt.Sprintf("%s (%d of %d servers)", why, count[why], c.cfg.N)
 	}
-	return fmt.Errorf("%w: the session: %s", ErrRefused, strings.Join(reasons, "; "))
+	return c.newRefusal(ErrRefused, "the session", "", by, fmt.Sprintf("%v: the session: %s", ErrRefused, strings.Join(reasons, "; ")))
 }
 
 // Start opens the first session. It fails only if no session number can be

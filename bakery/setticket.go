@@ -39,7 +39,7 @@ func (c *Client) onMembers(now time.Time, a *attempt, s wire.ServerID, mr *wire.
 	a.phase = phaseListen
 	a.since, a.progress = now, now
 	a.heard = make(map[wire.ServerID]bool)
-	a.listenRefused = make(map[wire.ServerID]string)
+	a.listenRefused = make(map[wire.ServerID]error)
 	a.reports = make(map[wire.ClientID]*report, len(a.others))
 	for _, x := range a.others {
 		a.reports[x] = &report{absentFrom: make(map[wire.ServerID]bool)}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Session numbers (docs/protocol.md §2, §5): every session a client opens must be
@@ -40,10 +41,40 @@ const sessionCounterStart = uint64(1) << 31
 // maxSessionCounter keeps counter<<SessionRandBits within 64 bits.
 const maxSessionCounter = uint64(1)<<(64-SessionRandBits) - 1
 
-// ErrIdentityInUse is returned by OpenSessionCounter when another process of
-// this machine has the identity open: one identity is one client with one
-// session at a time (docs/protocol.md §5), so a second process must use its own.
-var ErrIdentityInUse = errors.New("certs: identity in use by another process")
+// ErrIdentityInUse is returned by OpenSessionCounter when the identity is
+// open already, in another process of this machine or in this one (an
+// *InUseError says which): one identity is one client with one session at a
+// time (docs/protocol.md §5), so a second process must use its own, and a
+// second client of one process must share the first.
+var ErrIdentityInUse = errors.New("certs: identity in use")
+
+// InUseError is the ErrIdentityInUse of OpenSessionCounter: the counter at
+// Path is locked, by this process (ThisProcess: a SessionCounter of it is
+// open) or by another one.
+type InUseError struct {
+	Path        string
+	ThisProcess bool
+}
+
+func (e *InUseError) Error() string {
+	if e.ThisProcess {
+		return fmt.Sprintf("certs: identity in use: %s is open in this process already", e.Path)
+	}
+	return fmt.Sprintf("certs: identity in use: %s is locked by another process of this machine (give each process its own identity)", e.Path)
+}
+
+// Is makes an InUseError an ErrIdentityInUse.
+func (e *InUseError) Is(target error) bool { return target == ErrIdentityInUse }
+
+// openCounters are the counters open in this process, with their files'
+// identities, so that a lock refused to a second open of one of them is
+// told apart from another process's (a lock file cannot say who holds it).
+// Held across an open, so that two opens in one process never take each
+// other for another process.
+var openCounters struct {
+	sync.Mutex
+	files map[*SessionCounter]os.FileInfo
+}
 
 // SessionCounter hands out an identity's session numbers. While open it holds
 // an exclusive lock on its file, so no other process of this machine uses
@@ -61,20 +92,28 @@ type SessionCounter struct {
 func SessionFileOf(identityPath string) string { return identityPath + ".session" }
 
 // OpenSessionCounter opens (creating it if missing, mode 0600) the session
-// counter at path and locks it. It fails with ErrIdentityInUse if another
-// process holds it, and with an error naming the file if it is damaged.
+// counter at path and locks it. It fails with ErrIdentityInUse (an
+// *InUseError) if another process holds it, or another SessionCounter of
+// this one, and with an error naming the file if it is damaged.
 func OpenSessionCounter(path string, rand io.Reader) (*SessionCounter, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("certs: making the directory for %s: %w", path, err)
 	}
+	openCounters.Lock()
+	defer openCounters.Unlock()
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("certs: opening the session counter %s: %w", path, err)
 	}
+	fi, statErr := f.Stat()
 	if locked, err := TryLockFile(f); !locked {
 		_ = f.Close()
 		if err == nil {
-			return nil, fmt.Errorf("%w: %s is locked by another process of this machine (give each process its own identity)", ErrIdentityInUse, path)
+			here := false
+			for _, o := range openCounters.files {
+				here = here || (statErr == nil && os.SameFile(o, fi))
+			}
+			return nil, &InUseError{Path: path, ThisProcess: here}
 		}
 		return nil, fmt.Errorf("certs: locking the session counter %s: %w", path, err)
 	}
@@ -82,7 +121,7 @@ func OpenSessionCounter(path string, rand io.Reader) (*SessionCounter, error) {
 	buf := make([]byte, counterRecordSize+1)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		_ = s.Close()
+		_ = s.closeFile()
 		return nil, fmt.Errorf("certs: reading the session counter %s: %w", path, err)
 	}
 	switch {
@@ -90,7 +129,7 @@ func OpenSessionCounter(path string, rand io.Reader) (*SessionCounter, error) {
 		// A new counter: make the file's name durable too.
 		s.counter = sessionCounterStart - 1
 		if err := s.persist(s.counter); err != nil {
-			_ = s.Close()
+			_ = s.closeFile()
 			return nil, err
 		}
 		if d, err := os.Open(filepath.Dir(path)); err == nil {
@@ -100,11 +139,17 @@ func OpenSessionCounter(path string, rand io.Reader) (*SessionCounter, error) {
 	default:
 		c, err := parseCounter(buf[:n])
 		if err != nil {
-			_ = s.Close()
+			_ = s.closeFile()
 			return nil, fmt.Errorf("certs: the session counter %s is damaged (%v); it must never go back, so bq will not guess: "+
 				"remove it only if this identity never opened a session with its present contents, or make a new identity", path, err)
 		}
 		s.counter = c
+	}
+	if statErr == nil {
+		if openCounters.files == nil {
+			openCounters.files = make(map[*SessionCounter]os.FileInfo)
+		}
+		openCounters.files[s] = fi
 	}
 	return s, nil
 }
@@ -153,6 +198,14 @@ func (s *SessionCounter) SkipPast(n uint64) error {
 
 // Close releases the lock; the counter stays on disk.
 func (s *SessionCounter) Close() error {
+	openCounters.Lock()
+	delete(openCounters.files, s)
+	openCounters.Unlock()
+	return s.closeFile()
+}
+
+// closeFile releases the lock and closes the file.
+func (s *SessionCounter) closeFile() error {
 	if s.f == nil {
 		return nil
 	}

@@ -122,21 +122,28 @@ func TestSessionCounterOneProcessAtATime(t *testing.T) {
 	}
 	sc, err := OpenSessionCounter(path, rand.Reader)
 	require.NoError(t, err)
-	require.Contains(t, other(), "helper: in use: certs: identity in use by another process: "+path)
+	require.Contains(t, other(), "helper: in use: certs: identity in use: "+path+" is locked by another process of this machine")
 	require.NoError(t, sc.Close())
 	require.Contains(t, other(), "helper: opened")
 }
 
 // Two opens of one counter in one process exclude each other too (two
-// Clients of one identity in one program), with the same error.
+// Clients of one identity in one program), and the error says it is this
+// process (issue 55: it said "another process"), also through another path
+// to the same file.
 func TestSessionCounterTwoOpens(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "id.session")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "id.session")
 	sc, err := OpenSessionCounter(path, rand.Reader)
 	require.NoError(t, err)
 	_, err = OpenSessionCounter(path, rand.Reader)
 	require.ErrorIs(t, err, ErrIdentityInUse)
-	require.EqualError(t, err, "certs: identity in use by another process: "+path+
-		" is locked by another process of this machine (give each process its own identity)")
+	require.EqualError(t, err, "certs: identity in use: "+path+" is open in this process already")
+	require.NoError(t, os.Symlink(path, filepath.Join(dir, "link.session")))
+	_, err = OpenSessionCounter(filepath.Join(dir, "link.session"), rand.Reader)
+	inUse, ok := errors.AsType[*InUseError](err)
+	require.True(t, ok, "%v", err)
+	require.True(t, inUse.ThisProcess, "the same file by another name")
 	require.NoError(t, sc.Close())
 	sc, err = OpenSessionCounter(path, rand.Reader)
 	require.NoError(t, err, "free once the first is closed")

@@ -92,6 +92,15 @@ func (a *Access[R]) Rejected() string {
 	return strings.Join(parts, "; ")
 }
 
+// RejectedBy is each server's rejection, a copy.
+func (a *Access[R]) RejectedBy() map[wire.ServerID]error {
+	out := make(map[wire.ServerID]error, len(a.rejected))
+	for s, err := range a.rejected {
+		out[s] = err
+	}
+	return out
+}
+
 // Reply is one server's counted reply.
 type Reply[R any] struct {
 	Server wire.ServerID

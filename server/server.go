@@ -483,7 +483,7 @@ func (s *Server) revoke(clients []wire.ClientID) {
 			s.admission.revoke(c)
 		}
 		if d, ok := s.transport.(clientDisconnecter); ok {
-			d.DisconnectClient(c, "revoked by the cluster's operator")
+			d.DisconnectClient(c, fmt.Sprintf("client %s is not admitted: it was revoked by the cluster's operator", c.Hex()[:16]))
 		}
 	}
 }
@@ -495,7 +495,7 @@ func (s *Server) expire(clients []wire.ClientID) {
 	for _, c := range clients {
 		s.log.Warn("a connected client's admission certificate expired: closing its connection", "client", c.String())
 		if d, ok := s.transport.(clientDisconnecter); ok {
-			d.DisconnectClient(c, "its admission certificate expired")
+			d.DisconnectClient(c, fmt.Sprintf("client %s is not admitted: its admission certificate expired", c.Hex()[:16]))
 		}
 	}
 }

@@ -206,7 +206,7 @@ func (n *node) serveClient(conn *quic.Conn, deadline time.Time) {
 	if n.admit != nil {
 		// An observer is admitted as the key it proved (change 32).
 		if grant, err = n.admit(key, m.Hello.Admission); err != nil {
-			n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, fmt.Sprintf("client %s is not admitted: %v", key, err))
+			n.refuseClient(conn, s, wire.ErrCodeNotAllowed, codeRefused, fmt.Sprintf("client %s is not admitted: %v", key.Hex()[:16], err))
 			return
 		}
 	}
@@ -500,6 +500,12 @@ func (d *dialer) connectOnce() (time.Duration, error) {
 	_ = conn.CloseWithError(codeShutdown, "")
 	w.Wait()
 	n.deliver(Inbound{Kind: EventDisconnected, From: peer})
+	if ae, ok := errors.AsType[*quic.ApplicationError](err); ok && ae.Remote && ae.ErrorCode == codeRefused && !n.server {
+		// The server threw this client out (revoked, its certificate
+		// expired or its CA retired: docs/protocol.md change 23): the
+		// client hears why now, not at its next dial.
+		d.refused(&RefusedError{Code: wire.ErrCodeNotAllowed, Detail: ae.ErrorMessage})
+	}
 	switch {
 	case n.ctx.Err() != nil:
 	case d.ctx.Err() != nil:

@@ -130,6 +130,20 @@ func (b *AdmissionBody) Allows(lock string) bool {
 	return false
 }
 
+// Refusal says why the certificate does not let its client use lock, in a
+// user's words ("" when it does): `identity "ci" may lock only names
+// matching "ci/*", "build/*"; "prod/deploy" is none of them`.
+func (b *AdmissionBody) Refusal(lock string) string {
+	if b.Allows(lock) {
+		return ""
+	}
+	quoted := make([]string, len(b.Locks))
+	for i, p := range b.Locks {
+		quoted[i] = fmt.Sprintf("%q", p)
+	}
+	return fmt.Sprintf("identity %q may lock only names matching %s; %q is none of them", b.Name, strings.Join(quoted, ", "), lock)
+}
+
 // Patterns is the certificate's lock patterns for a message: "every name"
 // when it has none.
 func (b *AdmissionBody) Patterns() string {

@@ -71,6 +71,9 @@ lower than the highest it has seen.`,
 			if o.leader && o.observe {
 				return cli.Usagef("--leader and --observe exclude each other")
 			}
+			if err := refuseName(g, name); err != nil {
+				return err
+			}
 			if o.leader || o.observe {
 				if len(pos) > 1 || argv != nil {
 					return cli.Usagef("--leader and --observe take only NAME")

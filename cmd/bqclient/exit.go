@@ -36,7 +36,8 @@ Exit codes:
   2  usage: a mistake on the command line
   3  busy: the lock is held (--try), or --timeout passed while someone held it;
      elect --leader: the election has no leader
-  4  lock (or lead) lost while holding: the lease guarantee failed or the max-hold came (CMD got SIGTERM)
+  4  lock (or lead) lost while holding: the lease guarantee failed (cut off from the servers, or
+     the identity revoked: the line says which) or the max-hold came (CMD got SIGTERM)
   5  cluster unavailable: fewer than a quorum of servers answered
   6  refused by the servers (a TTL out of their bounds, a limit, a ban)
   7  not permitted: the cluster is closed and this identity is not enrolled, its

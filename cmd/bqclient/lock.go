@@ -72,6 +72,16 @@ func lockCmd(g *globals, std stdio) *cobra.Command {
   - with --detach: exit at once, leaving the lock held for at most --ttl.
   - else: print "acquired NAME token=N.T" and hold until Ctrl-C, SIGTERM or the end of stdin.
 
+A max-hold (the longest the operator lets this identity hold a lock) stops CMD early, so that it is
+dead and the lock released before the servers cut the holding: CMD gets SIGTERM at
+    max-hold - (TTL/10 + G + max-hold/20)   after the lock is taken (TTL: --ttl),
+SIGKILL G/2 later, and bqclient exits 4. TTL/10 allows for the clocks of client and servers to run
+apart; G, the loss grace (TTL/10, 100ms to 2s), is the time to stop CMD before the release lets
+anyone in; max-hold/20 is the time for the release to reach the servers. A max-hold of 3s with
+--ttl 2s stops CMD at 3 - (0.2 + 0.2 + 0.15) = 2.45s. Without --ttl, bqclient takes the longest TTL
+whose margin leaves half the max-hold, and says so: for 3s, 6.75s, and CMD stops at 1.5s. A shorter
+--ttl leaves CMD more of a short max-hold; one that leaves less than half is refused (exit 6).
+
 Fencing tokens grow strictly from each holder to the next: compare N as numbers and, for equal N,
 T as strings (16 hex digits); or compare BQ_LOCK_TOKEN_INT as integers. Have the resource refuse a
 token lower than the highest it has seen.
@@ -82,8 +92,11 @@ Shared holdings (BQ_LOCK_MODE says which: exclusive, shared, or "K permits"):
     exceeds every token granted before it: have the resource accept a write whose token is at
     least the highest it has seen, and a read whose token is at least the highest of a write.
   - --permits K takes one of K permits (2 to 1024): at most K holders at once. Every user of NAME
-    must give the same K: holders of another K exclude each other, as writers do. Its tokens order
-    the holders but fence nothing (K holders are in together).
+    must give the same K: holders of another K exclude each other, as writers do, so a lock that
+    waits behind another K (or --shared against --permits) says so once on stderr, and --try names
+    it: 'lock "pool" is busy: held as 2 permits by ...; you asked for 3 permits: a semaphore's
+    holders must all give the same count'. Its tokens order the holders but fence nothing (K
+    holders are in together).
 Exit codes, signals, --ttl and the loss of the lock are the same in every mode.`,
 		Example: `  bqclient lock deploy -- ./deploy.sh
   bqclient lock deploy --try -- ./deploy.sh          # exit 3 at once if someone is ahead
@@ -119,6 +132,9 @@ Exit codes, signals, --ttl and the loss of the lock are the same in every mode.`
 				o.timeout = tryTimeout
 			}
 			o.ttlSet = cmd.Flags().Changed("ttl")
+			if err := refuseName(g, name); err != nil {
+				return err
+			}
 			return fail(runLock(g, std, name, argv, o))
 		},
 	}
@@ -213,7 +229,9 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	if o.try {
 		h, err = tryLock(ctx)
 	} else {
+		said := sayClash(c, name, std.err)
 		h, err = lock(ctx)
+		said()
 	}
 	if err != nil {
 		quit()
@@ -249,6 +267,32 @@ func runLock(g *globals, std stdio, name string, argv []string, o lockOpts) erro
 	return nil
 }
 
+// sayClash says once on stderr, while a Lock of name waits, that it waits
+// for holders whose mode excludes its own although both share among their
+// own kind (another --permits count, --shared against --permits): often a
+// typo in a count, which would otherwise wait silently for as long as they
+// hold (issue 55). The returned func stops it, once the Lock returned.
+func sayClash(c *bq.Client, name string, stderr io.Writer) func() {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if what, clash := c.Waiting(name); clash {
+				fmt.Fprintf(stderr, "bqclient: waiting for %q: %s\n", name, what)
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
+
 // modeNote is " (shared)" or " (one of K permits)" for a holding that is
 // not exclusive, "" for one that is.
 func modeNote(h *bq.Holding) string {
@@ -263,12 +307,8 @@ func modeNote(h *bq.Holding) string {
 
 // lostReason says why h was lost, in a few words.
 func lostReason(h held) string {
-	err := h.Err()
-	switch {
-	case errors.Is(err, bq.ErrMaxHold):
-		return strings.TrimPrefix(err.Error(), "bq: lock lost: ")
-	case err != nil:
-		return strings.TrimPrefix(err.Error(), "bq: ")
+	if err := h.Err(); err != nil {
+		return strings.TrimPrefix(strings.TrimPrefix(err.Error(), "bq: "), "lock lost: ")
 	}
 	return "the lease guarantee failed"
 }
@@ -420,13 +460,26 @@ func dial(ctx context.Context, g *globals, ttl *time.Duration, set bool, stderr 
 		return nil, err
 	}
 	// The default TTL does not fit this identity's max-hold: take one that does.
-	fmt.Fprintf(stderr, "bqclient: a lease TTL of %v to fit this identity's max-hold (%v); --ttl chooses another\n", fit, mh)
+	fmt.Fprintln(stderr, fitNote(mh, fit))
 	*ttl = fit
 	if c, err = bq.Dial(ctx, bq.Config{ClusterFile: g.cluster, IdentityFile: g.identity, TTL: fit, LossGrace: lossGrace(fit), ExitLostOnUnlock: true}); err == nil {
 		g.dialed = c
 	}
 	return c, err
 }
+
+// fitNote says that bqclient took lease TTL fit for max-hold mh, and when
+// a holding is given up then (issue 55: a CMD stopped at 1.67 s of a 3 s
+// max-hold surprised its user).
+func fitNote(mh, fit time.Duration) string {
+	return fmt.Sprintf("bqclient: this identity may hold a lock for at most %v (its max-hold): taking a lease TTL of %v, which fits it; "+
+		"a holding is given up %v after it is taken (CMD gets SIGTERM then; 'bqclient lock --help' says why), and --ttl chooses another",
+		mh, fit, givenUpAfter(mh, fit))
+}
+
+// givenUpAfter is how long after it is taken a holding of lease TTL t is
+// given up under max-hold mh: mh less its margin (holdMargin).
+func givenUpAfter(mh, t time.Duration) time.Duration { return mh - holdMargin(mh, t) }
 
 // fitTTL is the longest TTL up to ttl, in steps of 50 ms, whose margin
 // leaves half of max-hold mh (holdFits), or zero if none does.
@@ -441,7 +494,11 @@ func fitTTL(mh, ttl time.Duration) time.Duration {
 }
 
 // holdMargin is how long before max-hold mh a holding with lease TTL t is
-// given up: the lease margin ε·t, the loss grace and mh/20.
+// given up: the lease margin ε·t (the clocks of client and servers may
+// drift apart), the loss grace (the time to stop CMD: SIGTERM, SIGKILL half
+// of it later, reaped before the release goes out) and mh/20 (the time for
+// the release to reach the servers before their own cut). Changes 24, 34,
+// 39 and 41 of docs/protocol.md.
 func holdMargin(mh, t time.Duration) time.Duration { return t/10 + lossGrace(t) + mh/20 }
 
 // holdFits refuses, before anything is taken, a --ttl whose margin would eat

@@ -23,15 +23,19 @@ func statusCmd(g *globals, std stdio) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status [NAME] [--json]",
-		Short: "Show the servers, the faults tolerated now, and a lock's holder and queue",
-		Long: `Show which servers answer and how many more may fail, and with NAME the lock's holder (with
-its fencing token), its queue in the order it will enter, and its suspected and banned clients.
-Without NAME, the locks in use. status only observes: it connects with this identity (which a
+		Short: "Show the servers, the faults tolerated now, and a lock's holders and queue",
+		Long: `Show which servers answer and how many more may fail, and with NAME the lock's holders (each with
+its mode and fencing token: one, or readers and a semaphore's holders together), its queue in the
+order it will enter (each with its mode, and "waiting" with its ticket or "choosing a ticket"), and
+its suspected and banned clients. --json has the same: "holders", "queue" (no holder is in it),
+each entry with "mode" and "state"; "holder" is the first of "holders". Without NAME, the locks in
+use. status only observes: it connects with this identity (which a
 closed cluster must have enrolled) on observer connections that open no session, so it works while
 a bqclient lock of the same identity runs and never disturbs it. On an open cluster with no
 identity file yet it uses a throwaway key.`,
 		Example: `  bqclient status deploy
-  bqclient status deploy --json | jq .lock.holder.token`,
+  bqclient status deploy --json | jq .lock.holder.token
+  bqclient status config --json | jq '.lock.holders[].token, .lock.queue[].state'`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return cli.Usagef("at most one lock NAME")
@@ -47,6 +51,9 @@ identity file yet it uses a throwaway key.`,
 			lock := ""
 			if len(args) == 1 {
 				lock = args[0]
+				if err := refuseName(g, lock); err != nil {
+					return err
+				}
 			}
 			sigCtx, _, stop := signals()
 			defer stop()

@@ -29,6 +29,9 @@ func unlockCmd(g *globals, std stdio) *cobra.Command {
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
+			if err := refuseName(g, args[0]); err != nil {
+				return err
+			}
 			sigCtx, _, stop := signals()
 			defer stop()
 			ctx, cancel := context.WithTimeout(sigCtx, timeout)

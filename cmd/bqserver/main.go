@@ -22,15 +22,43 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-const exitCodesHelp = `
-Exit codes:
-  0  ok (also after SIGINT or SIGTERM)
-  1  error
-  2  usage: a mistake on the command line
-  5  too few servers answered: a change ('server add', 'remove', 'replace', 'push', 'ca ...') is
-     written but not yet taken by a quorum (run 'bqserver server push' when they are up), or
-     'server list' and 'status' found fewer than a quorum of the members answering
-`
+// exitCodes says, for each command (by its path), the exit codes it can
+// end with: 0, 1 and 2 for all, and what it adds. Each --help lists only
+// its command's own (issue 55: 'dev --help' listed exit 5 of 'server add').
+func exitCodes(path string) string {
+	usage := "usage: a mistake on the command line"
+	var five string
+	switch path {
+	case "bqserver":
+		five = "too few servers answered ('server', 'ca', 'client revoke' and 'status': their --help says when)"
+	case "bqserver run":
+		usage += ", or in the settings file (server.yaml, --config)"
+	case "bqserver server add", "bqserver server remove", "bqserver server replace", "bqserver server push",
+		"bqserver ca rotate", "bqserver ca rotate-clients", "bqserver ca retire-clients", "bqserver ca rotate-operator":
+		five = "too few servers answered: fewer than must endorse the change (nothing was signed; --force\n" +
+			"     proposes it anyway), or fewer than a quorum took it (it is written: run\n" +
+			"     'bqserver server push' when they are up)"
+	case "bqserver server list", "bqserver status":
+		five = "fewer than a quorum of the members answered"
+	case "bqserver client revoke":
+		five = "fewer than a quorum of the servers acknowledged the revocation within --timeout (it is\n" +
+			"     recorded: run the command again when they are up)"
+	}
+	out := "\nExit codes:\n  0  ok (also after SIGINT or SIGTERM)\n  1  error\n  2  " + usage + "\n"
+	if five != "" {
+		out += "  5  " + five + "\n"
+	}
+	return out
+}
+
+// setExitCodes gives cmd and every command under it the usage template
+// that ends with its own exit codes.
+func setExitCodes(cmd *cobra.Command, template string) {
+	cmd.SetUsageTemplate(template + exitCodes(cmd.CommandPath()))
+	for _, sub := range cmd.Commands() {
+		setExitCodes(sub, template)
+	}
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
@@ -44,7 +72,6 @@ server, 'dev' a whole local cluster for trying bq out.`,
 	root.SetVersionTemplate("{{.Version}}")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetUsageTemplate(root.UsageTemplate() + exitCodesHelp)
 	root.AddCommand(initCmd(stdout, stderr), runCmd(stderr), devCmd(stdout, stderr), clientCmd(stdout, stderr), serverCmd(stdout), caCmd(stdout), settingsCmd(stdout), statusCmd(stdout), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version of bqserver, its commit, Go and the protocol",
@@ -54,5 +81,8 @@ server, 'dev' a whole local cluster for trying bq out.`,
 			return err
 		},
 	})
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	setExitCodes(root, root.UsageTemplate())
 	return cli.Execute(root, args, stderr)
 }

@@ -34,9 +34,9 @@ func statusCmd(stdout io.Writer) *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status --dir DIR [LOCK] [--json]",
-		Short: "Show the servers, a lock's holder and queue, the settings and the certificates' expiry",
+		Short: "Show the servers, a lock's holders and queue, the settings and the certificates' expiry",
 		Long: `Show, as the cluster's operator, which servers answer and how many more may fail; with LOCK its
-holder, queue, suspected and banned clients (by their enrolled names); the settings file in use
+holders, queue, suspected and banned clients (by their enrolled names, as bqclient status shows them); the settings file in use
 (DIR/server.yaml) and when the cluster CA, each server's certificate and the clients' admission
 certificates expire. It reads only: on a closed cluster it connects with an observer identity it
 enrolls for ten minutes with DIR's client CA key (nothing is recorded), so nobody has to be enrolled.`,

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/bq-lock/bq/wire"
 )
 
 // run runs bqclient to the end and returns its stdout, stderr, exit code and
@@ -75,7 +77,7 @@ func TestBqclientHelpVersionAndFlags(t *testing.T) {
 		r := c.run("a.key", args...)
 		require.Equal(t, 0, r.code, r.err)
 		require.Contains(t, r.out, "bqclient ")
-		require.Contains(t, r.out, "protocol: bq/1.9")
+		require.Contains(t, r.out, "protocol: bq/"+wire.ProtocolVersion()+"\n")
 		require.Contains(t, r.out, "go:       go1.")
 	}
 	r := c.run("a.key", "completion", "bash")
@@ -145,7 +147,7 @@ func TestBqclientFrontDoor(t *testing.T) {
 	waiter := start(t, "waiter", []string{"BQ_CLUSTER=" + c.cluster, "BQ_IDENTITY=" + filepath.Join(c.work, "w.key")},
 		bin("bqclient"), "lock", "busy")
 	waitUntil(t, 10*time.Second, func() bool {
-		return strings.Count(c.run("s.key", "status", "busy").out, "ticket=") >= 1
+		return strings.Contains(c.run("s.key", "status", "busy").out, "exclusive, waiting, ticket ")
 	})
 	code, took := waiter.stop(syscall.SIGTERM, 5*time.Second)
 	require.Equal(t, 128+int(syscall.SIGTERM), code, waiter.output())
@@ -234,7 +236,7 @@ func TestBqserverHelpAndVersion(t *testing.T) {
 		out, code := run(args...)
 		require.Equal(t, 0, code, out)
 		require.Contains(t, out, "bqserver ")
-		require.Contains(t, out, "protocol: bq/1.9")
+		require.Contains(t, out, "protocol: bq/"+wire.ProtocolVersion()+"\n")
 	}
 	out, code := run("run", "--dir", t.TempDir())
 	require.Equal(t, 2, code, out)

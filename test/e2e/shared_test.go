@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,13 +55,13 @@ func TestReadersTogetherThenTheWriterAlone(t *testing.T) {
 	writer := start(t, "writer", []string{"BQ_IDENTITY=" + filepath.Join(work, "w.key")},
 		bin("bqclient"), "--cluster", cluster, "lock", "cfg", "--timeout", "60s", "--", "sh", "-c", cs)
 	// The writer is queued behind the readers while they hold: ask status
-	// until it shows the writer's Ticket waiting (or the writer ends, which
-	// it must not).
+	// until it shows the writer waiting with its ticket (or the writer
+	// ends, which it must not).
 	var status string
 	for {
 		out, err := exec.Command(bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, "look.key"), "status", "cfg").CombinedOutput()
 		status = string(out)
-		if err == nil && strings.Contains(status, "Ticket") {
+		if err == nil && strings.Contains(status, "exclusive, waiting, ticket") {
 			break
 		}
 		select {
@@ -69,9 +72,31 @@ func TestReadersTogetherThenTheWriterAlone(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the writer never showed queued: %s", status)
 		time.Sleep(50 * time.Millisecond)
 	}
-	require.Contains(t, status, "holders: 3", status)
-	require.Contains(t, status, "shared", status)
-	_, err := os.Stat(filepath.Join(work, "w"))
+	// One model in text and JSON (issue 55): the three readers under
+	// "holders", each shared with its token; the writer alone under
+	// "queue", exclusive and waiting.
+	require.Regexp(t, `(?m)^  holders: 3\n( +[0-9a-f]{16} shared, token=\S+ \(reported by \d\)\n){3}  queue: 1, in the order they will enter\n +1\. [0-9a-f]{16} exclusive, waiting, ticket \d+ \(reported by \d\)$`, status)
+	out, err := exec.Command(bin("bqclient"), "--cluster", cluster, "--identity", filepath.Join(work, "look.key"), "status", "cfg", "--json").Output()
+	require.NoError(t, err)
+	type participant struct{ Client, State, Phase, Mode, Token string }
+	var st struct {
+		Lock struct {
+			Holder  participant
+			Holders []participant
+			Queue   []participant
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &st), "%s", out)
+	require.Len(t, st.Lock.Holders, 3, "%s", out)
+	for _, h := range st.Lock.Holders {
+		require.Equal(t, participant{Client: h.Client, State: "holding", Phase: "Held", Mode: "shared", Token: h.Token}, h)
+		require.Contains(t, readerTokens, h.Token)
+	}
+	require.Equal(t, st.Lock.Holders[0], st.Lock.Holder, "holder is the first of holders")
+	require.Len(t, st.Lock.Queue, 1, "the queue holds no holder: %s", out)
+	require.Equal(t, "waiting", st.Lock.Queue[0].State)
+	require.Equal(t, "exclusive", st.Lock.Queue[0].Mode)
+	_, err = os.Stat(filepath.Join(work, "w"))
 	require.True(t, os.IsNotExist(err), "the writer ran while three readers held the lock")
 
 	require.NoError(t, os.WriteFile(goFile, nil, 0o644))
@@ -120,4 +145,33 @@ rmdir "%[1]s/$mine"
 	}
 	require.Positive(t, countLines(together), "two holders were never inside together")
 	t.Logf("%d of %d holdings began with another holder inside", countLines(together), loops*rounds)
+}
+
+// Issue 55, item 3, real processes: `--permits 3` against holders of
+// `--permits 2` says that the counts differ, not only "busy": --try in its
+// one line (exit 3), and a waiting lock once on stderr while it waits,
+// which then enters when the holder leaves.
+func TestAnotherPermitsCountSaysSo(t *testing.T) {
+	dir := initCluster(t, 4)
+	runServers(t, dir, 4)
+	c := bqc{t: t, cluster: filepath.Join(dir, "cluster.yaml"), work: t.TempDir()}
+	holder := start(t, "holder", []string{"BQ_CLUSTER=" + c.cluster, "BQ_IDENTITY=" + filepath.Join(c.work, "h.key")},
+		bin("bqclient"), "lock", "pool", "--permits", "2", "--", "sh", "-c", `echo "in $BQ_LOCK_TOKEN"; exec sleep 60`)
+	holder.waitFor(20*time.Second, 1, "in ")
+	token := strings.Fields(holder.output()[strings.Index(holder.output(), "in ")+3:])[0]
+	hint := `held as 2 permits by [0-9a-f]{16} \(token ` + regexp.QuoteMeta(token) + `\); you asked for 3 permits: a semaphore's holders must all give the same count`
+
+	r := c.run("w.key", "lock", "pool", "--permits", "3", "--try", "--", "true")
+	require.Equal(t, 3, r.code, r.err)
+	require.Regexp(t, `^bqclient lock: lock "pool" is busy: `+hint+`\n$`, strings.Join(stderrLines(r.err), "\n")+"\n")
+
+	waiter := start(t, "waiter", []string{"BQ_CLUSTER=" + c.cluster, "BQ_IDENTITY=" + filepath.Join(c.work, "w.key")},
+		bin("bqclient"), "lock", "pool", "--permits", "3", "--timeout", "60s", "--", "echo", "waiter-in")
+	waiter.waitFor(20*time.Second, 1, `bqclient: waiting for "pool": held as 2 permits by `)
+	require.Regexp(t, `bqclient: waiting for "pool": `+hint+`\n`, waiter.output())
+	code, _ := holder.stop(syscall.SIGTERM, 10*time.Second)
+	require.NotZero(t, code, "the holder's command was ended")
+	require.Zero(t, waiter.waitExit(30*time.Second), waiter.output())
+	require.Contains(t, waiter.output(), "waiter-in")
+	require.Equal(t, 1, strings.Count(waiter.output(), "bqclient: waiting for"), "said once: %s", waiter.output())
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/bq-lock/bq"
-	"github.com/bq-lock/bq/wire"
 )
 
 // A cluster's status as the commands print it (bqclient status, bqserver
@@ -42,34 +41,30 @@ func PrintStatus(w io.Writer, st *bq.Status) {
 		}
 		return
 	}
+	// One model (bq.LockStatus): the holders, each with its mode and
+	// token, then the queue in the order it will enter, each with its mode
+	// and where it is; both headings always.
 	l := st.Lock
 	fmt.Fprintf(w, "lock %s\n", l.Name)
-	switch {
-	case len(l.Holders) > 1:
+	if len(l.Holders) == 0 {
+		fmt.Fprintln(w, "  holders: none")
+	} else {
 		fmt.Fprintf(w, "  holders: %d\n", len(l.Holders))
-		for _, p := range l.Holders {
-			fmt.Fprintf(w, "      %s token=%s%s (reported by %d)\n", who(p), p.Token(), modeOf(p), p.ReportedBy)
-		}
-	case l.Holder != nil:
-		fmt.Fprintf(w, "  holder: %s token=%s%s (reported by %d)\n", who(*l.Holder), l.Holder.Token(), modeOf(*l.Holder), l.Holder.ReportedBy)
-	default:
-		fmt.Fprintln(w, "  holder: none")
 	}
-	var queue []bq.Participant
-	for _, p := range l.Queue {
-		if len(l.Holders) <= 1 || p.Phase != wire.PhaseHeld {
-			queue = append(queue, p)
-		}
+	for _, p := range l.Holders {
+		fmt.Fprintf(w, "      %s %s, token=%s (reported by %d)\n", who(p), p.Mode, p.Token(), p.ReportedBy)
 	}
-	if len(queue) == 0 {
+	if len(l.Queue) == 0 {
 		fmt.Fprintln(w, "  queue: empty")
+	} else {
+		fmt.Fprintf(w, "  queue: %d, in the order they will enter\n", len(l.Queue))
 	}
-	for i, p := range queue {
+	for i, p := range l.Queue {
+		where := p.State()
 		if p.Ticket > 0 {
-			fmt.Fprintf(w, "  %2d. %s ticket=%d %s%s (reported by %d)\n", i+1, who(p), p.Ticket, p.Phase, modeOf(p), p.ReportedBy)
-		} else {
-			fmt.Fprintf(w, "  %2d. %s choosing%s (reported by %d)\n", i+1, who(p), modeOf(p), p.ReportedBy)
+			where += fmt.Sprintf(", ticket %d", p.Ticket)
 		}
+		fmt.Fprintf(w, "  %3d. %s %s, %s (reported by %d)\n", i+1, who(p), p.Mode, where, p.ReportedBy)
 	}
 	for _, s := range l.Suspected {
 		fmt.Fprintf(w, "  suspected: %s (by %d server(s))\n", s.Client.Hex()[:16], s.ReportedBy)
@@ -77,15 +72,6 @@ func PrintStatus(w io.Writer, st *bq.Status) {
 	for _, b := range l.Banned {
 		fmt.Fprintf(w, "  banned: %s (by %d server(s))\n", b.Client.Hex()[:16], b.ReportedBy)
 	}
-}
-
-// modeOf is " shared" or " 3 permits" for a participant that is not
-// exclusive (docs/protocol.md change 60), "" for one that is.
-func modeOf(p bq.Participant) string {
-	if p.Mode.Mode == wire.ModeExclusive {
-		return ""
-	}
-	return " " + p.Mode.String()
 }
 
 // who names a participant: its enrolled name and short id on a closed
@@ -98,8 +84,11 @@ func who(p bq.Participant) string {
 }
 
 type jsonParticipant struct {
-	Client     string `json:"client"`
-	Name       string `json:"name,omitempty"`
+	Client string `json:"client"`
+	Name   string `json:"name,omitempty"`
+	// State is where it is: "holding", "waiting", "choosing a ticket"
+	// (bq.Participant.State); Phase is the protocol's word for it.
+	State      string `json:"state"`
 	Phase      string `json:"phase"`
 	Mode       string `json:"mode"`
 	Ticket     uint64 `json:"ticket,omitempty"`
@@ -120,7 +109,10 @@ type jsonServer struct {
 }
 
 type jsonLock struct {
-	Name      string            `json:"name"`
+	Name string `json:"name"`
+	// Holder is the first of Holders, for readers written for exclusive
+	// locks; Queue holds no holder (before issue 55 it held every holder
+	// but the first).
 	Holder    *jsonParticipant  `json:"holder"`
 	Holders   []jsonParticipant `json:"holders"`
 	Queue     []jsonParticipant `json:"queue"`
@@ -143,7 +135,7 @@ type JSONStatus struct {
 }
 
 func participantJSON(p bq.Participant) jsonParticipant {
-	jp := jsonParticipant{Client: p.Client.Hex(), Name: p.Name, Phase: p.Phase.String(), Mode: p.Mode.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
+	jp := jsonParticipant{Client: p.Client.Hex(), Name: p.Name, State: p.State(), Phase: p.Phase.String(), Mode: p.Mode.String(), Ticket: p.Ticket, ReportedBy: p.ReportedBy}
 	if p.Ticket > 0 {
 		jp.Token = p.Token().String()
 		jp.TokenInt = p.Token().Integer()
