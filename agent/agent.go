@@ -56,6 +56,7 @@ type Agent struct {
 	requests requests
 	streams  atomic.Int64 // streams and long polls open now (≤ cfg.MaxStreams)
 	watches  watches
+	dapr     daprLocks
 
 	// stopping is closed when Shutdown begins; stopCtx ends then, with
 	// errStopping.
@@ -99,6 +100,7 @@ func New(cfg Config) (*Agent, error) {
 		holds:    newHoldTable(cfg.MaxHolds, retainEnded),
 		requests: requests{byKey: make(map[reqKey]*attempt), max: cfg.MaxHolds},
 		watches:  watches{byName: make(map[string]*lockWatch), max: cfg.MaxWatches},
+		dapr:     daprLocks{byRes: make(map[string]daprLock)},
 		stopping: make(chan struct{}),
 	}
 	a.stopCtx, a.stop = context.WithCancelCause(context.Background())

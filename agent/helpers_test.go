@@ -32,7 +32,7 @@ const waitTimeout = 15 * time.Second
 
 // env is a cluster, one client and its agent on a Unix socket.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	tc   *testcluster.Cluster
 	c    *bq.Client
 	a    *Agent
@@ -48,7 +48,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 
 // newEnvOn starts an agent on cluster tc with its client dialed as dial
 // says (default: a fresh key, TTL 2 s, a loss grace of 200 ms).
-func newEnvOn(t *testing.T, tc *testcluster.Cluster, cfg Config, dial bq.Config) *env {
+func newEnvOn(t testing.TB, tc *testcluster.Cluster, cfg Config, dial bq.Config) *env {
 	t.Helper()
 	if dial.Cluster == nil && dial.ClusterFile == "" {
 		dial.Cluster = tc.Cluster
@@ -90,6 +90,7 @@ func newEnvOn(t *testing.T, tc *testcluster.Cluster, cfg Config, dial bq.Config)
 // unixClient is an HTTP client of the agent at sock.
 func unixClient(sock string) *http.Client {
 	return &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: 128,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)

@@ -42,7 +42,10 @@ type ServersView struct {
 type ParticipantView struct {
 	Client string `json:"client"`
 	// Name is the client's enrolled name, when f+1 servers say the same.
-	Name       string `json:"name,omitempty"`
+	Name string `json:"name,omitempty"`
+	// State is "holding", "waiting" (with a ticket) or "choosing a ticket";
+	// Phase is the bakery's name of it.
+	State      string `json:"state"`
 	Phase      string `json:"phase"`
 	Mode       string `json:"mode"`
 	Permits    int    `json:"permits,omitempty"`
@@ -73,7 +76,7 @@ func statusView(name string, index uint64, st *bq.Status) *LockStatusView {
 	}
 	pv := func(p bq.Participant) ParticipantView {
 		out := ParticipantView{
-			Client: p.Client.Hex(), Name: p.Name, Phase: strings.ToLower(p.Phase.String()),
+			Client: p.Client.Hex(), Name: p.Name, State: p.State(), Phase: strings.ToLower(p.Phase.String()),
 			Mode: modeName(p.Mode), Ticket: p.Ticket, ReportedBy: p.ReportedBy,
 		}
 		if p.Mode.Permits > 0 {

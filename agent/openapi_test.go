@@ -93,6 +93,10 @@ func TestOpenAPIDescribesWhatTheAgentServes(t *testing.T) {
 	e.call("POST", "/v1/elections/apie/resign", map[string]any{"lock_id": ev.Hold.LockID}, nil)
 	require.Equal(t, stateReleased, c.next(t).Event)
 	e.call("GET", "/v1/elections/nobody/leader", nil, nil) // no_leader
+	e.call("POST", "/v1.0-alpha1/lock/bq", map[string]any{"resourceId": "d", "lockOwner": "o", "expiryInSeconds": 30}, nil)
+	e.call("POST", "/v1.0-alpha1/lock/bq", map[string]any{"resourceId": "d", "lockOwner": "p", "expiryInSeconds": 30}, nil)
+	e.call("POST", "/v1.0-alpha1/unlock/bq", map[string]any{"resourceId": "d", "lockOwner": "p"}, nil)
+	e.call("POST", "/v1.0-alpha1/unlock/bq", map[string]any{"resourceId": "d", "lockOwner": "o"}, nil)
 	s.cancel()
 	o.cancel()
 	c.cancel()

@@ -44,6 +44,8 @@ func (a *Agent) routeList() []route {
 		{"/v1/elections/{name}/observe", map[string]http.HandlerFunc{http.MethodGet: a.handleObserve}},
 		{"/v1/health", map[string]http.HandlerFunc{http.MethodGet: a.handleHealth}},
 		{"/v1/openapi.yaml", map[string]http.HandlerFunc{http.MethodGet: handleOpenAPI}},
+		{"/v1.0-alpha1/lock/{store}", map[string]http.HandlerFunc{http.MethodPost: a.handleDaprLock}},
+		{"/v1.0-alpha1/unlock/{store}", map[string]http.HandlerFunc{http.MethodPost: a.handleDaprUnlock}},
 	}
 }
 
