@@ -128,9 +128,16 @@ func (a *Agent) authorized(r *http.Request) bool {
 // Server is an http.Server for the agent's Handler, with the bounds a
 // local caller cannot stretch: the head of a request within 5 s, its body
 // within 30 s, 16 KiB of headers, idle connections closed after 2 minutes.
-// Streams and long polls write for as long as they last.
+// Streams and long polls write for as long as they last. It speaks HTTP/1.1
+// and HTTP/2 without TLS (prior knowledge: curl --http2-prior-knowledge),
+// both from the standard library; an HTTP/2 connection carries at most 250
+// streams at once, and each counts against MaxStreams like any other.
 func (a *Agent) Server() *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
+		Protocols:         &protocols,
 		Handler:           a.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,

@@ -457,3 +457,29 @@ func TestElectionThroughTheAgent(t *testing.T) {
 	ev1 := c1.next(t)
 	require.Equal(t, stateReleased, ev1.Event)
 }
+
+// HTTP/2 without TLS (prior knowledge), as curl --http2-prior-knowledge
+// speaks it: an acquire, and a hold stream that closing releases.
+func TestHTTP2(t *testing.T) {
+	e := newEnv(t, Config{})
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	tr := e.cl.Transport.(*http.Transport).Clone()
+	tr.Protocols = &protocols
+	e.cl = &http.Client{Transport: tr}
+	resp, err := e.cl.Get("http://localhost/v1/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 2, resp.ProtoMajor, "spoken over HTTP/2")
+	h := e.acquire("h2", nil)
+	require.Equal(t, http.StatusOK, e.call("DELETE", "/v1/holds/"+h.LockID, nil, nil))
+	s := e.stream("POST", "/v1/locks/h2s/hold", nil)
+	ev := s.next(t)
+	require.Equal(t, "acquired", ev.Event)
+	s.cancel()
+	require.Eventually(t, func() bool {
+		var v HoldView
+		e.call("GET", "/v1/holds/"+ev.Hold.LockID, nil, &v)
+		return v.State == stateReleased
+	}, waitTimeout, 10*time.Millisecond, "closing an HTTP/2 stream releases")
+}
