@@ -10,8 +10,7 @@ import (
 
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/crypto"
-	"github.com/bq-lock/bq/internal/testutil"
-	"github.com/bq-lock/bq/server"
+	"github.com/bq-lock/bq/internal/testcluster"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -29,12 +28,14 @@ func TestMain(m *testing.M) {
 const waitTimeout = 15 * time.Second
 
 // testCluster is a cluster of real servers in this process, over QUIC on
-// loopback, each with its own bbolt store in a temporary directory.
+// loopback, each with its own bbolt store in a temporary directory
+// (internal/testcluster).
 type testCluster struct {
+	*testcluster.Cluster
 	t       *testing.T
 	dir     string
 	cluster *certs.Cluster
-	servers []*server.Server // nil while stopped
+	servers []struct{} // one per server, for ranging over their ids
 }
 
 // newCluster makes and starts an n-server cluster (f as large as n allows);
@@ -46,37 +47,15 @@ func newClosedCluster(t *testing.T, n int) *testCluster { return newClusterOf(t,
 
 func newClusterOf(t *testing.T, n int, closed bool) *testCluster {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "cluster")
-	cl, err := certs.Init(certs.InitOptions{Dir: dir, Servers: n, F: -1, Host: "127.0.0.1", PortBase: freePortBase(t, n), Closed: closed}, time.Now(), rand.Reader)
-	require.NoError(t, err)
-	tc := &testCluster{t: t, dir: dir, cluster: cl, servers: make([]*server.Server, n)}
-	t.Cleanup(func() {
-		for i := range tc.servers {
-			tc.stop(i)
-		}
-	})
-	for i := range n {
-		tc.start(i)
-	}
-	return tc
+	c := testcluster.Start(t, n, closed)
+	return &testCluster{Cluster: c, t: t, dir: c.Dir, cluster: c.Cluster, servers: make([]struct{}, n)}
 }
 
 // start (re)starts server i from its directory (its store survives a stop).
-func (tc *testCluster) start(i int) {
-	tc.t.Helper()
-	require.Nil(tc.t, tc.servers[i], "server %d is already running", i)
-	s, err := server.Start(server.Config{Dir: tc.dir, ID: i})
-	require.NoError(tc.t, err)
-	tc.servers[i] = s
-}
+func (tc *testCluster) start(i int) { tc.StartServer(i) }
 
 // stop stops server i (Close: its connections end, its store is closed).
-func (tc *testCluster) stop(i int) {
-	if s := tc.servers[i]; s != nil {
-		require.NoError(tc.t, s.Close())
-		tc.servers[i] = nil
-	}
-}
+func (tc *testCluster) stop(i int) { tc.Stop(i) }
 
 // clusterFile is the path of the cluster's cluster.yaml.
 func (tc *testCluster) clusterFile() string { return filepath.Join(tc.dir, certs.ClusterFileName) }
@@ -99,12 +78,4 @@ func (tc *testCluster) dial(cfg Config) *Client {
 	require.NoError(tc.t, err)
 	tc.t.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// freePortBase finds n consecutive free UDP ports on loopback.
-func freePortBase(t *testing.T, n int) int {
-	t.Helper()
-	base, err := testutil.FreeUDPPortBase(n)
-	require.NoError(t, err)
-	return base
 }

@@ -270,52 +270,26 @@ func (e *Election) Leader(ctx context.Context) (*Leader, error) {
 // once for a name the identity may not use (Client.MayUse says why).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	ch := make(chan Leader)
-	every := observeEvery
 	go func() {
 		defer close(ch)
 		if e.c.mayUse(e.name) != nil {
 			return // every server would refuse it: MayUse says why
 		}
-		o, err := e.c.observerClient(ctx)
-		for err != nil { // not yet reachable: try again until ctx ends
-			select {
-			case <-ctx.Done():
-				return
-			case <-e.c.closed:
-				return
-			case <-time.After(every):
-			}
-			o, err = e.c.observerClient(ctx)
-		}
-		w := o.watchLock(e.name)
-		defer o.unwatch(w)
-		oe := o.Election(e.name)
 		var last *Leader
-		t := time.NewTimer(0)
-		defer t.Stop()
-		for {
+		e.c.watchEach(ctx, e.name, func(o *Client) bool {
+			l, err := o.Election(e.name).Leader(ctx)
+			if err != nil || !newer(l, last) {
+				return true
+			}
 			select {
-			case <-w.wake:
-			case <-t.C:
+			case ch <- *l:
+				last = l
+				return true
 			case <-ctx.Done():
-				return
 			case <-e.c.closed:
-				return
-			case <-o.closed:
-				return
 			}
-			if l, err := oe.Leader(ctx); err == nil && newer(l, last) {
-				select {
-				case ch <- *l:
-					last = l
-				case <-ctx.Done():
-					return
-				case <-e.c.closed:
-					return
-				}
-			}
-			t.Reset(every)
-		}
+			return false
+		})
 	}()
 	return ch
 }

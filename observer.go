@@ -196,33 +196,11 @@ func (c *Client) WatchStatus(ctx context.Context, lock string) (<-chan *Status, 
 	ch := make(chan *Status, 1)
 	go func() {
 		defer close(ch)
-		o, err := c.observerClient(ctx)
-		for err != nil { // not yet reachable: try again until ctx ends
-			select {
-			case <-ctx.Done():
-				return
-			case <-c.closed:
-				return
-			case <-time.After(observeEvery):
-			}
-			o, err = c.observerClient(ctx)
+		if c.mayUse(lock) != nil {
+			return // every server would refuse it: MayUse says why
 		}
-		w := o.watchLock(lock)
-		defer o.unwatch(w)
 		last := ""
-		t := time.NewTimer(0)
-		defer t.Stop()
-		for {
-			select {
-			case <-w.wake:
-			case <-t.C:
-			case <-ctx.Done():
-				return
-			case <-c.closed:
-				return
-			case <-o.closed:
-				return
-			}
+		c.watchEach(ctx, lock, func(o *Client) bool {
 			if st, err := o.Status(ctx, lock); err == nil && st.Lock != nil {
 				if key := st.Lock.stateKey(); key != last {
 					last = key
@@ -233,10 +211,49 @@ func (c *Client) WatchStatus(ctx context.Context, lock string) (<-chan *Status, 
 					ch <- st
 				}
 			}
-			t.Reset(observeEvery)
-		}
+			return true
+		})
 	}()
 	return ch, nil
+}
+
+// watchEach calls read with the client's observer at once, at each push
+// about lock, and once every observeEvery when nothing is pushed, until ctx
+// ends, the client or its observer closes, or read returns false. An
+// observer not yet reachable is dialed again every observeEvery.
+func (c *Client) watchEach(ctx context.Context, lock string, read func(o *Client) bool) {
+	every := observeEvery
+	o, err := c.observerClient(ctx)
+	for err != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
+		case <-time.After(every):
+		}
+		o, err = c.observerClient(ctx)
+	}
+	w := o.watchLock(lock)
+	defer o.unwatch(w)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.wake:
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
+		case <-o.closed:
+			return
+		}
+		if !read(o) {
+			return
+		}
+		t.Reset(every)
+	}
 }
 
 // stateKey is what WatchStatus compares: who is in the lock's set, in which

@@ -78,20 +78,7 @@ func (a *Agent) handleCampaign(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	done, e := a.openStream()
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	defer done()
-	if e := a.holds.reserve(); e != nil {
-		writeError(w, e)
-		return
-	}
-	st := startStream(w)
-	ctx, cancel := a.bound(r.Context())
-	defer cancel()
-	h, ok := a.waitHolding(ctx, st, p, func(ctx context.Context) (*bq.Holding, *bq.Leadership, error) {
+	a.serveHold(w, r, p, "leader", func(ctx context.Context) (*bq.Holding, *bq.Leadership, error) {
 		if p.waitSet {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, p.wait)
@@ -100,10 +87,6 @@ func (a *Agent) handleCampaign(w http.ResponseWriter, r *http.Request) {
 		l, err := a.c.Election(name).Campaign(ctx, req.Value)
 		return nil, l, err
 	})
-	if !ok {
-		return
-	}
-	a.keepStream(r.Context(), st, h, p.ping, "leader")
 }
 
 // leadership finds the leadership a body names, of the election in the path.

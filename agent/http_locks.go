@@ -55,6 +55,17 @@ func (a *Agent) handleHold(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	a.serveHold(w, r, p, "acquired", func(ctx context.Context) (*bq.Holding, *bq.Leadership, error) {
+		hd, err := a.take(ctx, p)
+		return hd, nil, err
+	})
+}
+
+// serveHold answers a hold stream (a lock's, or a campaign's: first names
+// the event that says it holds): it takes a place for the stream and room
+// for the hold, waits for take while it pings, and keeps the hold until
+// it ends or the caller closes the stream.
+func (a *Agent) serveHold(w http.ResponseWriter, r *http.Request, p acquireParams, first string, take func(context.Context) (*bq.Holding, *bq.Leadership, error)) {
 	done, e := a.openStream()
 	if e != nil {
 		writeError(w, e)
@@ -68,14 +79,11 @@ func (a *Agent) handleHold(w http.ResponseWriter, r *http.Request) {
 	st := startStream(w)
 	ctx, cancel := a.bound(r.Context())
 	defer cancel()
-	h, ok := a.waitHolding(ctx, st, p, func(ctx context.Context) (*bq.Holding, *bq.Leadership, error) {
-		hd, err := a.take(ctx, p)
-		return hd, nil, err
-	})
+	h, ok := a.waitHolding(ctx, st, p, take)
 	if !ok {
 		return
 	}
-	a.keepStream(r.Context(), st, h, p.ping, "acquired")
+	a.keepStream(r.Context(), st, h, p.ping, first)
 }
 
 // waitHolding runs take for a stream, pinging the caller while it waits.
