@@ -250,6 +250,32 @@ class TestStreamHoldLoss(FakeAgentTest):
         self.assertEqual((cm.exception.status, cm.exception.waiting_for), (409, "w"))
 
 
+class TestUnaryHold(FakeAgentTest):
+    def test_wait_lost_with_a_silent_agent_ends_at_valid_until(self) -> None:
+        gone = threading.Event()
+        self.addCleanup(gone.set)
+
+        def handle(r: Request) -> None:
+            if r.method == "POST":
+                r.answer(200, hold_view(valid_for=0.6))
+            else:
+                gone.wait(10)  # a stopped agent: no answer
+
+        h = self.fake(handle).acquire("x")
+        vu = h.valid_until
+        assert vu is not None
+        self.assertTrue(h.wait_lost(5), "wait_lost did not end when valid_until passed")
+        t = time.time()
+        self.assertGreaterEqual(t, vu.timestamp())
+        self.assertLess(t, vu.timestamp() + 0.5)
+        self.assertEqual((h.state, h.reason), ("lost", "valid_until_passed"))
+        self.assertTrue(h.lost.is_set())
+        self.assertFalse(h.is_valid(refresh=False))
+        paths = [r.path.split("?")[0] for r in list(self.agent.requests.queue)]
+        self.assertEqual(paths[0], "/v1/locks/x/acquire")
+        self.assertTrue(all(p == "/v1/holds/h_fakefakefakefakefake0/wait" for p in paths[1:]) and len(paths) > 1, paths)
+
+
 class TestAcquireRetry(FakeAgentTest):
     def test_a_broken_acquire_is_retried_with_its_request_id(self) -> None:
         calls: List[Dict[str, Any]] = []
