@@ -32,7 +32,7 @@ func python3(t *testing.T) string {
 	p, err := exec.LookPath("python3")
 	if err != nil {
 		if os.Getenv(requirePythonEnv) != "" {
-			t.Fatalf("python3 is not on PATH, and %s is set: this machine must run the Python client's tests (apt-get install python3-minimal)", requirePythonEnv)
+			t.Fatalf("python3 is not on PATH, and %s is set: this machine must run the Python client's tests (apt-get install python3: the client needs more of the standard library than python3-minimal has)", requirePythonEnv)
 		}
 		t.Skipf("python3 is not on PATH: the Python client's tests need it (set %s=1 to fail instead of skipping)", requirePythonEnv)
 	}
