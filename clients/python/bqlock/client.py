@@ -284,7 +284,8 @@ class Client:
 
     def _hold_stream(self, path: str, body: Dict[str, Any], cls: Type[_S], try_: bool) -> Optional[_S]:
         stream = self._transport.stream("POST", path, body, timeout=self.timeout)
-        silence = self._silence(float(body.get("ping") or self.ping))
+        ping = float(body.get("ping") or self.ping)
+        silence = self._silence(ping)
         try:
             stream.set_timeout(silence)
             while True:
@@ -293,7 +294,7 @@ class Client:
                     raise AgentUnreachable("%s: the agent ended the stream before answering" % (stream.what,))
                 kind = ev.get("event")
                 if kind == cls._first_event:
-                    return cls(self, stream, ev["hold"], silence)
+                    return cls(self, stream, ev["hold"], silence, ping)
                 if kind == "error":
                     err = from_error(ev.get("error") or {})
                     if try_ and isinstance(err, Busy):

@@ -130,7 +130,9 @@ class StreamHold(HoldInfo):
 
     _first_event = "acquired"
 
-    def __init__(self, client: "Client", stream: Stream, view: Dict[str, Any], silence: Optional[float]) -> None:
+    def __init__(
+        self, client: "Client", stream: Stream, view: Dict[str, Any], silence: Optional[float], ping: float
+    ) -> None:
         self._cond = threading.Condition()
         self.lost = threading.Event()
         self.lost_reason: Optional[str] = None
@@ -142,6 +144,16 @@ class StreamHold(HoldInfo):
         self._releasing = threading.Lock()
         if self.state != "held" or not self._until:
             self._mark_lost(view.get("reason") or VALID_UNTIL_PASSED, "the agent said the hold is not valid")
+        elif self.time_left() < 2 * ping and (self.expires is None or self.expires.timestamp() > self._until):
+            # The guarantee reaches little further than the next ping or two:
+            # valid_until may pass between pings, and the hold be taken as lost.
+            log.warning(
+                "hold of %r: the agent guarantees it %.2f s ahead, and pings every %.2f s: "
+                "ask for a shorter ping (ping=), or run the agent with a longer --ttl",
+                self.name,
+                self.time_left(),
+                ping,
+            )
         stream.set_timeout(silence)
         self._reader = threading.Thread(target=self._read, name="bqlock-read-%s" % self.name, daemon=True)
         self._watchdog = threading.Thread(target=self._watch, name="bqlock-watch-%s" % self.name, daemon=True)
@@ -304,9 +316,11 @@ class Leadership(StreamHold):
 
     _first_event = "leader"
 
-    def __init__(self, client: "Client", stream: Stream, view: Dict[str, Any], silence: Optional[float]) -> None:
+    def __init__(
+        self, client: "Client", stream: Stream, view: Dict[str, Any], silence: Optional[float], ping: float
+    ) -> None:
         self.value: str = view.get("value") or ""
-        super().__init__(client, stream, view, silence)
+        super().__init__(client, stream, view, silence, ping)
 
     def _update(self, view: Dict[str, Any]) -> None:
         super()._update(view)

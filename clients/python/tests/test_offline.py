@@ -238,6 +238,23 @@ class TestStreamHoldLoss(FakeAgentTest):
         self.assertEqual([(r.method, r.path) for r in reqs], [("POST", "/v1/locks/x/hold"), ("DELETE", "/v1/holds/h_fakefakefakefakefake0")])
         self.assertEqual(reqs[0].json(), {"wait": 30.0, "ping": 1.0})
 
+    def test_a_ping_too_long_for_the_guarantee_is_warned_of(self) -> None:
+        def handle(r: Request) -> None:
+            if r.method == "DELETE":
+                r.answer(200, hold_view(valid_for=None, state="released"))
+                return
+            r.start_stream()
+            r.event({"event": "acquired", "hold": hold_view(valid_for=1.2)})
+            r.closed_by_peer(10)
+
+        c = self.fake(handle)
+        with self.assertLogs("bqlock", "WARNING") as logs:
+            c.lock("x", ping=1).release()
+        self.assertIn("ask for a shorter ping", logs.output[0])
+        with self.assertRaises(AssertionError):  # (assertLogs fails when nothing was logged)
+            with self.assertLogs("bqlock", "WARNING"):
+                c.lock("x", ping=0.2).release()
+
     def test_waiting_stream_error_raises(self) -> None:
         def handle(r: Request) -> None:
             r.start_stream()
