@@ -64,7 +64,15 @@ class Leader:
 
 @dataclass(frozen=True)
 class Participant:
-    """A client in a lock's holders or queue."""
+    """A client in a lock's holders or queue.
+
+    Attributes:
+        client: its client id (hex); name: its enrolled name, when f+1 servers say the same.
+        state: ``"holding"``, ``"waiting"`` (with a ticket) or ``"choosing a ticket"``
+            (None from an agent that does not say); phase: the bakery's name of it.
+        mode, permits, ticket, token, token_int: what it asked for, and its place.
+        reported_by: how many servers reported it.
+    """
 
     client: str
     phase: str
@@ -75,6 +83,7 @@ class Participant:
     permits: Optional[int] = None
     token: Optional[str] = None
     token_int: Optional[int] = None
+    state: Optional[str] = None
 
     @classmethod
     def _of(cls, v: Dict[str, Any]) -> "Participant":
@@ -88,6 +97,7 @@ class Participant:
             permits=v.get("permits") or None,
             token=v.get("token") or None,
             token_int=int(v["token_int"]) if v.get("token_int") else None,
+            state=v.get("state") or None,
         )
 
 

@@ -58,9 +58,12 @@ def wait_until(cond: Callable[[], Any], within: float, what: str) -> Any:
 
 
 def waiters(c: bqlock.Client, name: str) -> List[bqlock.Participant]:
-    """The lock's queue but its holders. (The agent's queue shows every holder but
-    the first as well: docs/agent.md says it is the queue "in the order it will enter".)"""
-    return [p for p in c.status(name).queue if p.phase != "held"]
+    """The lock's queue but its holders. (An agent's queue has shown every holder
+    but the first as well, though docs/agent.md says it is the queue "in the order
+    it will enter".)"""
+    st = c.status(name)
+    holders = {p.client for p in st.holders}
+    return [p for p in st.queue if p.client not in holders]
 
 
 class AgentTest(unittest.TestCase):
