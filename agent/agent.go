@@ -25,10 +25,6 @@ type Config struct {
 	// it first: the time the caller's work has to stop. Give the client's
 	// LossGrace and the servers' margin, TTL/10 (default 2 s).
 	ReleaseLostAfter time.Duration
-	// Token, if set, is required of every request as "Authorization:
-	// Bearer TOKEN" (a TCP listener). A Unix socket is guarded by its file
-	// mode instead.
-	Token []byte
 	// MaxStreams bounds the streams and long polls open at once (default
 	// 1024); MaxHolds the holds and acquires in progress (default 4096,
 	// also the request ids and ended holds remembered); MaxWatches the locks
@@ -108,10 +104,12 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// Handler is the agent's HTTP API, with its token check.
-func (a *Agent) Handler() http.Handler {
+// Handler is the agent's HTTP API for one listener. With a token, every
+// request must carry it as "Authorization: Bearer TOKEN" (a TCP listener);
+// with none, nothing is asked (a Unix socket, guarded by its file mode).
+func (a *Agent) Handler(token []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.cfg.Token != nil && !a.authorized(r) {
+		if token != nil && !authorized(r, token) {
 			writeError(w, &Error{Code: CodeUnauthorized, Message: "this agent wants \"Authorization: Bearer TOKEN\", TOKEN from its --token-file"})
 			return
 		}
@@ -120,25 +118,25 @@ func (a *Agent) Handler() http.Handler {
 	})
 }
 
-func (a *Agent) authorized(r *http.Request) bool {
+func authorized(r *http.Request, token []byte) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), a.cfg.Token) == 1
+	return ok && subtle.ConstantTimeCompare([]byte(got), token) == 1
 }
 
-// Server is an http.Server for the agent's Handler, with the bounds a
+// Server is an http.Server for the agent's Handler(token), with the bounds a
 // local caller cannot stretch: the head of a request within 5 s, its body
 // within 30 s, 16 KiB of headers, idle connections closed after 2 minutes.
 // Streams and long polls write for as long as they last. It speaks HTTP/1.1
 // and HTTP/2 without TLS (prior knowledge: curl --http2-prior-knowledge),
 // both from the standard library; an HTTP/2 connection carries at most 250
 // streams at once, and each counts against MaxStreams like any other.
-func (a *Agent) Server() *http.Server {
+func (a *Agent) Server(token []byte) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{
 		Protocols:         &protocols,
-		Handler:           a.Handler(),
+		Handler:           a.Handler(token),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/bq-lock/bq"
+	"github.com/bq-lock/bq/internal/testcluster"
 )
 
 // An acquire answers the hold with both forms of its token; the next
@@ -373,7 +374,7 @@ func TestBoundsRefuseWithTooManyRequests(t *testing.T) {
 
 // A TCP agent wants the bearer token.
 func TestTheTokenIsRequired(t *testing.T) {
-	e := newEnv(t, Config{Token: []byte("0123456789abcdef0123")})
+	e := newEnvWith(t, testcluster.Start(t, 4, false), Config{}, bq.Config{}, []byte("0123456789abcdef0123"))
 	var body errorBody
 	require.Equal(t, http.StatusUnauthorized, e.call("GET", "/v1/health", nil, &body))
 	require.Equal(t, CodeUnauthorized, body.Error.Code)
@@ -451,11 +452,22 @@ func TestElectionThroughTheAgent(t *testing.T) {
 	require.Equal(t, "leader", ev2.Event)
 	require.Greater(t, tokenN(t, ev2.Hold.Token), tokenN(t, ev.Hold.Token))
 	for !seen["two"] {
-		o := obs.next(t)
-		seen[o.Leader.Value] = true
+		if o := obs.next(t); o.Leader != nil { // a no_leader may come between the two
+			seen[o.Leader.Value] = true
+		}
 	}
 	ev1 := c1.next(t)
 	require.Equal(t, stateReleased, ev1.Event)
+
+	// The last leader resigns: observe says so.
+	c2.cancel()
+	for {
+		o := obs.next(t)
+		if o.Event == "no_leader" {
+			break
+		}
+		require.Equal(t, "leader", o.Event)
+	}
 }
 
 // HTTP/2 without TLS (prior knowledge), as curl --http2-prior-knowledge
@@ -482,4 +494,31 @@ func TestHTTP2(t *testing.T) {
 		e.call("GET", "/v1/holds/"+ev.Hold.LockID, nil, &v)
 		return v.State == stateReleased
 	}, waitTimeout, 10*time.Millisecond, "closing an HTTP/2 stream releases")
+}
+
+// A hold stream pings each time its valid_until moves on (every lease
+// renewal), not only every ping interval: a caller that holds the agent to
+// the last valid_until it heard never sees it pass while the hold is
+// renewed. With a 2 s TTL the guarantee runs about a second ahead and the
+// stream's own interval here is a minute.
+func TestAHoldStreamPingsEachRenewal(t *testing.T) {
+	e := newEnv(t, Config{})
+	s := e.stream("POST", "/v1/locks/renew/hold", map[string]any{"ping": 60})
+	ev := s.next(t)
+	require.Equal(t, "acquired", ev.Event)
+	until := *ev.Hold.ValidUntil
+	deadline := time.Now().Add(4 * time.Second)
+	pings := 0
+	for time.Now().Before(deadline) {
+		select {
+		case p := <-s.events:
+			require.Equal(t, "ping", p.Event)
+			require.True(t, p.ValidUntil.After(until), "a ping moves valid_until on")
+			until = *p.ValidUntil
+			pings++
+		case <-time.After(time.Until(until)):
+			t.Fatalf("valid_until %v passed with the hold renewed and no ping", until)
+		}
+	}
+	require.GreaterOrEqual(t, pings, 4, "about one ping per renewal (TTL/3)")
 }

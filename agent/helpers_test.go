@@ -49,6 +49,11 @@ func newEnv(t *testing.T, cfg Config) *env {
 // newEnvOn starts an agent on cluster tc with its client dialed as dial
 // says (default: a fresh key, TTL 2 s, a loss grace of 200 ms).
 func newEnvOn(t testing.TB, tc *testcluster.Cluster, cfg Config, dial bq.Config) *env {
+	return newEnvWith(t, tc, cfg, dial, nil)
+}
+
+// newEnvWith is newEnvOn with a listener that wants token (nil: none).
+func newEnvWith(t testing.TB, tc *testcluster.Cluster, cfg Config, dial bq.Config, token []byte) *env {
 	t.Helper()
 	if dial.Cluster == nil && dial.ClusterFile == "" {
 		dial.Cluster = tc.Cluster
@@ -73,7 +78,7 @@ func newEnvOn(t testing.TB, tc *testcluster.Cluster, cfg Config, dial bq.Config)
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	l, err := ListenUnix(sock, 0o600, "")
 	require.NoError(t, err)
-	srv := a.Server()
+	srv := a.Server(token)
 	go func() { _ = srv.Serve(l) }()
 	e := &env{t: t, tc: tc, c: c, a: a, sock: sock, cl: unixClient(sock)}
 	t.Cleanup(func() {

@@ -188,10 +188,14 @@ func (a *Agent) handleObserve(w http.ResponseWriter, r *http.Request) {
 	defer done()
 	ctx, cancel := a.bound(r.Context())
 	defer cancel()
-	ch := a.c.Election(name).Observe(ctx)
+	el := a.c.Election(name)
+	ch := el.Observe(ctx)
 	st := startStream(w)
 	ping := time.NewTicker(every)
 	defer ping.Stop()
+	// leading: the last event said a leader. Observe says only leaders; a
+	// leader gone is found by reading, at most once a second.
+	leading, lastRead := false, time.Time{}
 	for {
 		select {
 		case l, ok := <-ch:
@@ -204,8 +208,16 @@ func (a *Agent) handleObserve(w http.ResponseWriter, r *http.Request) {
 			if st.send(Event{Event: "leader", Leader: leaderView(&l)}) != nil {
 				return
 			}
-		case <-ping.C:
-			if st.send(Event{Event: "ping"}) != nil {
+			leading = true
+		case now := <-ping.C:
+			ev := Event{Event: "ping"}
+			if leading && now.Sub(lastRead) >= time.Second {
+				lastRead = now
+				if _, err := el.Leader(ctx); errors.Is(err, bq.ErrNoLeader) {
+					ev, leading = Event{Event: "no_leader"}, false
+				}
+			}
+			if st.send(ev) != nil {
 				return
 			}
 		}

@@ -140,29 +140,39 @@ func (a *Agent) waitHolding(ctx context.Context, st *stream, p acquireParams, ta
 	}
 }
 
-// keepStream says first (acquired, or leader) and then pings while h lasts;
-// once it ends it says lost (with why) or released, and keeps the stream
-// open until the caller closes it, which releases a lost hold at once, or
-// until the agent has released it. A caller that closes it first releases
-// the hold.
+// keepStream says first (acquired, or leader) and then pings while h
+// lasts: each time its valid_until moves on (every lease renewal, about a
+// third of the TTL), and at least every interval; so a caller that holds the
+// agent to the last valid_until it heard never takes a renewed hold for
+// lost. Once h ends it says lost (with why) or released, and keeps the
+// stream open until the caller closes it, which releases a lost hold at
+// once, or until the agent has released it. A caller that closes it first
+// releases the hold.
 func (a *Agent) keepStream(ctx context.Context, st *stream, h *hold, every time.Duration, first string) {
-	if st.send(Event{Event: first, Hold: h.view(time.Now())}) != nil {
+	v0 := h.view(time.Now())
+	if st.send(Event{Event: first, Hold: v0}) != nil {
 		h.askRelease()
 		return
 	}
-	ping := time.NewTicker(every)
-	defer ping.Stop()
+	lastSent, lastUntil := time.Now(), v0.ValidUntil
+	look := time.NewTicker(min(every, renewalLook))
+	defer look.Stop()
 	for {
 		select {
-		case <-ping.C:
-			v := h.view(time.Now())
+		case now := <-look.C:
+			v := h.view(now)
 			if v.State != stateHeld || !v.Valid {
 				continue // the hold's end is about to be said
+			}
+			moved := lastUntil == nil || v.ValidUntil.After(*lastUntil)
+			if !moved && now.Sub(lastSent) < every {
+				continue
 			}
 			if st.send(Event{Event: "ping", ValidUntil: v.ValidUntil}) != nil {
 				h.askRelease()
 				return
 			}
+			lastSent, lastUntil = now, v.ValidUntil
 		case <-h.ended:
 			v := h.view(time.Now())
 			ev := Event{Event: v.State, Hold: v, Reason: v.Reason, Message: v.Message}
@@ -182,6 +192,10 @@ func (a *Agent) keepStream(ctx context.Context, st *stream, h *hold, every time.
 		}
 	}
 }
+
+// renewalLook is how often a hold stream looks whether its hold's
+// valid_until moved on.
+const renewalLook = 100 * time.Millisecond
 
 // handleGetHold is GET /v1/holds/{lock_id}: the hold and whether it is
 // still valid.

@@ -126,18 +126,24 @@ func runAgent(g *globals, std stdio, o agentOpts) error {
 	}
 	defer leave(c)
 	a, err := agent.New(agent.Config{
-		Client: c, ReleaseLostAfter: lossGrace(o.ttl) + o.ttl/10, Token: token,
+		Client: c, ReleaseLostAfter: lossGrace(o.ttl) + o.ttl/10,
 		MaxStreams: o.maxStreams, MaxHolds: o.maxHolds, MaxWatches: o.maxWatches, Ping: o.ping, Logger: log,
 	})
 	if err != nil {
 		return fail(err)
 	}
 
-	var listeners []net.Listener
-	var where []string
+	// Each listener has its server: the Unix socket's asks no token (its
+	// file mode guards it), the TCP one wants the token.
+	type listener struct {
+		l     net.Listener
+		srv   *http.Server
+		where string
+	}
+	var listeners []listener
 	closeAll := func() {
 		for _, l := range listeners {
-			l.Close()
+			l.l.Close()
 		}
 	}
 	if !o.noSocket {
@@ -149,8 +155,7 @@ func runAgent(g *globals, std stdio, o agentOpts) error {
 		if err != nil {
 			return &failure{Code: exitError, Msg: "--socket: " + err.Error()}
 		}
-		listeners = append(listeners, agent.LimitListener(l, o.maxConns))
-		where = append(where, "unix:"+path)
+		listeners = append(listeners, listener{agent.LimitListener(l, o.maxConns), a.Server(nil), "unix:" + path})
 	}
 	if o.httpAddr != "" {
 		l, err := net.Listen("tcp", o.httpAddr)
@@ -158,13 +163,13 @@ func runAgent(g *globals, std stdio, o agentOpts) error {
 			closeAll()
 			return &failure{Code: exitError, Msg: "--http: " + err.Error()}
 		}
-		listeners = append(listeners, agent.LimitListener(l, o.maxConns))
-		where = append(where, "http://"+l.Addr().String())
+		listeners = append(listeners, listener{agent.LimitListener(l, o.maxConns), a.Server(token), "http://" + l.Addr().String()})
 	}
-	srv := a.Server()
 	errs := make(chan error, len(listeners))
+	var where []string
 	for _, l := range listeners {
-		go func() { errs <- srv.Serve(l) }()
+		go func() { errs <- l.srv.Serve(l.l) }()
+		where = append(where, l.where)
 	}
 	fmt.Fprintf(std.err, "bqclient: agent of client id %s serving on %s (TTL %v); stop with SIGTERM\n",
 		c.ID().Hex()[:16], strings.Join(where, " and "), o.ttl)
@@ -184,7 +189,13 @@ func runAgent(g *globals, std stdio, o agentOpts) error {
 		defer wg.Done()
 		_ = a.Shutdown(ctx)
 	}()
-	_ = srv.Shutdown(ctx)
+	for _, l := range listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = l.srv.Shutdown(ctx)
+		}()
+	}
 	wg.Wait()
 	closeAll()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {

@@ -358,3 +358,43 @@ func TestAgentUnderHostileInput(t *testing.T) {
 	t.Logf("agent memory: %d KiB before, %d KiB with 10,000 connections (peak %d KiB), %d KiB after (peak %d KiB)", base, during, peak, after, peak2)
 	require.Less(t, peak2, 128<<10, "the agent's peak memory stays under 128 MiB")
 }
+
+// An agent with --http serves its Unix socket without a token (its file
+// mode guards it) and its TCP listener only with the bearer token of
+// --token-file, which it made (mode 0600) since it did not exist.
+func TestAgentWantsTheTokenOnTCPOnly(t *testing.T) {
+	dir, ids := closedCluster(t, 4, "svc")
+	work := t.TempDir()
+	sock, tokenFile := filepath.Join(work, "a.sock"), filepath.Join(work, "agent.token")
+	port := freePortBase(t, 1) // a free UDP port; TCP on it is free too, most likely
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	startAgent(t, dir, ids["svc"], sock, "--http", addr, "--token-file", tokenFile)
+	st, err := os.Stat(tokenFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	token, err := os.ReadFile(tokenFile)
+	require.NoError(t, err)
+
+	code, _ := agentCall(t, agentClient(sock), "GET", "/v1/health", "")
+	require.Equal(t, http.StatusOK, code, "the socket asks no token")
+	get := func(auth string) int {
+		req, err := http.NewRequest("GET", "http://"+addr+"/v1/health", nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, get(""))
+	require.Equal(t, http.StatusUnauthorized, get("Bearer wrong"))
+	require.Equal(t, http.StatusOK, get("Bearer "+strings.TrimSpace(string(token))))
+
+	// Beyond loopback only with --public.
+	out, code2 := runCLI(t, "bqclient", "--cluster", filepath.Join(dir, "cluster.yaml"), "--identity", ids["svc"], "agent",
+		"--socket", filepath.Join(work, "b.sock"), "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	require.Equal(t, 2, code2, out)
+	require.Contains(t, out, "--public")
+}

@@ -29,9 +29,11 @@ var agentMutants = []Mutant{
 	{"agent-lock-id-short", "change 68 (1): a lock_id is 128 random bits", "agent/holds.go",
 		"\tvar b [16]byte\n", "\tvar b [4]byte\n"},
 	{"agent-token-unchecked", "change 68 (6): a TCP agent wants its bearer token", "agent/agent.go",
-		"if a.cfg.Token != nil && !a.authorized(r) {", "if false && a.cfg.Token != nil && !a.authorized(r) {"},
+		"if token != nil && !authorized(r, token) {", "if false && token != nil && !authorized(r, token) {"},
 	{"agent-streams-unbounded", "change 68 (6): streams and long polls are bounded", "agent/agent.go",
 		"if a.streams.Add(1) > int64(a.cfg.MaxStreams) {", "if a.streams.Add(1) > int64(a.cfg.MaxStreams)+1 {"},
+	{"agent-ping-interval-only", "change 68 (3), (4): a hold stream pings each time its valid_until moves on", "agent/http_locks.go",
+		"moved := lastUntil == nil || v.ValidUntil.After(*lastUntil)", "moved := lastUntil == nil && false"},
 	{"agent-holds-unbounded", "change 68 (6): holds and attempts are bounded", "agent/holds.go",
 		"\tif t.live >= t.max {", "\tif t.live > t.max {"},
 }
@@ -51,6 +53,7 @@ func init() {
 		"agent-token-unchecked":         "^TestTheTokenIsRequired$",
 		"agent-streams-unbounded":       "^TestBoundsRefuseWithTooManyRequests$",
 		"agent-holds-unbounded":         "^TestHoldTableBounds$",
+		"agent-ping-interval-only":      "^TestAHoldStreamPingsEachRenewal$",
 	} {
 		ownTests[name] = tests
 	}
