@@ -215,3 +215,62 @@ func TestPythonHoldLostBeforeOthersEnterWhenAgentStopped(t *testing.T) {
 	t.Logf("lost %v after the stop (%s); the other client entered %v after it",
 		at.Sub(stopped).Round(time.Millisecond), reason, entered.Sub(stopped).Round(time.Millisecond))
 }
+
+// A Python program and curl contend for one lock, each through one agent of
+// two identities (so through one agent and through two): a Python loop and
+// a curl loop on each agent, eight holdings each. A mkdir probe inside the
+// critical section never finds another holder there, and the 32 tokens,
+// recorded inside it, grow from each holder to the next.
+func TestPythonAndCurlContend(t *testing.T) {
+	py, curl := python3(t), requireCurl(t)
+	dir, ids := closedCluster(t, 4, "svc-a", "svc-b")
+	work := shortDir(t)
+	socks := []string{filepath.Join(work, "a.sock"), filepath.Join(work, "b.sock")}
+	startAgent(t, dir, ids["svc-a"], socks[0])
+	startAgent(t, dir, ids["svc-b"], socks[1])
+	probe, tokens := filepath.Join(work, "probe"), filepath.Join(work, "tokens")
+	const rounds = 8
+	script := `import os, sys, time
+from bqlock import Client
+sock, probe, tokens, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+client = Client(sock)
+for _ in range(rounds):
+    with client.lock("mixed", wait=60) as hold:
+        try:
+            os.mkdir(probe)
+        except FileExistsError:
+            sys.exit(99)
+        with open(tokens, "a") as f:
+            f.write(hold.token + "\n")
+        time.sleep(0.005)
+        os.rmdir(probe)
+`
+	var cmds []*exec.Cmd
+	for _, sock := range socks {
+		p := exec.Command(py, "-c", script, sock, probe, tokens, strconv.Itoa(rounds))
+		p.Env = append(os.Environ(), "PYTHONPATH="+pythonClientDir(t))
+		cmds = append(cmds, p, curlLoop(curl, sock, "mixed", rounds, probe, tokens))
+	}
+	outs := make([]bytes.Buffer, len(cmds))
+	errs := make(chan error, len(cmds))
+	for i, c := range cmds {
+		c.Stdout, c.Stderr = &outs[i], &outs[i]
+		b := bound(c)
+		t.Cleanup(b.kill)
+		require.NoError(t, c.Start())
+		go func() { errs <- c.Wait() }()
+	}
+	for range cmds {
+		select {
+		case err := <-errs:
+			require.NoError(t, err, "a loop failed (exit 99: two holders overlapped): %s | %s | %s | %s", outs[0].String(), outs[1].String(), outs[2].String(), outs[3].String())
+		case <-time.After(3 * time.Minute):
+			t.Fatal("the loops did not finish within 3 minutes (liveness)")
+		}
+	}
+	lines := readLines(t, tokens)
+	require.Len(t, lines, len(cmds)*rounds)
+	for i := 1; i < len(lines); i++ {
+		require.True(t, tokenLess(t, lines[i-1], lines[i]), "token %d (%s) is not above the one before (%s)", i, lines[i], lines[i-1])
+	}
+}
