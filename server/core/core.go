@@ -321,6 +321,10 @@ func (k *Core) Step(now time.Time, in Input) (e Effects) {
 			// sealed): tell it again, once for this connection.
 			delete(k.told, in.From.Server)
 			k.tellEpochs(in.From.Server, &e)
+			// A sealed member copying into the newest epoch endorses the
+			// next proposal too: it shows a peer what it gathered, as a
+			// serving one does (change 66).
+			k.showPending(in.From.Server, &e)
 		} else if !in.From.IsClient {
 			k.showPeer(in.From.Server, &e)
 			if k.cfg.Keys.Key(in.From.Server) != nil {

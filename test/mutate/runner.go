@@ -29,7 +29,8 @@ var unitPackages = []string{
 const simTests = "^(TestMaliciousClients|TestCampaignRegressions|TestInflationContained|TestForeignClusterReplay|" +
 	"TestDeterminism|TestSilentHolderIsReset|TestSuspectAllNeverResets|TestCrashRestartDurability|" +
 	"TestCheckerTeeth|TestBehaviors|TestOverflowRepaired|TestOwnSignaturesReused|TestDripFeedEnds|" +
-	"TestReplaceUnderContention|TestCampaignCopiesComeInParts|TestALeakedCAKeyFreezesNoChangeOfAnOpenRun)$"
+	"TestReplaceUnderContention|TestCampaignCopiesComeInParts|TestALeakedCAKeyFreezesNoChangeOfAnOpenRun|" +
+	"TestSealedMembersPoolEndorsementsRegressions)$"
 
 type runner struct {
 	opt   options

@@ -165,6 +165,10 @@ func requireTrigger(t *testing.T, res *Result, spec string) {
 			if len(res.Revoked) < n {
 				t.Errorf("seed %d: %d clients revoked, the run needs %d", res.Scenario.Seed, len(res.Revoked), n)
 			}
+		case "changes":
+			if res.Stats.Changes < n {
+				t.Errorf("seed %d: %d membership changes made, the run needs %d", res.Scenario.Seed, res.Stats.Changes, n)
+			}
 		case "banned":
 			if len(res.MalBanned) < n {
 				t.Errorf("seed %d: %d malicious clients banned, the run needs %d", res.Scenario.Seed, len(res.MalBanned), n)
