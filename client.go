@@ -662,7 +662,7 @@ func (c *Client) lost(ev bakery.Event) {
 	if why := c.notAdmitted(); why != "" && errors.Is(ev.Err, bakery.ErrLeaseLost) {
 		// Its lease failed because the cluster threw the identity out
 		// (revoked, expired): say that, not the lease's mechanics.
-		err = &Error{msg: "bq: lock lost: " + why, kinds: []error{ErrLockLost}, cause: ev.Err}
+		err = &Error{msg: "bq: lock lost: " + why, kinds: []error{ErrLockLost, ErrNotPermitted}, cause: ev.Err}
 	}
 	c.log.Warn("lock lost", "lock", ev.Lock, "token", ev.Token.String(), "why", err)
 	s.holding.lose(err)

@@ -61,7 +61,9 @@ func (h *Holding) Token() Token { return h.token }
 func (h *Holding) Lost() <-chan struct{} { return h.lost }
 
 // Err is nil while the holding lasts and, once Lost is closed, why it was
-// lost: an ErrLockLost, and an ErrMaxHold too when it reached its max-hold.
+// lost: an ErrLockLost, and an ErrMaxHold too when it reached its max-hold,
+// or an ErrNotPermitted too when the cluster no longer admits the identity
+// (revoked, its certificate expired).
 func (h *Holding) Err() error {
 	select {
 	case <-h.lost:

@@ -398,3 +398,19 @@ func TestAgentWantsTheTokenOnTCPOnly(t *testing.T) {
 	require.Equal(t, 2, code2, out)
 	require.Contains(t, out, "--public")
 }
+
+// A hold of an identity the operator revokes is lost, and its stream says
+// why: "revoked", not a lease's mechanics.
+func TestAgentHoldOfARevokedIdentity(t *testing.T) {
+	curl := requireCurl(t)
+	dir, ids := closedCluster(t, 4, "svc")
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	startAgent(t, dir, ids["svc"], sock, "--ttl", "2s")
+	stream := start(t, "curl hold", nil, curl, "-sSN", "--unix-socket", sock, "-X", "POST", "http://localhost/v1/locks/held/hold")
+	stream.waitFor(20*time.Second, 1, `"event":"acquired"`)
+	out, code := runCLI(t, "bqserver", "client", "revoke", "svc", "--dir", dir)
+	require.Equal(t, 0, code, out)
+	stream.waitFor(20*time.Second, 1, `"event":"lost"`)
+	require.Contains(t, stream.output(), `"reason":"revoked"`)
+	require.Contains(t, stream.output(), "revoked by the cluster's operator")
+}
