@@ -18,6 +18,9 @@ import (
 // left by an agent that died is replaced; one an agent still serves is not
 // (the error says so). Close removes the file.
 func ListenUnix(path string, mode fs.FileMode, group string) (net.Listener, error) {
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("%s is %d bytes long; a Unix socket's path has at most %d: give a shorter --socket", path, len(path), maxSocketPath)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -61,6 +64,10 @@ func ListenUnix(path string, mode fs.FileMode, group string) (net.Listener, erro
 	}
 	return l, nil
 }
+
+// maxSocketPath is the longest path a Unix socket can have (sun_path, with
+// its terminating NUL, is 108 bytes on Linux, 104 on the BSDs and macOS).
+const maxSocketPath = 103
 
 // LimitListener accepts at most max connections at once; past that, a new
 // connection gets a 503 answer with a JSON error and is closed at once, so
