@@ -6,20 +6,12 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/bq-lock/bq"
 	"github.com/bq-lock/bq/internal/testcluster"
 )
-
-// cpuTime is this process's user and system time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // report adds the p50 and p99 of lat and the process's CPU per operation
 // (servers included: they run in this process too, the same for both).
