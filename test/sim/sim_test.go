@@ -16,8 +16,8 @@ var flagSeeds = flag.Int("sim.seeds", 0, "seeds per scenario configuration (0: t
 // Under -race the package runs a slice of each test: the simulator is one
 // goroutine, so the race detector finds nothing in a second seed that it did
 // not in the first, and at eight times the cost the whole package would
-// take 12 minutes on 2 cores, past go test's default timeout in the
-// README's `go test -race ./...`. CI runs the package again without -race,
+// take 12 minutes on 2 cores, too long beside the rest of the README's
+// `go test -race -timeout 30m ./...`. CI runs the package again without -race,
 // every seed and case (.ci/run: `go test ./test/sim`, 5 minutes).
 
 // seedsPer is the number of seeds each configuration runs.
