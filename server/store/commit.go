@@ -79,6 +79,10 @@ func (s *Store) Commit(ctx context.Context, ops ...Op) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
+	if s.failure != nil {
+		s.mu.Unlock()
+		return s.failure
+	}
 	if len(ops) == 0 {
 		s.mu.Unlock()
 		return nil
@@ -288,9 +292,14 @@ func (s *Store) run(batch []*request) {
 // persist makes batch durable: normally as one WAL record, written at the
 // current offset and fdatasync'd; direct reports a batch too large for the
 // WAL, applied in its own bbolt transaction instead. On any error nothing
-// of batch is acknowledged, except as ErrUncertain says, and the WAL
-// position is unchanged (the next record overwrites the failed one).
+// of batch is acknowledged, except as ErrUncertain says, and the WAL position
+// is unchanged (the next record overwrites the failed one). A write that
+// finds no space is refused and may be retried; any other failure fails
+// the store for good (failure.go).
 func (s *Store) persist(batch []*request) (direct bool, err error) {
+	if err := s.Failed(); err != nil {
+		return false, err
+	}
 	rec := encodeRecord(batch)
 	size := int64(len(rec))
 	if size > s.w.size/2 {
@@ -301,25 +310,37 @@ func (s *Store) persist(batch []*request) (direct bool, err error) {
 			return false, err
 		}
 	}
+	// A write that fails for lack of space is retried: the next record
+	// overwrites this one. Any other failure fails the store, which then
+	// never overwrites the record: if its bytes landed whole, Open
+	// replays it, so the outcome is uncertain.
+	writeFailed := func(err error) error {
+		err = fmt.Errorf("store: write WAL: %w", err)
+		if isNoSpace(err) {
+			return err
+		}
+		return s.fail(err, true)
+	}
 	if h := s.opts.hooks.beforeCommit; h != nil {
 		if err := h(); err != nil {
-			return false, fmt.Errorf("store: write WAL: %w", err)
+			return false, writeFailed(err)
 		}
 	}
 	sealRecord(rec, s.w.pass, s.w.seq)
 	if _, err := s.w.f.WriteAt(rec, s.w.off); err != nil {
-		return false, fmt.Errorf("store: write WAL: %w", err)
+		return false, writeFailed(err)
+	}
+	if h := s.opts.hooks.afterWrite; h != nil {
+		if err := h(); err != nil {
+			return false, writeFailed(err)
+		}
 	}
 	// From here on the record may be in the page cache: if the
 	// fdatasync fails, it may still reach the disk, and Open would
-	// replay it if nothing overwrites it first.
-	if h := s.opts.hooks.beforeSync; h != nil {
-		if err := h(); err != nil {
-			return false, fmt.Errorf("%w: sync WAL: %w", ErrUncertain, err)
-		}
-	}
-	if err := fdatasync(s.w.f); err != nil {
-		return false, fmt.Errorf("%w: sync WAL: %w", ErrUncertain, err)
+	// replay it. A failed fdatasync is never retried: the kernel may
+	// have dropped the pages and a second one may report success.
+	if err := s.syncWAL(); err != nil {
+		return false, s.fail(fmt.Errorf("store: sync WAL: %w", err), true)
 	}
 
 	s.mu.Lock()
@@ -336,6 +357,16 @@ func (s *Store) persist(batch []*request) (direct bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// syncWAL fdatasyncs the WAL, unless a test hook fails it first.
+func (s *Store) syncWAL() error {
+	if h := s.opts.hooks.beforeSync; h != nil {
+		if err := h(); err != nil {
+			return err
+		}
+	}
+	return fdatasync(s.w.f)
 }
 
 // wrap makes the writer continue at the start of the WAL, once every
@@ -367,7 +398,7 @@ func (s *Store) applyDirect(batch []*request) error {
 	seq := s.w.seq
 	tx, err := s.db.Begin(true)
 	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
+		return s.writeFailed(fmt.Errorf("store: begin: %w", err))
 	}
 	txid := tx.ID() // the id the meta page gets if this commits
 
@@ -385,19 +416,20 @@ func (s *Store) applyDirect(batch []*request) error {
 	if h := s.opts.hooks.beforeCommit; h != nil {
 		if err := h(); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("store: commit: %w", err)
+			return s.writeFailed(fmt.Errorf("store: commit: %w", err))
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		// bbolt rolled back. If the meta page reached the page cache
 		// before its fsync failed, readers already see txid, and the
-		// batch, seq included, may survive: seq is spent.
+		// batch, seq included, may survive: seq is spent, and the store
+		// has failed (a failed fdatasync).
 		if s.visibleTxid() >= txid {
 			s.w.seq++
 			s.w.newPass()
-			return fmt.Errorf("%w: %w", ErrUncertain, err)
+			return s.fail(fmt.Errorf("store: commit: %w", err), true)
 		}
-		return fmt.Errorf("store: commit: %w", err)
+		return s.writeFailed(fmt.Errorf("store: commit: %w", err))
 	}
 	s.w.seq++
 	s.w.newPass()

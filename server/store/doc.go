@@ -6,7 +6,8 @@
 //
 //  1. Open the file once per process. A second process (or a second Open in
 //     this process) waiting longer than Options.LockTimeout for the file lock
-//     gets ErrLocked; a damaged file gets ErrCorrupt. Neither is retried here.
+//     gets ErrLocked; a damaged file gets an error matching ErrCorrupt and
+//     ErrFailed. Neither is retried here.
 //  2. Before sending any acknowledgement that depends on a record, Commit the
 //     record and wait for Commit to return nil. nil means the ops are on
 //     stable storage (their WAL record is written and fdatasync'd); they
@@ -14,7 +15,10 @@
 //     acknowledged": do not ack.
 //  3. Read with Get and ForEach; they see every Commit that has returned nil,
 //     and never a part of one Commit.
-//  4. Close once at shutdown; it fails queued Commits with ErrClosed, waits
+//  4. Stop acting on the store at once when any call returns an error
+//     matching ErrFailed (or Failed returns one): the store has failed for
+//     good, and nothing more is acknowledged (see Failure).
+//  5. Close once at shutdown; it fails queued Commits with ErrClosed, waits
 //     for the batch in flight and applies everything to the bbolt file.
 //
 // # Files
@@ -104,30 +108,41 @@
 //
 // # Failure
 //
-// A batch that fails (an I/O error, an injected fault) fails every Commit
-// in it with the same error and acknowledges none of them; the writer's
-// position in the WAL does not move, so the next record overwrites the
-// failed one (a shorter one leaves a tail that fails the CRC or pass/seq
-// check). The store stays usable, and a later Commit succeeds once the
-// condition clears. Records acknowledged earlier are untouched. One case
-// is indeterminate, as with any database whose fsync fails: if the record
-// was written but its fdatasync failed (or a large batch's bbolt
-// transaction failed after its meta page was written), the data may
-// already be on its way to the disk. Commit then returns an error that also
-// matches ErrUncertain: the ops were not acknowledged but may survive (a
-// failed WAL record is not visible to readers, but Open replays it if no
-// later record overwrote it; a large batch may already be visible); treat
-// them like a record persisted just before a crash, before its ack was
-// sent.
+// The store fails for good (ErrFailed) when an fdatasync fails (of the
+// WAL or of bbolt's file: never retried, whatever its errno; after a
+// failed fsync the kernel may have dropped the pages, and a second one may
+// report success), when a write or read fails with an I/O error other than
+// a lack of space (ENOSPC, EDQUOT on a write), or when Open or Check finds
+// the file damaged (ErrCorrupt). From then on every Commit, Get, ForEach
+// and Check returns an error matching ErrFailed; the checkpointer stops;
+// Failed returns the first cause; nothing more is written to either file
+// (Close checkpoints nothing and returns the failure). Records acknowledged
+// before stay in the WAL and the next Open replays them, after checking
+// the files afresh. The caller (the server) stops acting on the store at
+// once: it counts as crashed.
 //
-// A failed checkpoint (a full disk while the bbolt file grows, an I/O
-// error) is logged and retried; its records stay pending, in memory and in
-// the WAL, so they are still durable. Commits go on succeeding while the
-// WAL has room. Once it has none, the writer's own checkpoint fails and the
-// batch fails with that error ("store: WAL full, checkpoint failed: ...").
-// Get, ForEach and Check fail too while pending records cannot be applied,
-// and Close reports it (the next Open replays them). Nothing acknowledged
-// is lost, and everything works again once the condition clears.
+// The Commit whose WAL record was written when the store failed (its
+// fdatasync failed, or its write failed otherwise than for lack of space:
+// a failed store never overwrites the record, and Open replays it if its
+// bytes landed whole), or whose large batch's bbolt transaction failed
+// after its meta page was written, returns an error that also matches
+// ErrUncertain: the ops were not acknowledged but may survive; treat them
+// like a record persisted just before a crash, before its ack was sent.
+// Every other failed Commit applied nothing.
+//
+// A write that finds no space is no failure of the data. The batch fails
+// with the error, acknowledging none of its Commits; the writer's position
+// in the WAL does not move, so the next record overwrites the failed one
+// (a shorter one leaves a tail that fails the CRC or pass/seq check). The
+// store stays usable, and a later Commit succeeds once space is freed. A
+// checkpoint that finds no space (the bbolt file grows) is logged and
+// retried; its records stay pending, in memory and in the WAL, so they are
+// still durable. Commits go on succeeding while the WAL has room. Once it
+// has none, the writer's own checkpoint fails and the batch fails with
+// that error ("store: WAL full, checkpoint failed: ..."). Get, ForEach and
+// Check fail too while pending records cannot be applied, and Close
+// reports it (the next Open replays them). Nothing acknowledged is lost,
+// and everything works again once space is freed.
 //
 // # Cancellation
 //

@@ -50,13 +50,15 @@ var (
 	// this process) holds the file.
 	ErrLocked = errors.New("store: database file is locked by another process")
 	// ErrCorrupt is returned by Open and Check when the file is not a valid
-	// bbolt database.
+	// bbolt database. Such an error matches ErrFailed too: the store has
+	// failed for good.
 	ErrCorrupt = errors.New("store: database file is corrupt")
 	// ErrUncertain is matched (errors.Is) by a Commit error whose ops may
 	// have reached the disk anyway (the WAL record was written but its
 	// fdatasync failed, or a large batch's bbolt transaction failed after
 	// its meta page was written): the ops were not acknowledged but may be
-	// visible and may survive (see the package doc).
+	// visible and may survive (see the package doc). Such an error
+	// matches ErrFailed too.
 	ErrUncertain = errors.New("store: commit outcome uncertain")
 )
 
@@ -108,14 +110,20 @@ type testHooks struct {
 	// beforeCommit runs just before the batch's WAL record is written
 	// (for a batch too large for the WAL: inside its bbolt transaction,
 	// after every op is applied); an error fails the batch as a failed
-	// write would.
+	// write would: one that isNoSpace is refused and may be retried,
+	// any other fails the store.
 	beforeCommit func() error
-	// beforeSync runs after the WAL record is written, before its
-	// fdatasync; an error fails the batch as a failed fdatasync would
-	// (ErrUncertain).
+	// afterWrite runs after the WAL record is written, before its
+	// fdatasync; an error fails the batch as a write that failed after
+	// its bytes landed would (isNoSpace or not, as beforeCommit).
+	afterWrite func() error
+	// beforeSync runs after a WAL record is written, before its
+	// fdatasync; an error fails the batch as a failed fdatasync would:
+	// the store fails, ErrUncertain.
 	beforeSync func() error
 	// beforeCheckpoint runs inside a checkpoint's bbolt transaction after
-	// every op is applied; an error fails the checkpoint.
+	// every op is applied; an error fails the checkpoint as a failed
+	// bbolt commit would (isNoSpace or not, as beforeCommit).
 	beforeCheckpoint func() error
 }
 
@@ -178,9 +186,11 @@ type Store struct {
 	// leaders counts the Commits writing on their own goroutine; Close
 	// waits for them as for the writer.
 	leaders sync.WaitGroup
-	// quit is closed by Close; writerDone and ckptDone are closed by the
-	// writer and the checkpointer on exit.
+	// quit is closed by Close; failed is closed when the store fails;
+	// writerDone and ckptDone are closed by the writer and the
+	// checkpointer on exit.
 	quit       chan struct{}
+	failed     chan struct{}
 	writerDone chan struct{}
 	ckptDone   chan struct{}
 	// ckptWake has room for one token; the writer leaves one when the
@@ -211,6 +221,11 @@ type Store struct {
 	// before clearing it, so no queued Commit is left without a writer.
 	writing bool
 	closed  bool
+	// failure is why the store failed for good (failure.go), nil while
+	// it works.
+	// INVARIANT: set once, never cleared; failed is closed when it is
+	// set; no Commit is acknowledged after it is set.
+	failure *failure
 	stats   Stats
 	// pending holds the acknowledged WAL records not yet applied to
 	// bbolt, in seq order; pendingBytes is their size in the WAL.
@@ -285,6 +300,7 @@ func Open(path string, opts Options) (*Store, error) {
 		log:        opts.Logger.With("store", path),
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
+		failed:     make(chan struct{}),
 		writerDone: make(chan struct{}),
 		ckptDone:   make(chan struct{}),
 		ckptWake:   make(chan struct{}, 1),
@@ -299,14 +315,15 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 // openBolt opens the bbolt file, mapping its failures to ErrLocked and
-// ErrCorrupt. bbolt may fault or panic on some damaged files rather than
-// return an error; that is turned into ErrCorrupt too (the file descriptor
-// and lock of the failed open may then stay held until the process exits).
+// ErrCorrupt (with ErrFailed). bbolt may fault or panic on some damaged
+// files rather than return an error; that is turned into ErrCorrupt too
+// (the file descriptor and lock of the failed open may then stay held
+// until the process exits).
 func openBolt(path string, lockTimeout time.Duration) (db *bolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: open %s: %v", ErrCorrupt, path, r)
+			db, err = nil, &failure{cause: fmt.Errorf("%w: open %s: %v", ErrCorrupt, path, r)}
 		}
 	}()
 	// INVARIANT: NoSync and NoGrowSync stay false, so bbolt's Commit
@@ -326,7 +343,7 @@ func openBolt(path string, lockTimeout time.Duration) (db *bolt.DB, err error) {
 		// bbolt's mmap reports a file shorter than its two meta pages
 		// only by this message.
 		strings.Contains(err.Error(), "file size too small"):
-		return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, path, err)
+		return nil, &failure{cause: fmt.Errorf("%w: open %s: %w", ErrCorrupt, path, err)}
 	default:
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -390,8 +407,9 @@ func (s *Store) ForEach(bucket string, fn func(k, v []byte) error) error {
 	})
 }
 
-// Check walks the whole file and reports any inconsistency as ErrCorrupt.
-// It is slow on a large file; a server runs it at start-up or in tests.
+// Check walks the whole file and reports any inconsistency as ErrCorrupt,
+// and fails the store. It is slow on a large file; a server runs it at
+// start-up or in tests.
 func (s *Store) Check() error {
 	return s.view(func(tx *bolt.Tx) error {
 		var errs []error
@@ -399,7 +417,7 @@ func (s *Store) Check() error {
 			errs = append(errs, err)
 		}
 		if len(errs) > 0 {
-			return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))
+			return s.fail(fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...)), false)
 		}
 		return nil
 	})
@@ -410,10 +428,13 @@ func (s *Store) Check() error {
 // returned by fn are passed through unchanged.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	s.mu.Lock()
-	closed := s.closed
+	closed, failure := s.closed, s.failure
 	s.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if failure != nil {
+		return failure
 	}
 	if err := s.flush(); err != nil {
 		return err
@@ -440,7 +461,9 @@ func (s *Store) Stats() Stats {
 // flight, stops the writer and the checkpointer, applies every
 // acknowledged Commit to the database and closes the files. If that last
 // checkpoint fails, Close says so; the records stay in the WAL and the
-// next Open replays them. Calls after the first return ErrClosed.
+// next Open replays them. A store that has failed writes nothing more:
+// Close closes the files and returns Failed's error. Calls after the
+// first return ErrClosed.
 func (s *Store) Close() error { return s.close(true) }
 
 // close is Close; without checkpoint it leaves the pending records in the
@@ -467,10 +490,13 @@ func (s *Store) close(checkpoint bool) error {
 	s.leaders.Wait() // no Commit leads after closed is set
 	<-s.ckptDone
 	var errs []error
-	if checkpoint {
-		if err := s.checkpoint(); err != nil {
+	if checkpoint && s.Failed() == nil {
+		if err := s.checkpoint(); err != nil && !errors.Is(err, ErrFailed) {
 			errs = append(errs, fmt.Errorf("checkpoint (the WAL keeps the records): %w", err))
 		}
+	}
+	if err := s.Failed(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := s.w.f.Close(); err != nil {
 		errs = append(errs, err)

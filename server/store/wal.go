@@ -293,7 +293,7 @@ func (s *Store) openWAL(dbCreated bool) error {
 	buf := make([]byte, fi.Size())
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, fi.Size()), buf); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("store: open %s: read WAL: %w", path, err)
+		return s.fail(fmt.Errorf("store: open %s: read WAL: %w", path, err), false)
 	}
 	chain := scanWAL(buf)
 	last := applied
@@ -307,7 +307,7 @@ func (s *Store) openWAL(dbCreated bool) error {
 	if len(replay) > 0 {
 		if err := s.replay(replay); err != nil {
 			_ = f.Close()
-			return fmt.Errorf("store: open %s: replay WAL: %w", path, err)
+			return s.writeFailed(fmt.Errorf("store: open %s: replay WAL: %w", path, err))
 		}
 		s.stats.Recovered = uint64(len(replay))
 		s.applied = last
@@ -338,7 +338,7 @@ func (s *Store) readApplied() (uint64, error) {
 			return nil
 		}
 		if len(v) != 8 {
-			return fmt.Errorf("%w: %s: %s/%s has %d bytes", ErrCorrupt, s.path, walBucket, walAppliedKey, len(v))
+			return s.fail(fmt.Errorf("%w: %s: %s/%s has %d bytes", ErrCorrupt, s.path, walBucket, walAppliedKey, len(v)), false)
 		}
 		applied = binary.BigEndian.Uint64(v)
 		return nil
@@ -383,25 +383,34 @@ func putApplied(tx *bolt.Tx, seq uint64) error {
 
 // checkpoint applies every record pending when it starts to bbolt in one
 // synced transaction that also records the last one's seq, then drops
-// them from pending. On failure they stay pending (they are still in the
-// WAL) and the error is returned without the "store: " prefix, for the
-// caller to wrap. Every bbolt write transaction runs under ckptMu.
+// them from pending. On a lack of space they stay pending (they are still
+// in the WAL) and the error is returned without the "store: " prefix, for
+// the caller to wrap; any other failure fails the store. Every bbolt write
+// transaction runs under ckptMu.
 func (s *Store) checkpoint() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	s.mu.Lock()
+	failure := s.failure
 	recs := s.pending[:len(s.pending):len(s.pending)]
 	s.mu.Unlock()
+	if failure != nil {
+		return failure
+	}
 	if len(recs) == 0 {
 		return nil
 	}
-	err := s.applyRecords(recs)
+	if err := s.applyRecords(recs); err != nil {
+		s.mu.Lock()
+		s.stats.FailedCheckpoints++
+		s.mu.Unlock()
+		if isNoSpace(err) || errors.Is(err, ErrClosed) {
+			return err
+		}
+		return s.fail(fmt.Errorf("store: checkpoint %s: %w", s.path, err), false)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		s.stats.FailedCheckpoints++
-		return err
-	}
 	// Only the writer adds to pending, and only at its end, so recs is
 	// still its prefix.
 	var n int64
@@ -464,6 +473,9 @@ func (s *Store) flush() error {
 		if errors.Is(err, ErrClosed) {
 			return ErrClosed
 		}
+		if errors.Is(err, ErrFailed) {
+			return err
+		}
 		return fmt.Errorf("store: checkpoint: %w", err)
 	}
 	return nil
@@ -471,8 +483,9 @@ func (s *Store) flush() error {
 
 // checkpointer applies pending records to bbolt in the background: when
 // the writer reports that they pass a quarter of the WAL, and every
-// CheckpointInterval. After a failure it waits for the next tick before
-// retrying, whatever the writer reports.
+// CheckpointInterval. After a lack of space it waits for the next tick
+// before retrying, whatever the writer reports; once the store has failed,
+// it stops.
 func (s *Store) checkpointer() {
 	defer close(s.ckptDone)
 	t := time.NewTicker(s.opts.CheckpointInterval)
@@ -481,6 +494,8 @@ func (s *Store) checkpointer() {
 	for {
 		select {
 		case <-s.quit:
+			return
+		case <-s.failed:
 			return
 		case <-s.ckptWake:
 			if failed {
@@ -497,7 +512,7 @@ func (s *Store) checkpointer() {
 		}
 		err := s.checkpoint()
 		failed = err != nil
-		if failed && !errors.Is(err, ErrClosed) {
+		if failed && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) {
 			s.log.Error("store: checkpoint failed; the records stay in the WAL and are retried",
 				"records", n, "err", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -390,26 +391,30 @@ func TestLargeBatchBypassesWAL(t *testing.T) {
 	requireAbsent(t, s, "b", "y")
 }
 
-// A WAL record whose fdatasync failed is not acknowledged (ErrUncertain)
-// and is overwritten by the next record; if the next batch is applied
-// directly instead, the failed record can never be replayed over it.
-func TestSyncFailureIsUncertain(t *testing.T) {
+// A WAL record whose write failed after its bytes landed (a full disk:
+// the store stays usable) is not acknowledged and is overwritten by the
+// next, shorter record, which leaves the failed record's tail behind the
+// chain; if the next batch is applied directly instead, the failed record
+// can never be replayed over it.
+func TestFailedWriteOverwritten(t *testing.T) {
 	for _, next := range []string{"small", "large"} {
 		t.Run("next="+next, func(t *testing.T) {
 			var fail fault
-			hooks := &testHooks{beforeSync: fail.get}
+			hooks := &testHooks{afterWrite: fail.get}
 			path := filepath.Join(t.TempDir(), "u.db")
 			opts := Options{WALSize: MinWALSize, CheckpointInterval: noTimer, hooks: hooks}
 			s := openAt(t, path, opts)
 			ctx := context.Background()
 			require.NoError(t, s.Commit(ctx, put("u", "x", "1")))
 
-			fail.set(errors.New("injected EIO"))
-			err := s.Commit(ctx, put("u", "x", "uncertain"), put("u", "y", strings.Repeat("u", 200)))
-			require.ErrorIs(t, err, ErrUncertain)
-			require.ErrorContains(t, err, "injected EIO")
+			fail.set(errNoSpace)
+			err := s.Commit(ctx, put("u", "x", "failed"), put("u", "y", strings.Repeat("u", 200)))
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			require.NotErrorIs(t, err, ErrUncertain)
+			require.NotErrorIs(t, err, ErrFailed)
 			require.True(t, strings.HasPrefix(err.Error(), "store: "), err.Error())
 			require.EqualValues(t, 1, s.Stats().FailedTxns)
+			require.NoError(t, s.Failed())
 			fail.set(nil)
 
 			value := "2"
@@ -437,7 +442,7 @@ func TestCheckpointFailure(t *testing.T) {
 	opts := Options{WALSize: MinWALSize, CheckpointInterval: 10 * time.Millisecond, hooks: hooks}
 	s := openAt(t, path, opts)
 	ctx := context.Background()
-	fail.set(errors.New("injected: no space left on device"))
+	fail.set(errNoSpace)
 
 	acked := 0
 	var err error
@@ -448,13 +453,14 @@ func TestCheckpointFailure(t *testing.T) {
 	}
 	require.Error(t, err, "the WAL never filled up")
 	require.Greater(t, acked, 50, "Commits must succeed while the WAL has room")
-	require.ErrorContains(t, err, "injected: no space left on device")
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.NotErrorIs(t, err, ErrFailed)
 	require.True(t, strings.HasPrefix(err.Error(), "store: "), err.Error())
 	require.NotErrorIs(t, err, ErrUncertain)
 	require.NotZero(t, s.Stats().FailedCheckpoints)
 	_, err = s.Get("c", []byte("0"))
-	require.ErrorContains(t, err, "injected: no space left on device")
-	require.ErrorContains(t, s.Close(), "injected")
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.ErrorIs(t, s.Close(), syscall.ENOSPC)
 
 	// Reopened with checkpoints working: everything acknowledged is there.
 	fail.set(nil)
@@ -466,11 +472,11 @@ func TestCheckpointFailure(t *testing.T) {
 	requireAbsent(t, s, "c", fmt.Sprint(acked))
 
 	// And a live store recovers by itself once the failure clears.
-	fail.set(errors.New("injected again"))
+	fail.set(errNoSpace)
 	for err = nil; err == nil; acked++ {
 		err = s.Commit(ctx, put("d", fmt.Sprint(acked), strings.Repeat("v", 500)))
 	}
-	require.ErrorContains(t, err, "injected again")
+	require.ErrorIs(t, err, syscall.ENOSPC)
 	fail.set(nil)
 	require.NoError(t, s.Commit(ctx, put("d", "after", "1")))
 	requireValue(t, s, "d", "after", "1")
