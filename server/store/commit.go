@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // ErrInvalid is matched (errors.Is) by every error about a malformed
@@ -402,15 +400,23 @@ func (s *Store) applyDirect(batch []*request) error {
 	}
 	txid := tx.ID() // the id the meta page gets if this commits
 
-	bc := newBucketCache(tx)
-	for _, r := range batch {
-		if err := bc.apply(r.ops); err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("store: apply: %w", err)
+	err = readGuarded(s.path, func() error {
+		w, err := beginSealed(tx, s.path)
+		if err != nil {
+			return err
 		}
-	}
-	if err := putApplied(tx, seq); err != nil {
+		for _, r := range batch {
+			if err := w.apply(r.ops); err != nil {
+				return err
+			}
+		}
+		return w.finish(seq)
+	})
+	if err != nil {
 		_ = tx.Rollback()
+		if isIntegrity(err) {
+			return s.fail(err, false)
+		}
 		return fmt.Errorf("store: apply: %w", err)
 	}
 	if h := s.opts.hooks.beforeCommit; h != nil {
@@ -433,9 +439,6 @@ func (s *Store) applyDirect(batch []*request) error {
 	}
 	s.w.seq++
 	s.w.newPass()
-	s.mu.Lock()
-	s.applied = seq
-	s.mu.Unlock()
 	return nil
 }
 
@@ -447,60 +450,4 @@ func (s *Store) visibleTxid() int {
 	}
 	defer func() { _ = tx.Rollback() }()
 	return tx.ID()
-}
-
-// bucketCache applies ops in one bbolt write transaction, remembering the
-// buckets it has opened.
-type bucketCache struct {
-	tx      *bolt.Tx
-	buckets map[string]*bolt.Bucket
-}
-
-func newBucketCache(tx *bolt.Tx) *bucketCache {
-	return &bucketCache{tx: tx, buckets: make(map[string]*bolt.Bucket)}
-}
-
-func (c *bucketCache) bucket(name string, create bool) (*bolt.Bucket, error) {
-	if b, ok := c.buckets[name]; ok {
-		return b, nil
-	}
-	var b *bolt.Bucket
-	if create {
-		var err error
-		if b, err = c.tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-			return nil, fmt.Errorf("bucket %q: %w", name, err)
-		}
-	} else if b = c.tx.Bucket([]byte(name)); b == nil {
-		return nil, nil // deleting from a missing bucket: nothing to do
-	}
-	c.buckets[name] = b
-	return b, nil
-}
-
-// apply applies ops in order. Applying a sequence of ops twice leaves the
-// same state as applying it once (each key ends with its last op), which
-// is what makes replaying records already in bbolt harmless.
-func (c *bucketCache) apply(ops []Op) error {
-	for _, op := range ops {
-		b, err := c.bucket(op.Bucket, !op.Delete)
-		if err != nil {
-			return err
-		}
-		if op.Delete {
-			if b != nil {
-				if err := b.Delete(op.Key); err != nil {
-					return fmt.Errorf("%v: %w", op, err)
-				}
-			}
-			continue
-		}
-		v := op.Value
-		if v == nil {
-			v = []byte{}
-		}
-		if err := b.Put(op.Key, v); err != nil {
-			return fmt.Errorf("%v: %w", op, err)
-		}
-	}
-	return nil
 }

@@ -7,14 +7,16 @@
 //  1. Open the file once per process. A second process (or a second Open in
 //     this process) waiting longer than Options.LockTimeout for the file lock
 //     gets ErrLocked; a damaged file gets an error matching ErrCorrupt and
-//     ErrFailed. Neither is retried here.
+//     ErrFailed, an *IntegrityError naming the file (and the bucket and key)
+//     for what the store's own checks find. Neither is retried here.
 //  2. Before sending any acknowledgement that depends on a record, Commit the
 //     record and wait for Commit to return nil. nil means the ops are on
 //     stable storage (their WAL record is written and fdatasync'd); they
 //     survive kill -9 and power loss of the machine. Any error means "not
 //     acknowledged": do not ack.
 //  3. Read with Get and ForEach; they see every Commit that has returned nil,
-//     and never a part of one Commit.
+//     and never a part of one Commit, and never a value that does not match
+//     its tag.
 //  4. Stop acting on the store at once when any call returns an error
 //     matching ErrFailed (or Failed returns one): the store has failed for
 //     good, and nothing more is acknowledged (see Failure).
@@ -37,10 +39,18 @@
 // the batch's ops in order, each a delete flag, then bucket, key and, for
 // a put, value, each with a uvarint length). seq numbers records 1, 2, 3,
 // ...; pass is a random non-zero id drawn each time the writer starts
-// writing at offset 0. The bbolt bucket "store.wal" (reserved: ErrInvalid
-// for callers) holds "applied": the seq of the last record whose ops are in
-// the bbolt file, always written in the same bbolt transaction as those
-// ops.
+// writing at offset 0. The bbolt bucket "store.wal" (reserved: ErrInvalid for callers)
+// holds "applied": the seq of the last record whose ops are in the bbolt
+// file, always written in the same bbolt transaction as those ops;
+// "digest": the XOR of the tags of every value outside store.wal and their
+// number, kept in step in the same transactions; and "format": 1, the mark
+// of a sealed file.
+//
+// Every value in the bbolt file, store.wal's included, is stored sealed:
+// value ‖ tag, the tag being the first 16 bytes of SHA-256 over
+// "bq.store.seal.v1", the bucket and the key (each with its uvarint
+// length) and the value (seal.go). Get and ForEach return the value
+// without its tag.
 //
 // # Group commit
 //
@@ -61,8 +71,9 @@
 // # Checkpoints
 //
 // A checkpoint applies every pending record, in order, to the bbolt file in
-// one normal (fully synced) bbolt transaction that also sets "applied" to
-// the last one's seq, then drops them from memory. The checkpointer
+// one normal (fully synced) bbolt transaction that seals each value, keeps
+// the digest in step and sets "applied" to the last one's seq, then drops
+// them from memory. The checkpointer
 // goroutine runs one every Options.CheckpointInterval and whenever the
 // pending records pass a quarter of the WAL, so a Commit never waits for
 // bbolt in the common case. Get, ForEach and Check run one first (readers
@@ -80,13 +91,18 @@
 //
 // # Recovery
 //
-// Open, before the writer starts, reads "applied" and the whole WAL and
-// takes the chain of valid records from offset 0: a record is valid if its
-// length fits in the file and its CRC matches, and each one after the first
-// must directly follow the previous one, carry the same pass id and seq
-// previous+1. The chain's records with seq > applied are applied, with the
-// new "applied", in one synced bbolt transaction; then the writer starts a
-// new pass at offset 0 with seq max(applied, last seq)+1.
+// Open, before the writer starts:
+//
+//  1. reads the whole WAL and takes the chain of valid records from offset
+//     0: a record is valid if its length fits in the file and its CRC
+//     matches, and each one after the first must directly follow the
+//     previous one, carry the same pass id and seq previous+1;
+//  2. seals a bbolt file without the format mark (see Integrity);
+//  3. checks the bbolt file as a whole: the tag of every value, the digest
+//     recomputed against the one stored, and bbolt's own check;
+//  4. applies the chain's records with seq > applied, with the new
+//     "applied", in one synced bbolt transaction; the writer then starts a
+//     new pass at offset 0 with seq max(applied, last seq)+1.
 //
 // Why no acknowledged record is lost: a record is acknowledged only after
 // its fdatasync, and is written only at the end of the current pass's
@@ -106,20 +122,47 @@
 // batch spends a seq, so a record left by a failed write, which has that
 // seq, is never replayed over the batch.
 //
+// # Integrity
+//
+// The rules of docs/protocol.md change 69: what vouches for what the store
+// reads from its own disk.
+//
+//   - (1) The tag vouches for a value under its bucket and key: a flipped
+//     bit, a value written under another key or bucket (a misdirected
+//     write) or cut short fails it. Open checks every tag, and so do Get,
+//     ForEach and Check on everything they read.
+//   - (2) The digest vouches for the file as the last transaction left it:
+//     a page that a lost write left stale holds an older version of its
+//     values, whose tags verify, but the recomputed digest (or the number
+//     of values) differs from the stored one. Each put takes out the tag of
+//     the value it replaces, as stored, and puts in the new one's; a delete
+//     takes out the old one's (digest.go).
+//   - bbolt's own check, at Open, vouches for the routes of lookups: a
+//     damaged key in a branch page sends Get to a leaf that lacks a key that
+//     exists, and no tag is read to say so.
+//
+// A bbolt file written before change 69 has no format mark. Its first Open
+// seals it, before anything else is read from it: every value gets its
+// tag and the digest is computed, in one synced transaction (migrate.go;
+// Stats.Sealed counts the values). A sealed file that lost its format mark
+// is refused, not sealed again: its store.wal holds more than an 8-byte
+// "applied".
+//
 // # Failure
 //
-// The store fails for good (ErrFailed) when an fdatasync fails (of the
-// WAL or of bbolt's file: never retried, whatever its errno; after a
-// failed fsync the kernel may have dropped the pages, and a second one may
-// report success), when a write or read fails with an I/O error other than
-// a lack of space (ENOSPC, EDQUOT on a write), or when Open or Check finds
-// the file damaged (ErrCorrupt). From then on every Commit, Get, ForEach
-// and Check returns an error matching ErrFailed; the checkpointer stops;
-// Failed returns the first cause; nothing more is written to either file
-// (Close checkpoints nothing and returns the failure). Records acknowledged
-// before stay in the WAL and the next Open replays them, after checking
-// the files afresh. The caller (the server) stops acting on the store at
-// once: it counts as crashed.
+// The store fails for good (ErrFailed) when it finds damage (an
+// *IntegrityError: Open, a read, Check or a checkpoint finding a
+// value that does not match its tag), when an fdatasync fails (of the WAL
+// or of bbolt's file: never retried, whatever its errno; after a failed
+// fsync the kernel may have dropped the pages, and a second one may report
+// success), or when a write or read fails with an I/O error other than a
+// lack of space (ENOSPC, EDQUOT on a write). From then on every Commit,
+// Get, ForEach and Check returns an error matching ErrFailed; the
+// checkpointer stops; Failed returns the first cause; nothing more is
+// written to either file (Close checkpoints nothing and returns the
+// failure). Records acknowledged before stay in the WAL and the next Open
+// replays them, after checking the files afresh. The caller (the server)
+// stops acting on the store at once: it counts as crashed.
 //
 // The Commit whose WAL record was written when the store failed (its
 // fdatasync failed, or its write failed otherwise than for lack of space:

@@ -2,17 +2,20 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"syscall"
 )
 
-// Fail-stop (docs/protocol.md change 69, rule 5). A store whose fdatasync
-// fails, or whose write or read fails with anything but a lack of space,
-// fails for good: from then on every Commit, Get, ForEach and Check
-// returns an error matching ErrFailed, the checkpointer stops, and Failed
-// says why. A failed store writes nothing more to either file. A lack of
-// space (ENOSPC, EDQUOT) on a write is no failure of the data: the write is
+// Fail-stop (docs/protocol.md change 69, rule 5). A store that finds that
+// its disk changed something (an IntegrityError), whose fdatasync fails, or
+// whose write or read fails with anything but a lack of space, fails for
+// good: from then on every Commit, Get, ForEach and Check returns an error
+// matching ErrFailed, the checkpointer stops, and Failed says why. A failed
+// store writes nothing more to either file. A lack of space (ENOSPC,
+// EDQUOT) on a write is no failure of the data: the write is
 // refused and a later one may succeed (issue 36).
 
 // ErrFailed is matched (errors.Is) by every error of a store that has
@@ -20,7 +23,8 @@ import (
 // returned, nothing more is acknowledged: the caller must stop acting on
 // the store (the server stops voting, signing and answering, and exits).
 // An error of a Commit whose ops may nevertheless have reached the disk
-// matches ErrUncertain too.
+// matches ErrUncertain too. An error found by the integrity checks matches
+// ErrCorrupt as well, and errors.As finds its *IntegrityError.
 var ErrFailed = errors.New("store: failed")
 
 // failure is the error of a failed store: cause is what made it fail.
@@ -98,9 +102,10 @@ func (s *Store) writeFailed(err error) error {
 }
 
 // Failed returns nil while the store works, and once it has failed for
-// good, an error matching ErrFailed that says why (the first cause: the
-// failed fdatasync or I/O error). It stays set until the process ends; a
-// new Open checks the files afresh.
+// good, an error matching ErrFailed that says why (the first cause: an
+// *IntegrityError, matching ErrCorrupt too, or the failed fdatasync or I/O
+// error). It stays set until the process ends; a new Open checks the
+// files afresh.
 func (s *Store) Failed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,3 +120,18 @@ func (s *Store) Failed() error {
 // its next call. It is never closed on a store that works, Close
 // included.
 func (s *Store) FailedChan() <-chan struct{} { return s.failed }
+
+// readGuarded runs fn, which reads the bbolt file at file through its
+// memory map, turning a fault (an I/O error under the map, or a damaged
+// page pointing outside it) or a panic of bbolt on a damaged page into an
+// IntegrityError. fn must not run code of the caller's: its panics would
+// be taken for damage.
+func readGuarded(file string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &IntegrityError{File: file, Reason: fmt.Sprintf("reading it failed: %v", r)}
+		}
+	}()
+	return fn()
+}

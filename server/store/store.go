@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,9 +50,10 @@ var (
 	// ErrLocked is returned by Open when another process (or another Open in
 	// this process) holds the file.
 	ErrLocked = errors.New("store: database file is locked by another process")
-	// ErrCorrupt is returned by Open and Check when the file is not a valid
-	// bbolt database. Such an error matches ErrFailed too: the store has
-	// failed for good.
+	// ErrCorrupt is matched by the errors of Open, Check and every read
+	// that find a file damaged: not a valid bbolt database, or a finding of
+	// the integrity checks (an *IntegrityError). Such an error matches
+	// ErrFailed too: the store has failed for good.
 	ErrCorrupt = errors.New("store: database file is corrupt")
 	// ErrUncertain is matched (errors.Is) by a Commit error whose ops may
 	// have reached the disk anyway (the WAL record was written but its
@@ -232,8 +234,6 @@ type Store struct {
 	// INVARIANT: the writer appends, a checkpoint removes a prefix.
 	pending      []*record
 	pendingBytes int64
-	// applied is the seq of the last record known to be in bbolt.
-	applied uint64
 }
 
 // Stats counts the writer's and the checkpointer's work since Open.
@@ -262,6 +262,9 @@ type Stats struct {
 	WALWraps uint64
 	// Recovered is the number of WAL records Open replayed into bbolt.
 	Recovered uint64
+	// Sealed is the number of values Open sealed in a file written
+	// before change 69 (migrate.go); zero for a file sealed already.
+	Sealed uint64
 }
 
 // Open opens the store at path, creating the file (mode 0600) if it is
@@ -367,19 +370,32 @@ func (s *Store) Path() string { return s.path }
 // Get returns a copy of the value of key in bucket, or (nil, nil) if the
 // bucket or the key does not exist. Like ForEach and Check, it first
 // applies to the database every acknowledged Commit still waiting in the
-// WAL, and fails if that checkpoint fails.
+// WAL, and fails if that checkpoint fails. A value that does not match its
+// tag fails the store (ErrFailed, ErrCorrupt).
 func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 	if err := checkName(bucket, key); err != nil {
 		return nil, err
 	}
 	var out []byte
 	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucket))
-		if b == nil {
-			return nil
-		}
-		if v := b.Get(key); v != nil {
+		err := readGuarded(s.path, func() error {
+			b := tx.Bucket([]byte(bucket))
+			if b == nil {
+				return nil
+			}
+			stored := b.Get(key)
+			if stored == nil {
+				return nil
+			}
+			v, ok := newSealer().open(sealPrefix(bucket), key, stored)
+			if !ok {
+				return badValue(s.path, bucket, key, stored)
+			}
 			out = append(make([]byte, 0, len(v)), v...)
+			return nil
+		})
+		if err != nil {
+			return s.fail(err, false)
 		}
 		return nil
 	})
@@ -393,31 +409,67 @@ func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 // snapshot, and stops at the first error fn returns, returning it. A missing
 // bucket has no keys. k and v are valid only during the call; copy them to
 // keep them. fn must not call Commit or Close: the snapshot can hold up the
-// writer.
+// writer. Each value is checked against its tag before fn sees it; one
+// that does not match fails the store (ErrFailed, ErrCorrupt), and fn is
+// not called for it or any later key.
 func (s *Store) ForEach(bucket string, fn func(k, v []byte) error) error {
 	if err := checkBucket(bucket); err != nil {
 		return err
 	}
 	return s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucket))
-		if b == nil {
+		sl, prefix := newSealer(), sealPrefix(bucket)
+		var c *bolt.Cursor
+		var k, stored []byte
+		// Each step of bbolt's is guarded against a damaged page; fn is
+		// called outside the guard, its panics are its own.
+		step := func(move func() ([]byte, []byte)) error {
+			err := readGuarded(s.path, func() error {
+				if k, stored = move(); k == nil {
+					return nil
+				}
+				if stored == nil {
+					return &IntegrityError{File: s.path, Bucket: bucket, Key: bytes.Clone(k),
+						Reason: "a nested bucket, which the store never writes"}
+				}
+				if _, ok := sl.open(prefix, k, stored); !ok {
+					return badValue(s.path, bucket, k, stored)
+				}
+				return nil
+			})
+			if err != nil {
+				return s.fail(err, false)
+			}
 			return nil
 		}
-		return b.ForEach(fn)
+		err := step(func() ([]byte, []byte) {
+			b := tx.Bucket([]byte(bucket))
+			if b == nil {
+				return nil, nil
+			}
+			c = b.Cursor()
+			return c.First()
+		})
+		for ; err == nil && k != nil; err = step(c.Next) {
+			if err := fn(k, stored[:len(stored)-tagLen]); err != nil {
+				return err
+			}
+		}
+		return err
 	})
 }
 
-// Check walks the whole file and reports any inconsistency as ErrCorrupt,
-// and fails the store. It is slow on a large file; a server runs it at
+// Check walks the whole file: bbolt's own consistency check, the tag of
+// every value and the digest. It reports what it finds as ErrCorrupt, and
+// fails the store. It is slow on a large file; a server runs it at
 // start-up or in tests.
 func (s *Store) Check() error {
 	return s.view(func(tx *bolt.Tx) error {
-		var errs []error
-		for err := range tx.Check() {
-			errs = append(errs, err)
-		}
-		if len(errs) > 0 {
-			return s.fail(fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...)), false)
+		err := readGuarded(s.path, func() error {
+			_, err := verifyFile(tx, s.path)
+			return err
+		})
+		if err != nil {
+			return s.fail(err, false)
 		}
 		return nil
 	})

@@ -33,12 +33,10 @@ import (
 // put only, uvarint value length, value.
 const (
 	walHeaderLen = 24
-	// walBucket is the reserved bbolt bucket holding walAppliedKey: the
-	// seq (8 bytes, big-endian) of the last WAL record whose ops are in
-	// bbolt.
-	walBucket     = "store.wal"
-	walAppliedKey = "applied"
-	walSuffix     = ".wal"
+	// walBucket is the reserved bbolt bucket holding the store's own keys
+	// (digest.go).
+	walBucket = "store.wal"
+	walSuffix = ".wal"
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -250,52 +248,92 @@ func createWAL(path string, size int64) (*os.File, error) {
 	return f, nil
 }
 
-// openWAL opens the WAL beside the bbolt file, replays into bbolt every
-// valid record not applied yet, and leaves s.w ready for a new pass. The
-// caller holds the bbolt file lock, which covers the WAL too.
+// openWAL opens the WAL beside the bbolt file and makes the two agree, in
+// this order: it seals a bbolt file written before change 69 (migrate.go);
+// checks the tag of every value and the digest (rules 1 and 2); replays
+// into bbolt every valid record not applied yet; and leaves s.w ready for
+// a new pass. A finding of the checks, and a failed read, fail the store
+// (ErrFailed). The caller holds the bbolt file lock, which covers the WAL
+// too.
 func (s *Store) openWAL(dbCreated bool) error {
 	path := s.path + walSuffix
-	applied, err := s.readApplied()
+	s.w.size = int64(s.opts.WALSize)
+	f, buf, err := s.readWAL(path, dbCreated)
 	if err != nil {
 		return err
 	}
-	s.applied = applied
-	s.w.size = int64(s.opts.WALSize)
-	if dbCreated {
-		// A WAL left beside a missing database belongs to a database that
-		// is gone; its tail alone must not be replayed into a new one.
-		f, err := createWAL(path, s.w.size)
-		if err != nil {
-			return fmt.Errorf("store: open %s: create WAL: %w", path, err)
+	// bbolt may panic or fault on a damaged page rather than return an
+	// error: at Open, that is damage too.
+	if err := readGuarded(s.path, func() error { return s.recoverFrom(path, buf) }); err != nil {
+		_ = f.Close()
+		if isIntegrity(err) {
+			return s.fail(err, false)
 		}
-		s.w.f, s.w.seq = f, applied+1
-		s.w.newPass()
-		return nil
+		return err
 	}
-
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	if buf != nil && int64(len(buf)) != s.w.size {
+		// Everything valid is in bbolt now: the old WAL holds nothing
+		// needed, so it is replaced by one of the configured size.
+		_ = f.Close()
 		if f, err = createWAL(path, s.w.size); err != nil {
 			return fmt.Errorf("store: open %s: create WAL: %w", path, err)
 		}
-		s.w.f, s.w.seq = f, applied+1
-		s.w.newPass()
-		return nil
+	}
+	s.w.f = f
+	s.w.newPass()
+	return nil
+}
+
+// readWAL opens the WAL and reads it whole. It creates an empty one (and
+// returns no bytes) if there is none, or if the bbolt file was just created:
+// a WAL left beside a missing database belongs to a database that is gone;
+// its tail alone must not be replayed into a new one.
+func (s *Store) readWAL(path string, dbCreated bool) (*os.File, []byte, error) {
+	if dbCreated {
+		f, err := createWAL(path, s.w.size)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: open %s: create WAL: %w", path, err)
+		}
+		return f, nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if f, err = createWAL(path, s.w.size); err != nil {
+			return nil, nil, fmt.Errorf("store: open %s: create WAL: %w", path, err)
+		}
+		return f, nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("store: open %s: %w", path, err)
+		return nil, nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return fmt.Errorf("store: open %s: %w", path, err)
+		return nil, nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	buf := make([]byte, fi.Size())
 	if _, err := io.ReadFull(io.NewSectionReader(f, 0, fi.Size()), buf); err != nil {
 		_ = f.Close()
-		return s.fail(fmt.Errorf("store: open %s: read WAL: %w", path, err), false)
+		return nil, nil, s.fail(fmt.Errorf("store: open %s: read WAL: %w", path, err), false)
 	}
+	return f, buf, nil
+}
+
+// recoverFrom brings the bbolt file up to date with buf, the WAL at path
+// (see openWAL), and sets s.w.seq past every seq either file has used.
+func (s *Store) recoverFrom(path string, buf []byte) error {
 	chain := scanWAL(buf)
+	if err := s.sealUnsealed(); err != nil {
+		return err
+	}
+	var st fileState
+	if err := s.db.View(func(tx *bolt.Tx) (err error) {
+		st, err = verifyFile(tx, s.path)
+		return err
+	}); err != nil {
+		return s.fail(err, false)
+	}
+	applied := st.applied
 	last := applied
 	var replay []scannedRecord
 	for _, r := range chain {
@@ -305,80 +343,44 @@ func (s *Store) openWAL(dbCreated bool) error {
 		last = max(last, r.seq)
 	}
 	if len(replay) > 0 {
-		if err := s.replay(replay); err != nil {
-			_ = f.Close()
+		if err := s.replay(path, replay); err != nil {
+			if isIntegrity(err) {
+				return s.fail(err, false)
+			}
 			return s.writeFailed(fmt.Errorf("store: open %s: replay WAL: %w", path, err))
 		}
 		s.stats.Recovered = uint64(len(replay))
-		s.applied = last
 	}
-	if fi.Size() != s.w.size {
-		// Everything valid is in bbolt now: the old WAL holds nothing
-		// needed, so it is replaced by one of the configured size.
-		_ = f.Close()
-		if f, err = createWAL(path, s.w.size); err != nil {
-			return fmt.Errorf("store: open %s: create WAL: %w", path, err)
-		}
-	}
-	s.w.f, s.w.seq = f, last+1
-	s.w.newPass()
+	s.w.seq = last + 1
 	return nil
 }
 
-// readApplied reads the seq of the last WAL record applied to bbolt.
-func (s *Store) readApplied() (uint64, error) {
-	var applied uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(walBucket))
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(walAppliedKey))
-		if v == nil {
-			return nil
-		}
-		if len(v) != 8 {
-			return s.fail(fmt.Errorf("%w: %s: %s/%s has %d bytes", ErrCorrupt, s.path, walBucket, walAppliedKey, len(v)), false)
-		}
-		applied = binary.BigEndian.Uint64(v)
-		return nil
-	})
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		err = fmt.Errorf("store: open %s: %w", s.path, err)
-	}
-	return applied, err
-}
-
-// replay applies the ops of recs and their last seq in one synced bbolt
-// transaction.
-func (s *Store) replay(recs []scannedRecord) error {
+// replay applies the ops of recs (records of the WAL at path) and their
+// last seq in one synced bbolt transaction.
+func (s *Store) replay(path string, recs []scannedRecord) error {
 	tx, err := s.db.Begin(true)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	bc := newBucketCache(tx)
+	w, err := beginSealed(tx, s.path)
+	if err != nil {
+		return err
+	}
 	for _, r := range recs {
 		ops, err := decodeOps(r.payload)
 		if err != nil {
-			return fmt.Errorf("%w: record %d at offset %d: %w", ErrCorrupt, r.seq, r.off, err)
+			// The writer never writes such a record, and its CRC matched.
+			return &IntegrityError{File: path, Reason: fmt.Sprintf("record %d at offset %d: %v", r.seq, r.off, err)}
 		}
-		if err := bc.apply(ops); err != nil {
+		if err := w.apply(ops); err != nil {
 			return err
 		}
 	}
-	if err := putApplied(tx, recs[len(recs)-1].seq); err != nil {
+	if err := w.finish(recs[len(recs)-1].seq); err != nil {
 		return err
 	}
 	return tx.Commit()
-}
-
-func putApplied(tx *bolt.Tx, seq uint64) error {
-	b, err := tx.CreateBucketIfNotExists([]byte(walBucket))
-	if err != nil {
-		return fmt.Errorf("bucket %q: %w", walBucket, err)
-	}
-	return b.Put([]byte(walAppliedKey), binary.BigEndian.AppendUint64(nil, seq))
 }
 
 // checkpoint applies every record pending when it starts to bbolt in one
@@ -404,7 +406,10 @@ func (s *Store) checkpoint() error {
 		s.mu.Lock()
 		s.stats.FailedCheckpoints++
 		s.mu.Unlock()
-		if isNoSpace(err) || errors.Is(err, ErrClosed) {
+		switch {
+		case isIntegrity(err):
+			return s.fail(err, false)
+		case isNoSpace(err), errors.Is(err, ErrClosed):
 			return err
 		}
 		return s.fail(fmt.Errorf("store: checkpoint %s: %w", s.path, err), false)
@@ -417,7 +422,6 @@ func (s *Store) checkpoint() error {
 	for _, r := range recs {
 		n += r.size
 	}
-	s.applied = recs[len(recs)-1].seq
 	s.pendingBytes -= n
 	// recs shares pending's array: it is not used after this.
 	s.pending = append(s.pending[:0], s.pending[len(recs):]...)
@@ -434,18 +438,23 @@ func (s *Store) applyRecords(recs []*record) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	bc := newBucketCache(tx)
-	for _, r := range recs {
-		ops, err := decodeOps(r.payload)
-		if err == nil {
-			err = bc.apply(ops)
-		}
+	err = readGuarded(s.path, func() error {
+		w, err := beginSealed(tx, s.path)
 		if err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("apply record %d: %w", r.seq, err)
+			return err
 		}
-	}
-	if err := putApplied(tx, recs[len(recs)-1].seq); err != nil {
+		for _, r := range recs {
+			ops, err := decodeOps(r.payload)
+			if err == nil {
+				err = w.apply(ops)
+			}
+			if err != nil {
+				return fmt.Errorf("apply record %d: %w", r.seq, err)
+			}
+		}
+		return w.finish(recs[len(recs)-1].seq)
+	})
+	if err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -35,23 +35,35 @@ func readChain(t testing.TB, path string) []scannedRecord {
 }
 
 // dbValue reads bucket/key from the open store's bbolt file, without
-// checkpointing first.
+// checkpointing first, and checks its tag.
 func dbValue(t testing.TB, s *Store, bucket, key string) []byte {
 	t.Helper()
 	var out []byte
 	require.NoError(t, s.db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket([]byte(bucket)); b != nil {
-			if v := b.Get([]byte(key)); v != nil {
-				out = append([]byte{}, v...)
-			}
-		}
+		out = unsealed(t, tx, bucket, key)
 		return nil
 	}))
 	return out
 }
 
+// unsealed reads bucket/key in tx and checks its tag.
+func unsealed(t testing.TB, tx *bolt.Tx, bucket, key string) []byte {
+	t.Helper()
+	b := tx.Bucket([]byte(bucket))
+	if b == nil {
+		return nil
+	}
+	stored := b.Get([]byte(key))
+	if stored == nil {
+		return nil
+	}
+	v, ok := newSealer().open(sealPrefix(bucket), []byte(key), stored)
+	require.True(t, ok, "%s/%s does not match its tag", bucket, key)
+	return append([]byte{}, v...)
+}
+
 // boltValue reads bucket/key straight from the closed bbolt file, WAL
-// ignored.
+// ignored, and checks its tag.
 func boltValue(t testing.TB, path, bucket, key string) []byte {
 	t.Helper()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
@@ -59,11 +71,7 @@ func boltValue(t testing.TB, path, bucket, key string) []byte {
 	defer func() { require.NoError(t, db.Close()) }()
 	var out []byte
 	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket([]byte(bucket)); b != nil {
-			if v := b.Get([]byte(key)); v != nil {
-				out = append([]byte{}, v...)
-			}
-		}
+		out = unsealed(t, tx, bucket, key)
 		return nil
 	}))
 	return out

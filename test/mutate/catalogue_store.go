@@ -4,6 +4,20 @@ package main
 // each weakened by one here is killed by a test of server/store, a unit
 // package. They join Catalogue at init.
 var storeMutants = []Mutant{
+	// (1) Sealed values.
+	{"seal-tag-not-checked", "change 69 (1): every value read from bbolt matches its tag", "server/store/seal.go",
+		"return value, bytes.Equal(stored[len(stored)-tagLen:], s.tag(prefix, key, value))", "return value, true"},
+	{"get-tag-not-checked", "change 69 (1): Get checks the tag of what it reads", "server/store/store.go",
+		"v, ok := newSealer().open(sealPrefix(bucket), key, stored)", "v, ok := stored[:len(stored)-tagLen], true"},
+	{"foreach-tag-not-checked", "change 69 (1): ForEach checks the tag of what it reads", "server/store/store.go",
+		"if _, ok := sl.open(prefix, k, stored); !ok {", "if _, ok := sl.open(prefix, k, stored); false && !ok {"},
+	{"open-bolt-check-skipped", "change 69 (1): Open runs bbolt's check, which finds a damaged branch key that no tag covers", "server/store/digest.go",
+		"for err := range tx.Check() {", "for _, err := range []error(nil) {"},
+	// (2) The digest of the whole store.
+	{"digest-not-compared", "change 69 (2): Open refuses a file whose values' digest is not the one stored", "server/store/digest.go",
+		"if sum != st.digest {", "if false && sum != st.digest {"},
+	{"digest-old-tag-kept", "change 69 (2): a put or delete takes the old value's tag out of the digest", "server/store/digest.go",
+		"w.state.digest.remove(storedTag(old))", "_ = old"},
 	// (5) Fail-stop.
 	{"sync-failure-not-fatal", "change 69 (5): a failed fdatasync fails the store for good; it is never retried", "server/store/commit.go",
 		"\t\treturn false, s.fail(fmt.Errorf(\"store: sync WAL: %w\", err), true)", "\t\treturn false, fmt.Errorf(\"%w: store: sync WAL: %w\", ErrUncertain, err)"},
@@ -13,6 +27,9 @@ var storeMutants = []Mutant{
 		"func isNoSpace(err error) bool {\n", "func isNoSpace(err error) bool {\n\tif errors.Is(err, syscall.ENOSPC) {\n\t\treturn true\n\t}\n"},
 	{"io-error-retried", "change 69 (5): an I/O error on a write fails the store; only ENOSPC and EDQUOT are retried", "server/store/failure.go",
 		"return errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT)", "return true"},
+	// A store of before.
+	{"old-file-not-sealed", "change 69: a bbolt file of before is sealed at its first Open, every value of it", "server/store/migrate.go",
+		"for _, p := range pairs {", "for _, p := range pairs[:0] {"},
 }
 
 func init() { Catalogue = append(Catalogue, storeMutants...) }
