@@ -289,8 +289,9 @@ func (s *Store) run(batch []*request) {
 
 // persist makes batch durable: normally as one WAL record, written at the
 // current offset and fdatasync'd; direct reports a batch too large for the
-// WAL, applied in its own bbolt transaction instead. On any error nothing
-// of batch is acknowledged, except as ErrUncertain says, and the WAL position
+// WAL, applied in its own bbolt transaction instead. A pass's first record
+// follows its marker, written and synced first. On any error nothing of
+// batch is acknowledged, except as ErrUncertain says, and the WAL position
 // is unchanged (the next record overwrites the failed one). A write that
 // finds no space is refused and may be retried; any other failure fails
 // the store for good (failure.go).
@@ -305,6 +306,13 @@ func (s *Store) persist(batch []*request) (direct bool, err error) {
 	}
 	if s.w.off+size > s.w.size {
 		if err := s.wrap(); err != nil {
+			return false, err
+		}
+	}
+	if s.w.needMarker {
+		// INVARIANT: a marker and a record of at most half the WAL fit
+		// in the WAL.
+		if err := s.writeMarker(); err != nil {
 			return false, err
 		}
 	}

@@ -39,7 +39,10 @@
 // the batch's ops in order, each a delete flag, then bucket, key and, for
 // a put, value, each with a uvarint length). seq numbers records 1, 2, 3,
 // ...; pass is a random non-zero id drawn each time the writer starts
-// writing at offset 0. The bbolt bucket "store.wal" (reserved: ErrInvalid for callers)
+// writing at offset 0. The first record of every pass is its marker: one
+// put of "marker" in the bucket "store.wal", whose value is the bbolt
+// file's applied and digest (below) when the pass began; it is applied to
+// nothing. The bbolt bucket "store.wal" (reserved: ErrInvalid for callers)
 // holds "applied": the seq of the last record whose ops are in the bbolt
 // file, always written in the same bbolt transaction as those ops;
 // "digest": the XOR of the tags of every value outside store.wal and their
@@ -89,6 +92,14 @@
 // one synced bbolt transaction that also sets "applied" to the seq the
 // record would have had, and starts a new pass.
 //
+// A pass's marker is written, and fdatasync'd, before the first record of
+// the pass, by the writer, at offset 0: no record of a pass is ever on the
+// disk without its marker before it. The state it describes is on stable
+// storage before it: a pass begins after a synced bbolt transaction (the
+// checkpoint of a wrap, a large batch's) or at Open, which syncs the bbolt
+// file; and until the marker is written nothing changes the file, as
+// nothing is pending.
+//
 // # Recovery
 //
 // Open, before the writer starts:
@@ -100,9 +111,13 @@
 //  2. seals a bbolt file without the format mark (see Integrity);
 //  3. checks the bbolt file as a whole: the tag of every value, the digest
 //     recomputed against the one stored, and bbolt's own check;
-//  4. applies the chain's records with seq > applied, with the new
-//     "applied", in one synced bbolt transaction; the writer then starts a
-//     new pass at offset 0 with seq max(applied, last seq)+1.
+//  4. checks the bbolt file against the WAL (the marker) and the WAL
+//     against itself (a chain that ends early): see Integrity;
+//  5. applies the chain's records with seq > applied (but its marker), with
+//     the new "applied", in one synced bbolt transaction;
+//  6. fdatasyncs the bbolt file; the writer then starts a new pass at
+//     offset 0 with seq max(applied, last seq)+1, whose marker it writes
+//     with its first record.
 //
 // Why no acknowledged record is lost: a record is acknowledged only after
 // its fdatasync, and is written only at the end of the current pass's
@@ -140,13 +155,40 @@
 //   - bbolt's own check, at Open, vouches for the routes of lookups: a
 //     damaged key in a branch page sends Get to a leaf that lacks a key that
 //     exists, and no tag is read to say so.
+//   - (3) The marker at the start of the WAL's chain vouches that the bbolt
+//     file is not older than the WAL says: Open refuses a file whose applied
+//     is below the marker's (a lost write of bbolt's meta page, an old copy
+//     put back) or equal with another digest. A chain with records not in
+//     bbolt must begin with a marker; a marker inside a chain is damage.
+//   - (4) A chain that ends early is damage, not a torn tail. Records of a
+//     pass are written one after the other, each fdatasync'd before the
+//     next is written, so a crash tears at most the last; after the chain's
+//     last record, a valid record of its pass with a higher seq anywhere
+//     further in the WAL means that a record in between was damaged. The
+//     candidates are found by the pass id at offset 8 of a header
+//     (bytes.Index), in the one read of the WAL at Open. A chain that is
+//     empty has its marker damaged, or torn by a crash while it was
+//     written, when no record of its pass existed yet: the pass ids in the
+//     headers at offset 0 and right after a marker are taken as the
+//     chain's, and a valid record of them not in bbolt is damage. A record
+//     left behind the chain by a failed write is not taken for damage: a
+//     write that fails for lack of space is overwritten by the next record,
+//     at the same offset and seq, which destroys its header; a write that
+//     fails otherwise fails the store, and the record is the chain's last.
+//
+// What a disk can still do undetected: lose an fdatasync'd WAL record
+// together with every later one, or damage the chain's last record (which
+// cannot be told from one torn by a crash, and is dropped), before a
+// checkpoint has applied it: the chain simply ends earlier, as
+// after a crash before the ack; and change bytes in a way that keeps a
+// 128-bit tag.
 //
 // A bbolt file written before change 69 has no format mark. Its first Open
 // seals it, before anything else is read from it: every value gets its
 // tag and the digest is computed, in one synced transaction (migrate.go;
 // Stats.Sealed counts the values). A sealed file that lost its format mark
 // is refused, not sealed again: its store.wal holds more than an 8-byte
-// "applied".
+// "applied", or its WAL begins with a marker.
 //
 // # Failure
 //

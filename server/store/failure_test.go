@@ -264,3 +264,22 @@ func TestIsNoSpace(t *testing.T) {
 		require.Equal(t, want, isNoSpace(err), "%v", err)
 	}
 }
+
+// The first record of a pass waits for its marker's fdatasync: if that
+// fails, the store fails and the record was never written (certain).
+func TestMarkerSyncFailureFailsStore(t *testing.T) {
+	var fail fault
+	path := filepath.Join(t.TempDir(), "m.db")
+	opts := Options{hooks: &testHooks{beforeSync: fail.get}}
+	s := openAt(t, path, opts)
+	fail.set(syscall.EIO)
+	err := s.Commit(context.Background(), put("f", "k", "v"))
+	require.ErrorIs(t, err, ErrFailed)
+	require.NotErrorIs(t, err, ErrUncertain)
+	require.ErrorContains(t, err, "marker")
+	fail.set(nil)
+	requireFailedForGood(t, s, syscall.EIO)
+	require.ErrorIs(t, s.Close(), ErrFailed)
+	s = openAt(t, path, Options{})
+	requireAbsent(t, s, "f", "k")
+}

@@ -17,31 +17,38 @@ import (
 // must not be sealed again: that would give a damaged value a fresh tag.
 // Such a file shows that it was sealed, which a file of before cannot: its
 // store.wal holds another key than an 8-byte "applied" (sealed, applied
-// has 8+tagLen bytes; the digest and the mark are there). Open refuses
-// it.
+// has 8+tagLen bytes; the digest and the mark are there), or its WAL's
+// chain begins with a marker. Open refuses it.
 
-// sealUnsealed seals the bbolt file if it has no format mark (see above).
-// It fails the store on a file that lost its mark.
-func (s *Store) sealUnsealed() error {
+// sealUnsealed seals the bbolt file if it has no format mark and reports
+// whether it did (see above). It fails the store on a file that lost its
+// mark.
+func (s *Store) sealUnsealed(chain []scannedRecord) (migrated bool, err error) {
 	var sealed bool
 	if err := s.db.View(func(tx *bolt.Tx) (err error) {
 		_, sealed, err = readFileState(tx, s.path, newSealer())
 		return err
 	}); err != nil {
-		return s.fail(err, false)
+		return false, s.fail(err, false)
 	}
 	if sealed {
-		return nil
+		return false, nil
+	}
+	if len(chain) > 0 {
+		if _, marker := decodeMarker(chain[0].payload); marker {
+			return false, s.fail(&IntegrityError{File: s.path, Bucket: walBucket, Key: []byte(walFormatKey),
+				Reason: "the format mark is gone, but the WAL beside the file was written after it"}, false)
+		}
 	}
 	n, err := s.sealAll()
 	if err != nil {
 		if isIntegrity(err) {
-			return s.fail(err, false)
+			return false, s.fail(err, false)
 		}
-		return s.writeFailed(fmt.Errorf("store: open %s: seal the values: %w", s.path, err))
+		return false, s.writeFailed(fmt.Errorf("store: open %s: seal the values: %w", s.path, err))
 	}
 	s.stats.Sealed = n
-	return nil
+	return true, nil
 }
 
 // sealAll seals every value of an unsealed file and stores its digest and

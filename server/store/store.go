@@ -119,9 +119,10 @@ type testHooks struct {
 	// fdatasync; an error fails the batch as a write that failed after
 	// its bytes landed would (isNoSpace or not, as beforeCommit).
 	afterWrite func() error
-	// beforeSync runs after a WAL record is written, before its
-	// fdatasync; an error fails the batch as a failed fdatasync would:
-	// the store fails, ErrUncertain.
+	// beforeSync runs after a WAL record (or a pass's marker) is
+	// written, before its fdatasync; an error fails the batch as a failed
+	// fdatasync would: the store fails, ErrUncertain (for a marker: no
+	// record of the batch was written yet, the failure is certain).
 	beforeSync func() error
 	// beforeCheckpoint runs inside a checkpoint's bbolt transaction after
 	// every op is applied; an error fails the checkpoint as a failed

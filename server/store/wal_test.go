@@ -26,12 +26,24 @@ func crash(t testing.TB, s *Store) {
 	require.NoError(t, s.close(false))
 }
 
-// readChain returns the valid records of the WAL of the database at path.
+// readChain returns the valid records of the WAL of the database at path,
+// without the pass's marker.
 func readChain(t testing.TB, path string) []scannedRecord {
 	t.Helper()
 	buf, err := os.ReadFile(path + walSuffix)
 	require.NoError(t, err)
-	return scanWAL(buf)
+	return dataRecords(t, scanWAL(buf))
+}
+
+// dataRecords is chain without its marker, which it must begin with.
+func dataRecords(t testing.TB, chain []scannedRecord) []scannedRecord {
+	t.Helper()
+	if len(chain) == 0 {
+		return nil
+	}
+	_, marker := decodeMarker(chain[0].payload)
+	require.True(t, marker, "the chain does not begin with a marker")
+	return chain[1:]
 }
 
 // dbValue reads bucket/key from the open store's bbolt file, without
@@ -265,7 +277,7 @@ func TestStaleRecordsNotReplayed(t *testing.T) {
 
 	chain := readChain(t, path)
 	require.Equal(t, 4, len(chain), "the commit that wrapped and three more")
-	require.Zero(t, chain[0].off)
+	require.Equal(t, markerLen, chain[0].off, "right after the pass's marker")
 	// Pass 1 is still there right after the chain: its records are valid
 	// on their own but belong to another pass, and their seqs are older.
 	buf, err := os.ReadFile(path + walSuffix)
@@ -273,6 +285,8 @@ func TestStaleRecordsNotReplayed(t *testing.T) {
 	end := chain[3].off + walHeaderLen + int64(len(chain[3].payload))
 	stale := scanWAL(buf[end:])
 	require.NotEmpty(t, stale, "no record of pass 1 right after the chain")
+	_, marker := decodeMarker(stale[0].payload)
+	require.False(t, marker)
 	require.NotEqual(t, chain[0].pass, stale[0].pass)
 	require.Less(t, stale[0].seq, chain[0].seq)
 
@@ -402,8 +416,9 @@ func TestLargeBatchBypassesWAL(t *testing.T) {
 // A WAL record whose write failed after its bytes landed (a full disk:
 // the store stays usable) is not acknowledged and is overwritten by the
 // next, shorter record, which leaves the failed record's tail behind the
-// chain; if the next batch is applied directly instead, the failed record
-// can never be replayed over it.
+// chain (not taken for a chain that ends early, rule 4); if the next batch
+// is applied directly instead, the failed record can never be replayed
+// over it.
 func TestFailedWriteOverwritten(t *testing.T) {
 	for _, next := range []string{"small", "large"} {
 		t.Run("next="+next, func(t *testing.T) {
@@ -525,7 +540,7 @@ func TestCrashAtEveryByteOfTheLastRecord(t *testing.T) {
 	require.NoError(t, err)
 	wal, err := os.ReadFile(path + walSuffix)
 	require.NoError(t, err)
-	chain := scanWAL(wal)
+	chain := dataRecords(t, scanWAL(wal))
 	require.Len(t, chain, n)
 	last := chain[n-1]
 	end := last.off + walHeaderLen + int64(len(last.payload))

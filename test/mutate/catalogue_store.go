@@ -18,6 +18,20 @@ var storeMutants = []Mutant{
 		"if sum != st.digest {", "if false && sum != st.digest {"},
 	{"digest-old-tag-kept", "change 69 (2): a put or delete takes the old value's tag out of the digest", "server/store/digest.go",
 		"w.state.digest.remove(storedTag(old))", "_ = old"},
+	// (3) The WAL's marker vouches for bbolt.
+	{"marker-applied-not-compared", "change 69 (3): Open refuses a bbolt file whose applied is below the WAL marker's", "server/store/wal.go",
+		"case isMarker && st.applied < m.applied:", "case isMarker && st.applied < m.applied && false:"},
+	{"marker-digest-not-compared", "change 69 (3): at the marker's applied, the bbolt file has the marker's digest", "server/store/wal.go",
+		"case isMarker && st.applied == m.applied && st.digest != m.digest:", "case isMarker && st.applied == m.applied && st.digest != m.digest && false:"},
+	{"unmarked-pass-accepted", "change 69 (3): a WAL pass with records not in bbolt begins with its marker", "server/store/wal.go",
+		"case !isMarker && i == 0 && !migrated && chain[len(chain)-1].seq > st.applied:", "case !isMarker && i == 0 && !migrated && chain[len(chain)-1].seq > st.applied && false:"},
+	{"marker-inside-chain-accepted", "change 69 (3): a marker only begins a pass, it is never inside one", "server/store/wal.go",
+		"case isMarker && i > 0:", "case isMarker && i > 0 && false:"},
+	// (4) A chain that ends early is corruption.
+	{"early-chain-end-ignored", "change 69 (4): a valid record of the chain's pass beyond its end means a damaged record", "server/store/wal.go",
+		"if r, ok := strayRecord(buf, c.end(), c.pass, c.seq); ok {", "if r, ok := strayRecord(buf, c.end(), c.pass, c.seq); ok && false {"},
+	{"damaged-marker-ignored", "change 69 (4): a damaged marker leaves no chain, and the records of its pass are still found", "server/store/wal.go",
+		"if r, ok := strayRecord(buf, 0, pass, st.applied); ok {", "if r, ok := strayRecord(buf, 0, pass, st.applied); ok && false {"},
 	// (5) Fail-stop.
 	{"sync-failure-not-fatal", "change 69 (5): a failed fdatasync fails the store for good; it is never retried", "server/store/commit.go",
 		"\t\treturn false, s.fail(fmt.Errorf(\"store: sync WAL: %w\", err), true)", "\t\treturn false, fmt.Errorf(\"%w: store: sync WAL: %w\", ErrUncertain, err)"},
