@@ -17,10 +17,12 @@
 //  3. Read with Get and ForEach; they see every Commit that has returned nil,
 //     and never a part of one Commit, and never a value that does not match
 //     its tag.
-//  4. Stop acting on the store at once when any call returns an error
+//  4. Call Scrub in the background, a chunk at a time at the rate you
+//     choose, and export its progress (see Scrub below).
+//  5. Stop acting on the store at once when any call returns an error
 //     matching ErrFailed (or Failed returns one): the store has failed for
 //     good, and nothing more is acknowledged (see Failure).
-//  5. Close once at shutdown; it fails queued Commits with ErrClosed, waits
+//  6. Close once at shutdown; it fails queued Commits with ErrClosed, waits
 //     for the batch in flight and applies everything to the bbolt file.
 //
 // # Files
@@ -145,7 +147,7 @@
 //   - (1) The tag vouches for a value under its bucket and key: a flipped
 //     bit, a value written under another key or bucket (a misdirected
 //     write) or cut short fails it. Open checks every tag, and so do Get,
-//     ForEach and Check on everything they read.
+//     ForEach, Check and Scrub on everything they read.
 //   - (2) The digest vouches for the file as the last transaction left it:
 //     a page that a lost write left stale holds an older version of its
 //     values, whose tags verify, but the recomputed digest (or the number
@@ -190,16 +192,28 @@
 // is refused, not sealed again: its store.wal holds more than an 8-byte
 // "applied", or its WAL begins with a marker.
 //
+// Scrub (rule 6) reads the whole bbolt file again and again, a chunk of at
+// most the values the caller asks for per call, each chunk in a read
+// transaction of its own, resuming after the last key checked: every
+// value once a pass. It checks every tag, and a bad one fails the store.
+// At the end of a pass it also compares the digest of the values it saw
+// with the stored one, but only if the bbolt file had no write transaction
+// (no checkpoint or large batch committed) during the whole pass: chunks
+// of different versions of the file do not add up to the digest of any.
+// A store under steady writes may therefore never have its digest checked
+// by the scrub; Open checks it in any case. Scrub reads the bbolt file
+// only: Commits still only in the WAL are checked once applied.
+//
 // # Failure
 //
 // The store fails for good (ErrFailed) when it finds damage (an
-// *IntegrityError: Open, a read, Check or a checkpoint finding a
+// *IntegrityError: Open, a read, Check, Scrub or a checkpoint finding a
 // value that does not match its tag), when an fdatasync fails (of the WAL
 // or of bbolt's file: never retried, whatever its errno; after a failed
 // fsync the kernel may have dropped the pages, and a second one may report
 // success), or when a write or read fails with an I/O error other than a
 // lack of space (ENOSPC, EDQUOT on a write). From then on every Commit,
-// Get, ForEach and Check returns an error matching ErrFailed; the
+// Get, ForEach, Check and Scrub returns an error matching ErrFailed; the
 // checkpointer stops; Failed returns the first cause; nothing more is
 // written to either file (Close checkpoints nothing and returns the
 // failure). Records acknowledged before stay in the WAL and the next Open

@@ -12,10 +12,10 @@ import (
 // Fail-stop (docs/protocol.md change 69, rule 5). A store that finds that
 // its disk changed something (an IntegrityError), whose fdatasync fails, or
 // whose write or read fails with anything but a lack of space, fails for
-// good: from then on every Commit, Get, ForEach and Check returns an error
-// matching ErrFailed, the checkpointer stops, and Failed says why. A failed
-// store writes nothing more to either file. A lack of space (ENOSPC,
-// EDQUOT) on a write is no failure of the data: the write is
+// good: from then on every Commit, Get, ForEach, Check and Scrub returns
+// an error matching ErrFailed, the checkpointer stops, and Failed says
+// why. A failed store writes nothing more to either file. A lack of space
+// (ENOSPC, EDQUOT) on a write is no failure of the data: the write is
 // refused and a later one may succeed (issue 36).
 
 // ErrFailed is matched (errors.Is) by every error of a store that has

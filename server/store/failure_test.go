@@ -45,6 +45,8 @@ func requireFailedForGood(t testing.TB, s *Store, cause error) {
 	require.ErrorIs(t, err, ErrFailed)
 	require.ErrorIs(t, s.ForEach("f", func(k, v []byte) error { return nil }), ErrFailed)
 	require.ErrorIs(t, s.Check(), ErrFailed)
+	_, err = s.Scrub(100)
+	require.ErrorIs(t, err, ErrFailed)
 	select {
 	case <-s.ckptDone:
 	case <-time.After(10 * time.Second):

@@ -128,6 +128,9 @@ type testHooks struct {
 	// every op is applied; an error fails the checkpoint as a failed
 	// bbolt commit would (isNoSpace or not, as beforeCommit).
 	beforeCheckpoint func() error
+	// scrubbed runs for each value Scrub has checked, in the order
+	// checked.
+	scrubbed func(bucket string, key []byte)
 }
 
 func (o Options) validate() error {
@@ -204,6 +207,11 @@ type Store struct {
 	// only by whoever is writing (see writing), and by Close after the
 	// writing has stopped.
 	w walState
+
+	// scrubMu serializes Scrub calls; scrub is where the scrub stands,
+	// guarded by scrubMu.
+	scrubMu sync.Mutex
+	scrub   scrubPos
 
 	// ckptMu serializes every bbolt write transaction (checkpoints and
 	// large batches), so a checkpoint's snapshot of pending is applied

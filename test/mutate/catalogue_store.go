@@ -41,6 +41,15 @@ var storeMutants = []Mutant{
 		"func isNoSpace(err error) bool {\n", "func isNoSpace(err error) bool {\n\tif errors.Is(err, syscall.ENOSPC) {\n\t\treturn true\n\t}\n"},
 	{"io-error-retried", "change 69 (5): an I/O error on a write fails the store; only ENOSPC and EDQUOT are retried", "server/store/failure.go",
 		"return errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT)", "return true"},
+	// (6) Scrub.
+	{"scrub-ignores-bad-tag", "change 69 (6): the scrub checks every tag, and a bad one fails the store", "server/store/scrub.go",
+		"if _, ok := sl.open(prefix, k, v); !ok {", "if _, ok := sl.open(prefix, k, v); false && !ok {"},
+	{"scrub-resumes-at-last-key", "change 69 (6): a scrub's chunk resumes after the last key checked, each value once a pass", "server/store/scrub.go",
+		"\t\t\t\tk, v = c.Next()\n", "\t\t\t\tk, v = c.Seek(pos.key)\n"},
+	{"scrub-digest-not-compared", "change 69 (6): at the end of a pass in which the file did not change, the scrub compares the digest", "server/store/scrub.go",
+		"if pos.sum != st.digest {", "if false && pos.sum != st.digest {"},
+	{"scrub-digest-despite-writes", "change 69 (6): the scrub compares no digest over chunks of different versions of the file", "server/store/scrub.go",
+		"\tif !pos.changed {\n", "\tif true {\n"},
 	// A store of before.
 	{"old-file-not-sealed", "change 69: a bbolt file of before is sealed at its first Open, every value of it", "server/store/migrate.go",
 		"for _, p := range pairs {", "for _, p := range pairs[:0] {"},
