@@ -168,11 +168,15 @@
 //     last record, a valid record of its pass with a higher seq anywhere
 //     further in the WAL means that a record in between was damaged. The
 //     candidates are found by the pass id at offset 8 of a header
-//     (bytes.Index), in the one read of the WAL at Open. A chain that is
-//     empty has its marker damaged, or torn by a crash while it was
-//     written, when no record of its pass existed yet: the pass ids in the
-//     headers at offset 0 and right after a marker are taken as the
-//     chain's, and a valid record of them not in bbolt is damage. A record
+//     (bytes.Index), in the one read of the WAL at Open. The marker at
+//     offset 0 may itself be damaged (or torn by a crash while it was
+//     written, when no record of its pass existed yet), and the chain is
+//     empty; or its write may be lost, which leaves there the marker of the
+//     pass before, of the same size, and the chain is that old marker
+//     alone. So the pass ids in the headers at offset 0 and right after a
+//     marker are candidates too, unless they are the chain's, and a valid
+//     record of theirs not in bbolt is damage (every record of an earlier
+//     pass is in bbolt: a pass begins only then). A record
 //     left behind the chain by a failed write is not taken for damage: a
 //     write that fails for lack of space is overwritten by the next record,
 //     at the same offset and seq, which destroys its header; a write that

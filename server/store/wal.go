@@ -461,12 +461,14 @@ func (s *Store) recoverFrom(path string, buf []byte) error {
 // Rule 4: after the chain's last record, a valid record of the chain's
 // pass with a higher seq anywhere further in the WAL means that a record
 // in between was damaged: records of a pass are written one after the
-// other, each synced before the next is written. If the chain is empty,
-// its marker at offset 0 is damaged, or torn by a crash while it was
-// written (no record of its pass exists then, and every record of an
-// older pass is in bbolt); the pass ids in the headers where the marker
-// and the record after it begin are taken as the chain's, and a record of
-// them not in bbolt is evidence of damage.
+// other, each synced before the next is written. The marker of the pass
+// at offset 0 may itself be damaged, torn by a crash while it was written
+// (no record of its pass exists then), or lost: a lost write of it leaves
+// there the marker of the pass before, the same size, and the chain is
+// that old marker alone. So the pass ids in the headers where a marker and
+// the record after it begin are candidates too, unless they are the
+// chain's: a valid record of theirs not in bbolt is damage (every record
+// of a pass before the chain's is in bbolt: a pass begins only then).
 func checkChain(dbPath, walPath string, buf []byte, chain []scannedRecord, st fileState, migrated bool) error {
 	for i, r := range chain {
 		m, isMarker := decodeMarker(r.payload)
@@ -495,16 +497,19 @@ func checkChain(dbPath, walPath string, buf []byte, chain []scannedRecord, st fi
 		if r, ok := strayRecord(buf, c.end(), c.pass, c.seq); ok {
 			return early(fmt.Sprintf("after record %d at offset %d", c.seq, c.off), r)
 		}
-		return nil
 	}
 	for _, at := range []int64{8, markerLen + 8} {
 		if at+8 > int64(len(buf)) {
 			continue
 		}
-		if pass := binary.LittleEndian.Uint64(buf[at:]); pass != 0 {
-			if r, ok := strayRecord(buf, 0, pass, st.applied); ok {
-				return early("at offset 0", r)
-			}
+		pass := binary.LittleEndian.Uint64(buf[at:])
+		if pass == 0 || len(chain) > 0 && pass == chain[0].pass {
+			continue
+		}
+		if r, ok := strayRecord(buf, 0, pass, st.applied); ok {
+			return &IntegrityError{File: walPath, Reason: fmt.Sprintf(
+				"the chain of records ends early (%d records of another pass from offset 0), but record %d of pass %x, "+
+					"not in bbolt, is at offset %d: the marker of its pass is damaged or lost", len(chain), r.seq, pass, r.off)}
 		}
 	}
 	return nil

@@ -32,6 +32,8 @@ var storeMutants = []Mutant{
 		"if r, ok := strayRecord(buf, c.end(), c.pass, c.seq); ok {", "if r, ok := strayRecord(buf, c.end(), c.pass, c.seq); ok && false {"},
 	{"damaged-marker-ignored", "change 69 (4): a damaged marker leaves no chain, and the records of its pass are still found", "server/store/wal.go",
 		"if r, ok := strayRecord(buf, 0, pass, st.applied); ok {", "if r, ok := strayRecord(buf, 0, pass, st.applied); ok && false {"},
+	{"lost-marker-ignored", "change 69 (4): a lost marker leaves the old pass's marker as the chain, and the records of the new pass are still found", "server/store/wal.go",
+		"if pass == 0 || len(chain) > 0 && pass == chain[0].pass {", "if pass == 0 || len(chain) > 0 {"},
 	// (5) Fail-stop.
 	{"sync-failure-not-fatal", "change 69 (5): a failed fdatasync fails the store for good; it is never retried", "server/store/commit.go",
 		"\t\treturn false, s.fail(fmt.Errorf(\"store: sync WAL: %w\", err), true)", "\t\treturn false, fmt.Errorf(\"%w: store: sync WAL: %w\", ErrUncertain, err)"},
