@@ -1,9 +1,10 @@
 package main
 
 // The server's side of fail-stop on a disk that rots (docs/protocol.md
-// change 69, rules 5 and 6): each weakened by one here is killed by the
-// named test of its own package (./server or ./cmd/bqserver, real servers
-// in one process). They join Catalogue at init.
+// change 69, rules 5 and 6): each weakened by one here is killed by a test
+// of server/core (a unit package) or by the named test of its own package
+// (./server or ./cmd/bqserver, real servers in one process). They join
+// Catalogue at init.
 var failstopMutants = []Mutant{
 	{"failstop-store-not-watched", "change 69 (5): a server stops as soon as its store fails, found by any reader (the scrub)", "server/server.go",
 		"\tgo s.watchStore(ctx)\n", "\t_ = s.watchStore\n"},
@@ -17,6 +18,10 @@ var failstopMutants = []Mutant{
 		"if err := checkCorruptMark(m.Dir); err != nil {", "if err := checkCorruptMark(m.Dir); false && err != nil {"},
 	{"store-failure-exit-not-9", "change 69 (5): bqserver run exits 9 when the store failed", "cmd/bqserver/run.go",
 		"\t\t\t\tif errors.Is(err, store.ErrFailed) {\n\t\t\t\t\treturn &cli.Exit{Code: exitStoreFailed", "\t\t\t\tif false && errors.Is(err, store.ErrFailed) {\n\t\t\t\t\treturn &cli.Exit{Code: exitStoreFailed"},
+	{"restore-ban-read-error-ignored", "change 69 (5): Restore stops on a read error of the store, here of the bans", "server/core/persist.go",
+		"\tif err != nil {\n\t\treturn fmt.Errorf(\"core: restoring bans: %w\", err)", "\tif false && err != nil {\n\t\treturn fmt.Errorf(\"core: restoring bans: %w\", err)"},
+	{"restore-hw-read-error-ignored", "change 69 (5): Restore stops on a read error of the store, here of the high-water marks", "server/core/persist.go",
+		"\tif err != nil {\n\t\treturn fmt.Errorf(\"core: restoring high-water marks: %w\", err)", "\tif false && err != nil {\n\t\treturn fmt.Errorf(\"core: restoring high-water marks: %w\", err)"},
 	{"corrupt-not-listed", "change 69 (5): server list shows a member that marked itself corrupt", "cmd/bqserver/server.go",
 		"if why, ok := server.CorruptMark(sdir); ok {", "if why, ok := server.CorruptMark(sdir); false && ok {"},
 }
