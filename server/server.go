@@ -111,6 +111,11 @@ type Server struct {
 	connLimits connLimits
 	closeOnce  sync.Once
 	closeErr   error
+	// failed is closed and failure set, once, when the store failed for
+	// good and the server stopped itself (failstop.go).
+	failOnce sync.Once
+	failed   chan struct{}
+	failure  error
 }
 
 // Start loads the server's material, opens its store, records a new
@@ -130,6 +135,9 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("server", m.ID.String())
+	if err := checkCorruptMark(m.Dir); err != nil {
+		return nil, err
+	}
 	reg := metrics.NewRegistry(m.ID.String())
 	storeOpts := store.Options{Logger: log, Observe: func(d time.Duration, ops int) {
 		reg.Fsync.Observe(d.Seconds())
@@ -138,13 +146,14 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Settings.ApplyStore(&storeOpts)
 	st, err := store.Open(filepath.Join(m.Dir, "bq.db"), storeOpts)
 	if err != nil {
-		return nil, err
+		return nil, startFailed(m.Dir, err)
 	}
 	if n := st.Stats().Recovered; n > 0 {
 		log.Info("replayed the write-ahead log: what this server acknowledged before it stopped is back", "records", n)
 	}
 	s := &Server{cfg: cfg, log: log, Material: m, store: st, metrics: reg, done: make(chan struct{}),
-		pipe: make(chan core.Effects, 64), committed: make(chan struct{}), limitLog: newLimitLog(log)}
+		pipe: make(chan core.Effects, 64), committed: make(chan struct{}), limitLog: newLimitLog(log),
+		failed: make(chan struct{})}
 	fail := func(err error) (*Server, error) {
 		if s.transport != nil {
 			_ = s.transport.Close()
@@ -178,7 +187,7 @@ func Start(cfg Config) (*Server, error) {
 		return fail(fmt.Errorf("server: building core: %w", err))
 	}
 	if err := s.core.Restore(st); err != nil {
-		return fail(fmt.Errorf("server: restoring state from %s: %w", filepath.Join(m.Dir, "bq.db"), err))
+		return fail(startFailed(m.Dir, fmt.Errorf("server: restoring state from %s: %w", filepath.Join(m.Dir, "bq.db"), err)))
 	}
 
 	c := m.Cluster
@@ -247,6 +256,8 @@ func Start(cfg Config) (*Server, error) {
 	go metrics.WarnExpiry(ctx, log, s.dependsOn)
 	go s.loop(ctx)
 	go s.commitLoop(ctx)
+	go s.watchStore(ctx)
+	go s.scrub(ctx, cfg.Settings.ScrubRate(), cfg.Settings.ScrubInterval())
 	return s, nil
 }
 
@@ -442,6 +453,9 @@ func (s *Server) persist(ctx context.Context, recs []core.Record) bool {
 		}
 		if ctx.Err() != nil {
 			return false
+		}
+		if errors.Is(err, store.ErrFailed) {
+			return false // never retried; watchStore stops the server (docs/protocol.md change 69)
 		}
 		s.log.Error("cannot persist; holding every reply until the disk accepts writes again", "records", len(ops), "err", err, "retry_in", backoff)
 		select {
@@ -682,7 +696,11 @@ func (s *Server) Close() error {
 		if s.http != nil {
 			herr = s.http.Close()
 		}
-		s.closeErr = errors.Join(s.transport.Close(), s.store.Close(), herr)
+		serr := s.store.Close()
+		if s.Failure() != nil {
+			serr = nil // the store's failure is Failure's, not Close's
+		}
+		s.closeErr = errors.Join(s.transport.Close(), serr, herr)
 		s.log.Info("server stopped")
 	})
 	return s.closeErr

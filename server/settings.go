@@ -116,6 +116,10 @@ var SettingKeys = []*SettingKey{
 	{Name: "wal_size", Kind: KindBytes, Default: "16MiB", min: store.MinWALSize, max: store.MaxWALSize,
 		Doc:   "size of the write-ahead log beside the server's database (bq.db.wal), allocated in full when the server starts: what it can still acknowledge once its disk is full",
 		store: func(v any, o *store.Options) { o.WALSize = v.(int) }},
+	{Name: "scrub_rate", Kind: KindBytes, Default: "4MiB", ZeroOK: true, min: 0, max: 1 << 30,
+		Doc: "bytes of stored values a second the background scrub reads, checking each one's tag, so that a disk that rots is found before a restart needs the data (docs/protocol.md change 69); 0 turns it off"},
+	{Name: "scrub_interval", Kind: KindDuration, Default: "1m",
+		Doc: "shortest time from the start of one scrub pass over the whole store to the start of the next"},
 	{Name: "max_client_connections", Kind: KindCount, Default: "1024",
 		Doc:    "client connections held at once, in handshake or bound",
 		limits: func(v any, l *transport.Limits) { l.MaxClientConns = v.(int) }},
@@ -243,6 +247,9 @@ func (k *SettingKey) parse(text string) (any, error) {
 		}
 		return n, nil
 	case KindBytes:
+		if text == "0" && k.ZeroOK {
+			return 0, nil
+		}
 		return parseBytes(text, k.min, k.max)
 	default:
 		f, err := strconv.ParseFloat(text, 64)
@@ -300,6 +307,24 @@ func (s *Settings) value(name string) any {
 		panic(fmt.Sprintf("server: the default of %s does not parse: %v", name, err))
 	}
 	return v
+}
+
+// ScrubRate is scrub_rate: bytes of stored values a second the background
+// scrub reads (0: none).
+func (s *Settings) ScrubRate() int {
+	if s == nil {
+		return (&Settings{}).value("scrub_rate").(int)
+	}
+	return s.value("scrub_rate").(int)
+}
+
+// ScrubInterval is scrub_interval: the shortest time between the starts of
+// two scrub passes.
+func (s *Settings) ScrubInterval() time.Duration {
+	if s == nil {
+		return (&Settings{}).value("scrub_interval").(time.Duration)
+	}
+	return s.value("scrub_interval").(time.Duration)
 }
 
 // check reports the problems between keys.

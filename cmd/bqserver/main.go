@@ -27,12 +27,14 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 // its command's own (issue 55: 'dev --help' listed exit 5 of 'server add').
 func exitCodes(path string) string {
 	usage := "usage: a mistake on the command line"
-	var five string
+	var five, nine string
 	switch path {
 	case "bqserver":
 		five = "too few servers answered ('server', 'ca', 'client revoke' and 'status': their --help says when)"
 	case "bqserver run":
 		usage += ", or in the settings file (server.yaml, --config)"
+		nine = "the server's store failed: its disk changed what it stored (it wrote server-I/CORRUPT:\n" +
+			"     replace it), an fdatasync failed, or an I/O error; it stopped before saying anything wrong"
 	case "bqserver server add", "bqserver server remove", "bqserver server replace", "bqserver server push",
 		"bqserver ca rotate", "bqserver ca rotate-clients", "bqserver ca retire-clients", "bqserver ca rotate-operator":
 		five = "too few servers answered: fewer than must endorse the change (nothing was signed; --force\n" +
@@ -47,6 +49,9 @@ func exitCodes(path string) string {
 	out := "\nExit codes:\n  0  ok (also after SIGINT or SIGTERM)\n  1  error\n  2  " + usage + "\n"
 	if five != "" {
 		out += "  5  " + five + "\n"
+	}
+	if nine != "" {
+		out += "  9  " + nine + "\n"
 	}
 	return out
 }

@@ -18,7 +18,13 @@ import (
 
 	"github.com/bq-lock/bq/cmd/internal/cli"
 	"github.com/bq-lock/bq/server"
+	"github.com/bq-lock/bq/server/store"
 )
+
+// exitStoreFailed is run's exit code when the server's store failed for
+// good, at start or while running (docs/protocol.md change 69): a service
+// manager should not restart it (systemd: RestartPreventExitStatus=9).
+const exitStoreFailed = 9
 
 // stopBudget is how long a stopping server may take before we give up waiting.
 const stopBudget = 2 * time.Second
@@ -33,6 +39,11 @@ func runCmd(stderr io.Writer) *cobra.Command {
 		Long: `Run server I of the cluster in DIR (made by 'bqserver init'): it needs DIR/cluster.yaml and its
 own DIR/server-I/ directory, where it keeps its data (a write-ahead log and bbolt). Logs go to
 stderr. SIGINT or SIGTERM stop it within two seconds (exit 0).
+
+A server whose store fails for good — its disk changed a stored byte (the scrub or a read found
+it), an fdatasync failed, or an I/O error on its data files — stops voting, signing and answering
+at once and exits 9. After damage it writes server-I/CORRUPT and refuses to start (exit 9) while
+that file is there: replace it (the README's runbook: "a server's disk is corrupt").
 
 Settings (lease bounds, the max-hold default, limits) come from --config FILE, or DIR/server.yaml
 if it exists; every key is optional. 'bqserver settings' prints every key with its default and
@@ -66,11 +77,19 @@ what it does. A bad file stops the server with one line per problem.`,
 			srv, err := server.Start(server.Config{Dir: dir, ID: id, Logger: logger, MetricsAddr: metricsAddr, Settings: settings})
 			if err != nil {
 				logger.Error("cannot start", "err", err)
+				if errors.Is(err, store.ErrFailed) {
+					return &cli.Exit{Code: exitStoreFailed, Msg: err.Error()}
+				}
 				return &cli.Exit{Code: 1, Msg: err.Error()}
 			}
-			<-ctx.Done()
-			logger.Info("stopping", "signal", context.Cause(ctx))
-			return closeWithin(srv.Close, stopBudget, logger)
+			select {
+			case <-ctx.Done():
+				logger.Info("stopping", "signal", context.Cause(ctx))
+				return closeWithin(srv.Close, stopBudget, logger)
+			case <-srv.Failed():
+				_ = closeWithin(srv.Close, stopBudget, logger)
+				return &cli.Exit{Code: exitStoreFailed, Msg: "stopped: " + srv.Failure().Error()}
+			}
 		},
 	}
 	f := cmd.Flags()

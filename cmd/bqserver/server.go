@@ -17,6 +17,7 @@ import (
 	"github.com/bq-lock/bq/certs"
 	"github.com/bq-lock/bq/cmd/internal/cli"
 	"github.com/bq-lock/bq/crypto"
+	"github.com/bq-lock/bq/server"
 	"github.com/bq-lock/bq/server/metrics"
 	"github.com/bq-lock/bq/transport"
 	"github.com/bq-lock/bq/wire"
@@ -52,8 +53,9 @@ epochs, which cluster CA issued its TLS certificate and when that expires; then 
 CA does, and a one-line verdict. The members of the epoch before that E left out are listed too,
 as long as E is the newest: they seal and hand their state over.
 
-STATE is "reachable" (it answered as this cluster's server within --timeout), "unreachable", or
-"refused" (it answered and refused this command's connection; the text says why). EPOCH is what
+STATE is "reachable" (it answered as this cluster's server within --timeout), "unreachable",
+"refused" (it answered and refused this command's connection; the text says why), or "corrupt"
+(unreachable, and DIR/server-I/CORRUPT says its store was found corrupt and it stopped: replace it). EPOCH is what
 the server says: "serving E"; "copying into E" (it knows E and copies its state before serving
 it); "behind" (it does not know E: 'bqserver server push --dir DIR' shows it); "ahead" (it knows
 an epoch after E: DIR is out of date); for a leaving member "sealed", with whether it may be
@@ -120,6 +122,7 @@ const (
 	stateReachable   = "reachable"
 	stateUnreachable = "unreachable"
 	stateRefused     = "refused"
+	stateCorrupt     = "corrupt" // unreachable, and its directory holds the CORRUPT mark
 )
 
 // serverList is what server list shows, and its JSON.
@@ -266,6 +269,21 @@ func listServers(ctx context.Context, dir string, now time.Time) (*serverList, e
 		}
 		if p.state == stateRefused && m.Role == roleMember && noAdmission != "" {
 			l.unknown = true
+		}
+	}
+	for i := range l.Members {
+		m := &l.Members[i]
+		if m.State != stateUnreachable {
+			continue
+		}
+		// A server that found its store corrupt stopped and wrote its mark
+		// (docs/protocol.md change 69); it shows here when its directory is
+		// in DIR, as on one machine, or copied back from its own.
+		sdir := certs.ServerDir(dir, m.ID)
+		if why, ok := server.CorruptMark(sdir); ok {
+			m.State = stateCorrupt
+			m.Detail = fmt.Sprintf("its store was found corrupt and it stopped (%s: %s): replace it, 'bqserver server replace %d --dir DIR' (the README's runbook)",
+				filepath.Join(sdir, server.CorruptFileName), why, m.ID)
 		}
 	}
 	l.verdict()

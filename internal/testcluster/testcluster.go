@@ -22,7 +22,9 @@ type Cluster struct {
 	t       testing.TB
 	Dir     string
 	Cluster *certs.Cluster
-	servers []*server.Server // nil while stopped
+	// Settings, if set, are those of every server started from then on.
+	Settings *server.Settings
+	servers  []*server.Server // nil while stopped
 }
 
 // Start makes and starts an n-server cluster (f as large as n allows),
@@ -54,10 +56,13 @@ func (c *Cluster) File() string { return filepath.Join(c.Dir, certs.ClusterFileN
 func (c *Cluster) StartServer(i int) {
 	c.t.Helper()
 	require.Nil(c.t, c.servers[i], "server %d is already running", i)
-	s, err := server.Start(server.Config{Dir: c.Dir, ID: i})
+	s, err := server.Start(server.Config{Dir: c.Dir, ID: i, Settings: c.Settings})
 	require.NoError(c.t, err)
 	c.servers[i] = s
 }
+
+// Server is server i, nil while stopped.
+func (c *Cluster) Server(i int) *server.Server { return c.servers[i] }
 
 // Stop stops server i: its connections end, its store is closed.
 func (c *Cluster) Stop(i int) {

@@ -91,6 +91,13 @@ type Registry struct {
 	// an epoch carrying this server's endorsement that its store did not
 	// remember (a store older than what it signed).
 	EpochAlarms *prometheus.CounterVec
+	// StoreFailed is 1 once the store failed for good and the server
+	// stopped itself (docs/protocol.md change 69); ScrubBytes, ScrubPasses
+	// and ScrubChecked follow the background scrub: bytes of values
+	// checked, whole passes, values checked in the pass under way.
+	StoreFailed             prometheus.Gauge
+	ScrubBytes, ScrubPasses prometheus.Counter
+	ScrubChecked            prometheus.Gauge
 	// expiry is bq_certificate_expiry_timestamp_seconds by certificate
 	// (SetCertificateExpiry).
 	expiry *prometheus.GaugeVec
@@ -126,7 +133,13 @@ func NewRegistry(server string) *Registry {
 	}, []string{"certificate"})
 	r.EpochAlarms = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bq_epoch_alarms_total",
 		Help: "Alarms that keys or a store are beyond what bq tolerates: two epochs of one number both signed and endorsed (kind=conflict), or an epoch carrying this server's endorsement that its store did not remember (kind=forgotten-endorsement). Either needs the operator: see the runbook."}, []string{"kind"})
-	reg.MustRegister(r.Fsync, r.Batches, r.Overflows, r.Repairs, r.EpochAlarms, r.expiry, snapshotCollector{r})
+	r.StoreFailed = prometheus.NewGauge(prometheus.GaugeOpts{Name: "bq_store_failed",
+		Help: "1 once this server's store failed for good (its disk changed what it stored, an fdatasync failed, or an I/O error): it stopped voting, signing and answering, and exits with code 9."})
+	r.ScrubBytes = prometheus.NewCounter(prometheus.CounterOpts{Name: "bq_store_scrub_bytes_total", Help: "Bytes of stored values the background scrub read and checked against their tags."})
+	r.ScrubPasses = prometheus.NewCounter(prometheus.CounterOpts{Name: "bq_store_scrub_passes_total", Help: "Whole passes of the background scrub over the store, each value checked once."})
+	r.ScrubChecked = prometheus.NewGauge(prometheus.GaugeOpts{Name: "bq_store_scrub_pass_values", Help: "Values the background scrub checked in the pass under way."})
+	reg.MustRegister(r.Fsync, r.Batches, r.Overflows, r.Repairs, r.EpochAlarms, r.expiry, snapshotCollector{r},
+		r.StoreFailed, r.ScrubBytes, r.ScrubPasses, r.ScrubChecked)
 	for _, t := range []Traffic{r.FromClients, r.FromServers, r.ToClients, r.ToServers} {
 		reg.MustRegister(t.Messages)
 		if t.Bytes != nil {

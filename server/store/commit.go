@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // ErrInvalid is matched (errors.Is) by every error about a malformed
@@ -78,6 +76,10 @@ func (s *Store) Commit(ctx context.Context, ops ...Op) error {
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
+	}
+	if s.failure != nil {
+		s.mu.Unlock()
+		return s.failure
 	}
 	if len(ops) == 0 {
 		s.mu.Unlock()
@@ -287,10 +289,16 @@ func (s *Store) run(batch []*request) {
 
 // persist makes batch durable: normally as one WAL record, written at the
 // current offset and fdatasync'd; direct reports a batch too large for the
-// WAL, applied in its own bbolt transaction instead. On any error nothing
-// of batch is acknowledged, except as ErrUncertain says, and the WAL
-// position is unchanged (the next record overwrites the failed one).
+// WAL, applied in its own bbolt transaction instead. A pass's first record
+// follows its marker, written and synced first. On any error nothing of
+// batch is acknowledged, except as ErrUncertain says, and the WAL position
+// is unchanged (the next record overwrites the failed one). A write that
+// finds no space is refused and may be retried; any other failure fails
+// the store for good (failure.go).
 func (s *Store) persist(batch []*request) (direct bool, err error) {
+	if err := s.Failed(); err != nil {
+		return false, err
+	}
 	rec := encodeRecord(batch)
 	size := int64(len(rec))
 	if size > s.w.size/2 {
@@ -301,25 +309,44 @@ func (s *Store) persist(batch []*request) (direct bool, err error) {
 			return false, err
 		}
 	}
+	if s.w.needMarker {
+		// INVARIANT: a marker and a record of at most half the WAL fit
+		// in the WAL.
+		if err := s.writeMarker(); err != nil {
+			return false, err
+		}
+	}
+	// A write that fails for lack of space is retried: the next record
+	// overwrites this one. Any other failure fails the store, which then
+	// never overwrites the record: if its bytes landed whole, Open
+	// replays it, so the outcome is uncertain.
+	writeFailed := func(err error) error {
+		err = fmt.Errorf("store: write WAL: %w", err)
+		if isNoSpace(err) {
+			return err
+		}
+		return s.fail(err, true)
+	}
 	if h := s.opts.hooks.beforeCommit; h != nil {
 		if err := h(); err != nil {
-			return false, fmt.Errorf("store: write WAL: %w", err)
+			return false, writeFailed(err)
 		}
 	}
 	sealRecord(rec, s.w.pass, s.w.seq)
 	if _, err := s.w.f.WriteAt(rec, s.w.off); err != nil {
-		return false, fmt.Errorf("store: write WAL: %w", err)
+		return false, writeFailed(err)
+	}
+	if h := s.opts.hooks.afterWrite; h != nil {
+		if err := h(); err != nil {
+			return false, writeFailed(err)
+		}
 	}
 	// From here on the record may be in the page cache: if the
 	// fdatasync fails, it may still reach the disk, and Open would
-	// replay it if nothing overwrites it first.
-	if h := s.opts.hooks.beforeSync; h != nil {
-		if err := h(); err != nil {
-			return false, fmt.Errorf("%w: sync WAL: %w", ErrUncertain, err)
-		}
-	}
-	if err := fdatasync(s.w.f); err != nil {
-		return false, fmt.Errorf("%w: sync WAL: %w", ErrUncertain, err)
+	// replay it. A failed fdatasync is never retried: the kernel may
+	// have dropped the pages and a second one may report success.
+	if err := s.syncWAL(); err != nil {
+		return false, s.fail(fmt.Errorf("store: sync WAL: %w", err), true)
 	}
 
 	s.mu.Lock()
@@ -336,6 +363,16 @@ func (s *Store) persist(batch []*request) (direct bool, err error) {
 		}
 	}
 	return false, nil
+}
+
+// syncWAL fdatasyncs the WAL, unless a test hook fails it first.
+func (s *Store) syncWAL() error {
+	if h := s.opts.hooks.beforeSync; h != nil {
+		if err := h(); err != nil {
+			return err
+		}
+	}
+	return fdatasync(s.w.f)
 }
 
 // wrap makes the writer continue at the start of the WAL, once every
@@ -367,43 +404,49 @@ func (s *Store) applyDirect(batch []*request) error {
 	seq := s.w.seq
 	tx, err := s.db.Begin(true)
 	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
+		return s.writeFailed(fmt.Errorf("store: begin: %w", err))
 	}
 	txid := tx.ID() // the id the meta page gets if this commits
 
-	bc := newBucketCache(tx)
-	for _, r := range batch {
-		if err := bc.apply(r.ops); err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("store: apply: %w", err)
+	err = readGuarded(s.path, func() error {
+		w, err := beginSealed(tx, s.path)
+		if err != nil {
+			return err
 		}
-	}
-	if err := putApplied(tx, seq); err != nil {
+		for _, r := range batch {
+			if err := w.apply(r.ops); err != nil {
+				return err
+			}
+		}
+		return w.finish(seq)
+	})
+	if err != nil {
 		_ = tx.Rollback()
+		if isIntegrity(err) {
+			return s.fail(err, false)
+		}
 		return fmt.Errorf("store: apply: %w", err)
 	}
 	if h := s.opts.hooks.beforeCommit; h != nil {
 		if err := h(); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("store: commit: %w", err)
+			return s.writeFailed(fmt.Errorf("store: commit: %w", err))
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		// bbolt rolled back. If the meta page reached the page cache
 		// before its fsync failed, readers already see txid, and the
-		// batch, seq included, may survive: seq is spent.
+		// batch, seq included, may survive: seq is spent, and the store
+		// has failed (a failed fdatasync).
 		if s.visibleTxid() >= txid {
 			s.w.seq++
 			s.w.newPass()
-			return fmt.Errorf("%w: %w", ErrUncertain, err)
+			return s.fail(fmt.Errorf("store: commit: %w", err), true)
 		}
-		return fmt.Errorf("store: commit: %w", err)
+		return s.writeFailed(fmt.Errorf("store: commit: %w", err))
 	}
 	s.w.seq++
 	s.w.newPass()
-	s.mu.Lock()
-	s.applied = seq
-	s.mu.Unlock()
 	return nil
 }
 
@@ -415,60 +458,4 @@ func (s *Store) visibleTxid() int {
 	}
 	defer func() { _ = tx.Rollback() }()
 	return tx.ID()
-}
-
-// bucketCache applies ops in one bbolt write transaction, remembering the
-// buckets it has opened.
-type bucketCache struct {
-	tx      *bolt.Tx
-	buckets map[string]*bolt.Bucket
-}
-
-func newBucketCache(tx *bolt.Tx) *bucketCache {
-	return &bucketCache{tx: tx, buckets: make(map[string]*bolt.Bucket)}
-}
-
-func (c *bucketCache) bucket(name string, create bool) (*bolt.Bucket, error) {
-	if b, ok := c.buckets[name]; ok {
-		return b, nil
-	}
-	var b *bolt.Bucket
-	if create {
-		var err error
-		if b, err = c.tx.CreateBucketIfNotExists([]byte(name)); err != nil {
-			return nil, fmt.Errorf("bucket %q: %w", name, err)
-		}
-	} else if b = c.tx.Bucket([]byte(name)); b == nil {
-		return nil, nil // deleting from a missing bucket: nothing to do
-	}
-	c.buckets[name] = b
-	return b, nil
-}
-
-// apply applies ops in order. Applying a sequence of ops twice leaves the
-// same state as applying it once (each key ends with its last op), which
-// is what makes replaying records already in bbolt harmless.
-func (c *bucketCache) apply(ops []Op) error {
-	for _, op := range ops {
-		b, err := c.bucket(op.Bucket, !op.Delete)
-		if err != nil {
-			return err
-		}
-		if op.Delete {
-			if b != nil {
-				if err := b.Delete(op.Key); err != nil {
-					return fmt.Errorf("%v: %w", op, err)
-				}
-			}
-			continue
-		}
-		v := op.Value
-		if v == nil {
-			v = []byte{}
-		}
-		if err := b.Put(op.Key, v); err != nil {
-			return fmt.Errorf("%v: %w", op, err)
-		}
-	}
-	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,6 +115,14 @@ func recv(t testing.TB, ch <-chan error) error {
 		return nil
 	}
 }
+
+// Injected write errors, as os.File.WriteAt and bbolt's page writes
+// return them: a full disk (the store stays usable) and an I/O error (the
+// store fails for good).
+var (
+	errNoSpace = &os.PathError{Op: "write", Path: "injected", Err: syscall.ENOSPC}
+	errIO      = &os.PathError{Op: "write", Path: "injected", Err: syscall.EIO}
+)
 
 // fault is an error that a test hook returns, switched on and off by the
 // test while the writer or the checkpointer may be calling the hook.

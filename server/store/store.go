@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,14 +50,17 @@ var (
 	// ErrLocked is returned by Open when another process (or another Open in
 	// this process) holds the file.
 	ErrLocked = errors.New("store: database file is locked by another process")
-	// ErrCorrupt is returned by Open and Check when the file is not a valid
-	// bbolt database.
+	// ErrCorrupt is matched by the errors of Open, Check and every read
+	// that find a file damaged: not a valid bbolt database, or a finding of
+	// the integrity checks (an *IntegrityError). Such an error matches
+	// ErrFailed too: the store has failed for good.
 	ErrCorrupt = errors.New("store: database file is corrupt")
 	// ErrUncertain is matched (errors.Is) by a Commit error whose ops may
 	// have reached the disk anyway (the WAL record was written but its
 	// fdatasync failed, or a large batch's bbolt transaction failed after
 	// its meta page was written): the ops were not acknowledged but may be
-	// visible and may survive (see the package doc).
+	// visible and may survive (see the package doc). Such an error
+	// matches ErrFailed too.
 	ErrUncertain = errors.New("store: commit outcome uncertain")
 )
 
@@ -108,15 +112,25 @@ type testHooks struct {
 	// beforeCommit runs just before the batch's WAL record is written
 	// (for a batch too large for the WAL: inside its bbolt transaction,
 	// after every op is applied); an error fails the batch as a failed
-	// write would.
+	// write would: one that isNoSpace is refused and may be retried,
+	// any other fails the store.
 	beforeCommit func() error
-	// beforeSync runs after the WAL record is written, before its
-	// fdatasync; an error fails the batch as a failed fdatasync would
-	// (ErrUncertain).
+	// afterWrite runs after the WAL record is written, before its
+	// fdatasync; an error fails the batch as a write that failed after
+	// its bytes landed would (isNoSpace or not, as beforeCommit).
+	afterWrite func() error
+	// beforeSync runs after a WAL record (or a pass's marker) is
+	// written, before its fdatasync; an error fails the batch as a failed
+	// fdatasync would: the store fails, ErrUncertain (for a marker: no
+	// record of the batch was written yet, the failure is certain).
 	beforeSync func() error
 	// beforeCheckpoint runs inside a checkpoint's bbolt transaction after
-	// every op is applied; an error fails the checkpoint.
+	// every op is applied; an error fails the checkpoint as a failed
+	// bbolt commit would (isNoSpace or not, as beforeCommit).
 	beforeCheckpoint func() error
+	// scrubbed runs for each value Scrub has checked, in the order
+	// checked.
+	scrubbed func(bucket string, key []byte)
 }
 
 func (o Options) validate() error {
@@ -178,9 +192,11 @@ type Store struct {
 	// leaders counts the Commits writing on their own goroutine; Close
 	// waits for them as for the writer.
 	leaders sync.WaitGroup
-	// quit is closed by Close; writerDone and ckptDone are closed by the
-	// writer and the checkpointer on exit.
+	// quit is closed by Close; failed is closed when the store fails;
+	// writerDone and ckptDone are closed by the writer and the
+	// checkpointer on exit.
 	quit       chan struct{}
+	failed     chan struct{}
 	writerDone chan struct{}
 	ckptDone   chan struct{}
 	// ckptWake has room for one token; the writer leaves one when the
@@ -191,6 +207,11 @@ type Store struct {
 	// only by whoever is writing (see writing), and by Close after the
 	// writing has stopped.
 	w walState
+
+	// scrubMu serializes Scrub calls; scrub is where the scrub stands,
+	// guarded by scrubMu.
+	scrubMu sync.Mutex
+	scrub   scrubPos
 
 	// ckptMu serializes every bbolt write transaction (checkpoints and
 	// large batches), so a checkpoint's snapshot of pending is applied
@@ -211,14 +232,17 @@ type Store struct {
 	// before clearing it, so no queued Commit is left without a writer.
 	writing bool
 	closed  bool
+	// failure is why the store failed for good (failure.go), nil while
+	// it works.
+	// INVARIANT: set once, never cleared; failed is closed when it is
+	// set; no Commit is acknowledged after it is set.
+	failure *failure
 	stats   Stats
 	// pending holds the acknowledged WAL records not yet applied to
 	// bbolt, in seq order; pendingBytes is their size in the WAL.
 	// INVARIANT: the writer appends, a checkpoint removes a prefix.
 	pending      []*record
 	pendingBytes int64
-	// applied is the seq of the last record known to be in bbolt.
-	applied uint64
 }
 
 // Stats counts the writer's and the checkpointer's work since Open.
@@ -247,6 +271,9 @@ type Stats struct {
 	WALWraps uint64
 	// Recovered is the number of WAL records Open replayed into bbolt.
 	Recovered uint64
+	// Sealed is the number of values Open sealed in a file written
+	// before change 69 (migrate.go); zero for a file sealed already.
+	Sealed uint64
 }
 
 // Open opens the store at path, creating the file (mode 0600) if it is
@@ -285,6 +312,7 @@ func Open(path string, opts Options) (*Store, error) {
 		log:        opts.Logger.With("store", path),
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
+		failed:     make(chan struct{}),
 		writerDone: make(chan struct{}),
 		ckptDone:   make(chan struct{}),
 		ckptWake:   make(chan struct{}, 1),
@@ -299,14 +327,15 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 // openBolt opens the bbolt file, mapping its failures to ErrLocked and
-// ErrCorrupt. bbolt may fault or panic on some damaged files rather than
-// return an error; that is turned into ErrCorrupt too (the file descriptor
-// and lock of the failed open may then stay held until the process exits).
+// ErrCorrupt (with ErrFailed). bbolt may fault or panic on some damaged
+// files rather than return an error; that is turned into ErrCorrupt too
+// (the file descriptor and lock of the failed open may then stay held
+// until the process exits).
 func openBolt(path string, lockTimeout time.Duration) (db *bolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("%w: open %s: %v", ErrCorrupt, path, r)
+			db, err = nil, &failure{cause: fmt.Errorf("%w: open %s: %v", ErrCorrupt, path, r)}
 		}
 	}()
 	// INVARIANT: NoSync and NoGrowSync stay false, so bbolt's Commit
@@ -326,7 +355,7 @@ func openBolt(path string, lockTimeout time.Duration) (db *bolt.DB, err error) {
 		// bbolt's mmap reports a file shorter than its two meta pages
 		// only by this message.
 		strings.Contains(err.Error(), "file size too small"):
-		return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, path, err)
+		return nil, &failure{cause: fmt.Errorf("%w: open %s: %w", ErrCorrupt, path, err)}
 	default:
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -350,19 +379,32 @@ func (s *Store) Path() string { return s.path }
 // Get returns a copy of the value of key in bucket, or (nil, nil) if the
 // bucket or the key does not exist. Like ForEach and Check, it first
 // applies to the database every acknowledged Commit still waiting in the
-// WAL, and fails if that checkpoint fails.
+// WAL, and fails if that checkpoint fails. A value that does not match its
+// tag fails the store (ErrFailed, ErrCorrupt).
 func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 	if err := checkName(bucket, key); err != nil {
 		return nil, err
 	}
 	var out []byte
 	err := s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucket))
-		if b == nil {
-			return nil
-		}
-		if v := b.Get(key); v != nil {
+		err := readGuarded(s.path, func() error {
+			b := tx.Bucket([]byte(bucket))
+			if b == nil {
+				return nil
+			}
+			stored := b.Get(key)
+			if stored == nil {
+				return nil
+			}
+			v, ok := newSealer().open(sealPrefix(bucket), key, stored)
+			if !ok {
+				return badValue(s.path, bucket, key, stored)
+			}
 			out = append(make([]byte, 0, len(v)), v...)
+			return nil
+		})
+		if err != nil {
+			return s.fail(err, false)
 		}
 		return nil
 	})
@@ -376,30 +418,67 @@ func (s *Store) Get(bucket string, key []byte) ([]byte, error) {
 // snapshot, and stops at the first error fn returns, returning it. A missing
 // bucket has no keys. k and v are valid only during the call; copy them to
 // keep them. fn must not call Commit or Close: the snapshot can hold up the
-// writer.
+// writer. Each value is checked against its tag before fn sees it; one
+// that does not match fails the store (ErrFailed, ErrCorrupt), and fn is
+// not called for it or any later key.
 func (s *Store) ForEach(bucket string, fn func(k, v []byte) error) error {
 	if err := checkBucket(bucket); err != nil {
 		return err
 	}
 	return s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(bucket))
-		if b == nil {
+		sl, prefix := newSealer(), sealPrefix(bucket)
+		var c *bolt.Cursor
+		var k, stored []byte
+		// Each step of bbolt's is guarded against a damaged page; fn is
+		// called outside the guard, its panics are its own.
+		step := func(move func() ([]byte, []byte)) error {
+			err := readGuarded(s.path, func() error {
+				if k, stored = move(); k == nil {
+					return nil
+				}
+				if stored == nil {
+					return &IntegrityError{File: s.path, Bucket: bucket, Key: bytes.Clone(k),
+						Reason: "a nested bucket, which the store never writes"}
+				}
+				if _, ok := sl.open(prefix, k, stored); !ok {
+					return badValue(s.path, bucket, k, stored)
+				}
+				return nil
+			})
+			if err != nil {
+				return s.fail(err, false)
+			}
 			return nil
 		}
-		return b.ForEach(fn)
+		err := step(func() ([]byte, []byte) {
+			b := tx.Bucket([]byte(bucket))
+			if b == nil {
+				return nil, nil
+			}
+			c = b.Cursor()
+			return c.First()
+		})
+		for ; err == nil && k != nil; err = step(c.Next) {
+			if err := fn(k, stored[:len(stored)-tagLen]); err != nil {
+				return err
+			}
+		}
+		return err
 	})
 }
 
-// Check walks the whole file and reports any inconsistency as ErrCorrupt.
-// It is slow on a large file; a server runs it at start-up or in tests.
+// Check walks the whole file: bbolt's own consistency check, the tag of
+// every value and the digest. It reports what it finds as ErrCorrupt, and
+// fails the store. It is slow on a large file; a server runs it at
+// start-up or in tests.
 func (s *Store) Check() error {
 	return s.view(func(tx *bolt.Tx) error {
-		var errs []error
-		for err := range tx.Check() {
-			errs = append(errs, err)
-		}
-		if len(errs) > 0 {
-			return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))
+		err := readGuarded(s.path, func() error {
+			_, err := verifyFile(tx, s.path)
+			return err
+		})
+		if err != nil {
+			return s.fail(err, false)
 		}
 		return nil
 	})
@@ -410,10 +489,13 @@ func (s *Store) Check() error {
 // returned by fn are passed through unchanged.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	s.mu.Lock()
-	closed := s.closed
+	closed, failure := s.closed, s.failure
 	s.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if failure != nil {
+		return failure
 	}
 	if err := s.flush(); err != nil {
 		return err
@@ -440,7 +522,9 @@ func (s *Store) Stats() Stats {
 // flight, stops the writer and the checkpointer, applies every
 // acknowledged Commit to the database and closes the files. If that last
 // checkpoint fails, Close says so; the records stay in the WAL and the
-// next Open replays them. Calls after the first return ErrClosed.
+// next Open replays them. A store that has failed writes nothing more:
+// Close closes the files and returns Failed's error. Calls after the
+// first return ErrClosed.
 func (s *Store) Close() error { return s.close(true) }
 
 // close is Close; without checkpoint it leaves the pending records in the
@@ -467,10 +551,13 @@ func (s *Store) close(checkpoint bool) error {
 	s.leaders.Wait() // no Commit leads after closed is set
 	<-s.ckptDone
 	var errs []error
-	if checkpoint {
-		if err := s.checkpoint(); err != nil {
+	if checkpoint && s.Failed() == nil {
+		if err := s.checkpoint(); err != nil && !errors.Is(err, ErrFailed) {
 			errs = append(errs, fmt.Errorf("checkpoint (the WAL keeps the records): %w", err))
 		}
+	}
+	if err := s.Failed(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := s.w.f.Close(); err != nil {
 		errs = append(errs, err)

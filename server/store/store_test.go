@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,9 +179,9 @@ func TestCommitIsAtomic(t *testing.T) {
 	ctx := context.Background()
 
 	// A failing transaction applies none of a multi-bucket Commit.
-	fail.set(errors.New("injected I/O error"))
+	fail.set(errNoSpace)
 	err := s.Commit(ctx, put("a", "k", "1"), put("b", "k", "1"), put("c", "k", "1"))
-	require.ErrorContains(t, err, "injected I/O error")
+	require.ErrorIs(t, err, syscall.ENOSPC)
 	for _, b := range []string{"a", "b", "c"} {
 		requireAbsent(t, s, b, "k")
 	}
@@ -386,8 +387,8 @@ func TestGroupCommitRespectsMaxBatchOps(t *testing.T) {
 	requireValue(t, s, "g", "d", "4")
 }
 
-// A transaction that fails fails every Commit in it, applies none of them,
-// and leaves the store usable.
+// A transaction that fails for lack of space fails every Commit in it,
+// applies none of them, and leaves the store usable.
 func TestFailedTransactionFailsWholeBatch(t *testing.T) {
 	g, hooks := newGate()
 	var failNext sync.Mutex
@@ -397,7 +398,7 @@ func TestFailedTransactionFailsWholeBatch(t *testing.T) {
 		defer failNext.Unlock()
 		if fail {
 			fail = false
-			return errors.New("injected: no space left on device")
+			return errNoSpace
 		}
 		return nil
 	}
@@ -425,7 +426,7 @@ func TestFailedTransactionFailsWholeBatch(t *testing.T) {
 
 	for _, r := range batch {
 		err := recv(t, r)
-		require.ErrorContains(t, err, "injected: no space left on device")
+		require.ErrorIs(t, err, syscall.ENOSPC)
 		require.True(t, strings.HasPrefix(err.Error(), "store: "), err.Error())
 		require.NotErrorIs(t, err, ErrUncertain)
 	}
@@ -448,9 +449,9 @@ func TestFailedTransactionFailsWholeBatch(t *testing.T) {
 	requireAbsent(t, s, "f", "0")
 }
 
-// The writer keeps working after a failed transaction and later Commits
-// succeed; nothing acknowledged before the failure is lost.
-func TestStoreUsableAfterFailure(t *testing.T) {
+// The writer keeps working after a transaction that found no space, and
+// later Commits succeed; nothing acknowledged before is lost.
+func TestStoreUsableAfterNoSpace(t *testing.T) {
 	var fail fault
 	hooks := &testHooks{beforeCommit: fail.get}
 	path := filepath.Join(t.TempDir(), "u.db")
@@ -458,9 +459,9 @@ func TestStoreUsableAfterFailure(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, s.Commit(ctx, put("u", "before", "1")))
 
-	fail.set(errors.New("injected EIO"))
+	fail.set(errNoSpace)
 	for i := range 3 {
-		require.ErrorContains(t, s.Commit(ctx, put("u", fmt.Sprint("during", i), "1")), "injected EIO")
+		require.ErrorIs(t, s.Commit(ctx, put("u", fmt.Sprint("during", i), "1")), syscall.ENOSPC)
 	}
 	fail.set(nil)
 	require.NoError(t, s.Commit(ctx, put("u", "after", "1")))

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/bq-lock/bq/server/core"
@@ -11,6 +13,39 @@ import (
 type disk struct {
 	buckets map[string]map[string][]byte
 	writes  int
+	// rotten names the bucket and key of a value the disk changed
+	// (FaultRotServer); empty while the disk is sound.
+	rotten struct{ bucket, key string }
+}
+
+// errRotten is what the simulated store returns for a value that no longer
+// matches its tag: the real store's check (server/store, docs/protocol.md
+// change 69), whose tests show it finds every flipped bit, misdirected
+// write and stale page; here the disk knows which value it changed.
+var errRotten = errors.New("sim: a stored value does not match its tag")
+
+// rot changes one stored value, the first of the first bucket in order
+// that holds any, as a disk that rots would; it reports whether the disk
+// held a value to change.
+func (d *disk) rot() bool {
+	names := make([]string, 0, len(d.buckets))
+	for b, vals := range d.buckets {
+		if len(vals) > 0 {
+			names = append(names, b)
+		}
+	}
+	if len(names) == 0 {
+		return false
+	}
+	sort.Strings(names)
+	b := d.buckets[names[0]]
+	keys := make([]string, 0, len(b))
+	for k := range b {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	d.rotten.bucket, d.rotten.key = names[0], keys[0]
+	return true
 }
 
 func newDisk() *disk { return &disk{buckets: make(map[string]map[string][]byte)} }
@@ -39,6 +74,9 @@ func (d *disk) ForEach(bucket string, fn func(k, v []byte) error) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if bucket == d.rotten.bucket && k == d.rotten.key {
+			return fmt.Errorf("%w: bucket %q key %x", errRotten, bucket, k)
+		}
 		if err := fn([]byte(k), append([]byte(nil), b[k]...)); err != nil {
 			return err
 		}

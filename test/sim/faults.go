@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -55,6 +56,12 @@ func (w *World) startFault(f Fault) {
 	case FaultCrashServer:
 		w.crashServer(f.Server)
 		return
+	case FaultRotServer:
+		w.crashServer(f.Server)
+		if w.srv[f.Server].disk.rot() {
+			w.stats.DisksRotted++
+		}
+		return
 	case FaultPauseServer:
 		if f.Server < 0 {
 			for i := range w.srv {
@@ -107,7 +114,7 @@ func (w *World) startFault(f Fault) {
 func (w *World) endFault(f Fault) {
 	w.trace("fault heals: %s", f)
 	switch f.Kind {
-	case FaultCrashServer:
+	case FaultCrashServer, FaultRotServer:
 		w.restartServer(f.Server)
 		return
 	case FaultPauseServer, FaultPauseClient:
@@ -155,14 +162,21 @@ func (w *World) crashServer(i int) {
 // statement it acknowledged, and reconnects it.
 func (w *World) restartServer(i int) {
 	s := w.srv[i]
-	if s.up {
+	if s.up || s.failed {
 		return
 	}
 	c, err := core.New(s.cfg)
 	if err != nil {
 		panic(fmt.Sprintf("sim: building core: %v", err))
 	}
-	if err := c.Restore(s.disk); err != nil {
+	if err := c.Restore(s.disk); errors.Is(err, errRotten) {
+		// Fail-stop (change 69): the store found the damage; the server
+		// says nothing and stays down, a crash within f.
+		s.failed = true
+		w.stats.FailStops++
+		w.trace("s%d finds its disk rotten (%v) and stays down for good", i, err)
+		return
+	} else if err != nil {
 		w.h.violate(CheckDurability, w.instant(), "s%d cannot restore its disk: %v", i, err)
 	}
 	s.core, s.up = c, true

@@ -86,6 +86,12 @@ const (
 	// FaultRevoke has the operator revoke Client (< 0: whoever holds a
 	// lock then) in a closed run, for good (admission.go).
 	FaultRevoke
+	// FaultRotServer makes a value on a correct server's disk rot at At
+	// (disk.go): the server crashes then, and when it restarts, at At+Dur,
+	// its store finds the damage and it stays down for good
+	// (docs/protocol.md change 69: a fail-stop, a crash within f). Never
+	// drawn by the generator; its own tests schedule it.
+	FaultRotServer
 )
 
 // Fault is one scheduled fault: it starts at At and heals at At+Dur.
@@ -116,6 +122,8 @@ func (f Fault) String() string {
 		return fmt.Sprintf("split(%v | rest)%s", f.Servers, span)
 	case FaultCrashServer:
 		return fmt.Sprintf("crash(s%d)%s", f.Server, span)
+	case FaultRotServer:
+		return fmt.Sprintf("rot(s%d)%s", f.Server, span)
 	case FaultPauseServer:
 		if f.Server < 0 {
 			return fmt.Sprintf("pause(every server)%s", span)

@@ -356,3 +356,30 @@ func TestBehaviors(t *testing.T) {
 		t.Error("Generate accepted an unknown behaviour")
 	}
 }
+
+// TestARottenDiskStopsItsServer: a correct server's disk changes a stored
+// value (docs/protocol.md change 69); when the server restarts, its store
+// finds it and the server stays down for good — a crash, within f — and
+// the others go on serving every lock, every invariant holding. Without
+// the fail-stop the restart would serve on what it could not restore (the
+// checker's durability check fails the run).
+func TestARottenDiskStopsItsServer(t *testing.T) {
+	for _, n := range []int{4, 7} {
+		sc := quietScenario(69, n, RoleLocker, RoleNester, RoleLocker, RoleJoiner, RoleReader)
+		sc.Locks = []string{"L0", "L1"}
+		sc.FaultWindow = 4 * time.Second
+		sc.Faults = append(sc.Faults,
+			Fault{Kind: FaultRotServer, Server: 1, At: 1500 * time.Millisecond, Dur: 300 * time.Millisecond},
+			// The others crash and restart around it: each keeps what it acked.
+			Fault{Kind: FaultCrashServer, Server: 2, At: 2500 * time.Millisecond, Dur: 300 * time.Millisecond})
+		res := Run(sc, RunOptions{})
+		report(t, res, fmt.Sprintf("go test ./test/sim -run TestARottenDiskStopsItsServer -v  # n=%d", n))
+		if res.Stats.DisksRotted != 1 || res.Stats.FailStops != 1 {
+			t.Errorf("n=%d: %d disks rotted, %d fail-stops, want 1 and 1", n, res.Stats.DisksRotted, res.Stats.FailStops)
+		}
+		if res.Stats.Acquired < 10 {
+			t.Errorf("n=%d: %d acquisitions with one member stopped for good, want at least 10", n, res.Stats.Acquired)
+		}
+		t.Logf("n=%d: s1's disk rotted, it stayed down; %d acquisitions", n, res.Stats.Acquired)
+	}
+}

@@ -30,10 +30,13 @@ type RunOptions struct {
 
 // RunStats counts what happened in a run.
 type RunStats struct {
-	Messages, Dropped, BadInput      int
-	Locks, Acquired, Lost, Failed    int
-	Reads, Sets                      int
-	ServerCrashes, ClientCrashes     int
+	Messages, Dropped, BadInput   int
+	Locks, Acquired, Lost, Failed int
+	Reads, Sets                   int
+	ServerCrashes, ClientCrashes  int
+	// DisksRotted: values a disk changed (FaultRotServer); FailStops:
+	// servers whose restart found it and stayed down (change 69).
+	DisksRotted, FailStops           int
 	ResetsKnown                      int
 	SimTime                          time.Duration
 	TraceLines                       int
@@ -130,7 +133,10 @@ type simServer struct {
 	exitAcks map[regKey]quorum.Timestamp
 	// restarts: how often it restarted from its disk.
 	restarts int
-	reset    map[int]uint64 // ResetUpTo last seen per client
+	// failed: its store found its disk rotten at a restart and it stopped
+	// for good (FaultRotServer; docs/protocol.md change 69).
+	failed bool
+	reset  map[int]uint64 // ResetUpTo last seen per client
 	// The commit pipeline, as server runs it: a batch's records
 	// reach the disk CommitMin..CommitMax after its step, batches in order;
 	// its messages wait for that, except those that only report
