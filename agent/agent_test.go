@@ -157,6 +157,7 @@ func TestClosingAHoldStreamReleasesTheLock(t *testing.T) {
 	select {
 	case at := <-entered:
 		require.Less(t, at.Sub(closed), time.Second, "released within a second of the close")
+		t.Logf("the waiter entered %v after the stream closed", at.Sub(closed).Round(time.Millisecond))
 	case <-time.After(waitTimeout):
 		t.Fatal("the other client never entered")
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +19,8 @@ import (
 // processes: a server stopped cleanly after exclusive, shared and permit
 // locks has its bq.db changed the way a disk changes it — one bit flipped
 // inside one value of each bucket, and two values of a bucket swapped (a
-// misdirected write) — one trial per bucket and kind. Every trial must end
+// misdirected write) — one trial per bucket and kind, and one with a bit
+// flipped inside a record of its WAL. Every trial must end
 // with the server refusing to start with exit 9, naming the bucket, and
 // writing its CORRUPT mark, which 'server list' shows; the other three
 // serve locks all along. Then the runbook's repair: the member is replaced
@@ -49,16 +51,39 @@ func TestACorruptStoreStopsTheServerAndAReplaceRepairsIt(t *testing.T) {
 	t.Logf("%d trials: %s", len(trials), strings.Join(names, ", "))
 	require.GreaterOrEqual(t, len(trials), 6, "buckets and kinds to try")
 	mark := filepath.Join(dir, "server-3", "CORRUPT")
+	wal := db + ".wal"
+	cleanWAL, err := os.ReadFile(wal)
+	require.NoError(t, err)
+	trials = append(trials, rotTrial{name: "flip in the WAL", file: wal, apply: func(file []byte) int {
+		// The chain from offset 0: the pass's marker, then its records
+		// (length u32, CRC u32, pass u64, seq u64, payload). A bit of the
+		// first record after the marker: the chain ends early while valid
+		// records of its pass follow.
+		first := 24 + int(binary.LittleEndian.Uint32(file))
+		n := int(binary.LittleEndian.Uint32(file[first:]))
+		require.Positive(t, n, "no record after the marker in the WAL")
+		file[first+24+n/2] ^= 0x01
+		return 1
+	}})
 	for _, tr := range trials {
 		require.NoError(t, os.WriteFile(db, clean, 0o600))
+		require.NoError(t, os.WriteFile(wal, cleanWAL, 0o600))
 		require.NoError(t, os.RemoveAll(mark))
-		changed := bytes.Clone(clean)
+		target, original := db, clean
+		if tr.file != "" {
+			target, original = tr.file, cleanWAL
+		}
+		changed := bytes.Clone(original)
 		require.Positive(t, tr.apply(changed), "%s: nothing changed", tr.name)
-		require.NoError(t, os.WriteFile(db, changed, 0o600))
+		require.NoError(t, os.WriteFile(target, changed, 0o600))
 
 		p := start(t, "s3 "+tr.name, nil, bin("bqserver"), "run", "--dir", dir, "--id", "3")
 		require.Equal(t, 9, p.waitExit(30*time.Second), "%s: the server did not stop with exit 9:\n%s", tr.name, p.output())
-		require.Contains(t, p.output(), fmt.Sprintf("bucket %q", tr.bucket), tr.name)
+		if tr.file != "" {
+			require.Contains(t, p.output(), tr.file+" is corrupt", tr.name)
+		} else {
+			require.Contains(t, p.output(), fmt.Sprintf("bucket %q", tr.bucket), tr.name)
+		}
 		b, err := os.ReadFile(mark)
 		require.NoError(t, err, "%s: no CORRUPT mark", tr.name)
 		require.Contains(t, string(b), "server replace")
@@ -92,6 +117,7 @@ func TestACorruptStoreStopsTheServerAndAReplaceRepairsIt(t *testing.T) {
 // rotTrial is one way a disk changes bq.db.
 type rotTrial struct {
 	name, bucket string
+	file         string // the WAL, for a trial on it; empty: bq.db
 	apply        func(file []byte) int // changes file, returns the bytes changed
 }
 
