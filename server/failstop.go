@@ -97,20 +97,7 @@ func markCorrupt(dir string, cause error, now time.Time) error {
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-// syncDir fsyncs directory dir, so a rename in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
+		err = store.SyncDir(dir)
 	}
 	return err
 }

@@ -299,7 +299,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if created {
 		// bbolt fsyncs the new file but not the directory entry naming
 		// it; without this a power loss could lose the whole file.
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := SyncDir(filepath.Dir(path)); err != nil {
 			_ = db.Close()
 			return nil, fmt.Errorf("store: open %s: sync directory: %w", path, err)
 		}
@@ -361,7 +361,9 @@ func openBolt(path string, lockTimeout time.Duration) (db *bolt.DB, err error) {
 	}
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs directory dir, so that a file created or renamed in it
+// is durable (the store's files, and the server's CORRUPT mark).
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

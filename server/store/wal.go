@@ -317,7 +317,7 @@ func createWAL(path string, size int64) (*os.File, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := SyncDir(filepath.Dir(path)); err != nil {
 		_ = f.Close()
 		return nil, err
 	}
