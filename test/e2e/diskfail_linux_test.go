@@ -48,7 +48,7 @@ func TestADiskThatFailsStopsTheServer(t *testing.T) {
 	loops := startLockLoops(t, dir, "failing", 2, fmt.Sprintf("while [ ! -e '%s' ]", stop), "--timeout", "60s", "--ttl", "2s")
 	waitHoldings(t, loops, 5)
 
-	fill(t, failingDiskBacking(t, dir))
+	fill(t, failingDiskBacking(dir))
 	code := servers[3].waitExit(2 * time.Minute)
 	out := servers[3].output()
 	require.Equal(t, 9, code, "server 3 did not stop with exit 9 when its disk failed:\n%s", out)
@@ -89,25 +89,12 @@ func mountFailingDisk(t *testing.T, dir string) {
 	b, err := mkfs.CombinedOutput()
 	require.NoError(t, err, "mkfs.ext4: %s", b)
 
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	files := map[string][]byte{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		files[e.Name()] = b
-	}
-	require.NoError(t, syscall.Mount(loop, dir, "ext4", 0, ""), "mounting %s", loop)
-	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
-	require.NoError(t, os.Chmod(dir, 0o700))
-	for name, b := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
-	}
+	mountOver(t, dir, func() { require.NoError(t, syscall.Mount(loop, dir, "ext4", 0, ""), "mounting %s", loop) })
 }
 
 // failingDiskBacking is the tmpfs under server 3's failing disk: once it is
 // full, the disk's unwritten blocks fail.
-func failingDiskBacking(t *testing.T, dir string) string {
+func failingDiskBacking(dir string) string {
 	return filepath.Join(dir, "server-3.backing")
 }
 

@@ -146,6 +146,19 @@ func TestFullDiskServer(t *testing.T) {
 // run last in, first out). It skips the test where it cannot mount.
 func mountSmallDisk(t *testing.T, dir string, size int) {
 	t.Helper()
+	mountOver(t, dir, func() {
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+			testutil.SkipUnprivileged(t, "cannot mount a tmpfs for a server's directory (%v): this test needs root", err)
+		}
+	})
+}
+
+// mountOver runs mount, which mounts a file system over dir, with dir's
+// files (a server's keys and certificates) copied onto it, and unmounts it
+// when the test ends (after the processes that use it: cleanups run last
+// in, first out).
+func mountOver(t *testing.T, dir string, mount func()) {
+	t.Helper()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	files := map[string][]byte{}
@@ -154,10 +167,9 @@ func mountSmallDisk(t *testing.T, dir string, size int) {
 		require.NoError(t, err)
 		files[e.Name()] = b
 	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		testutil.SkipUnprivileged(t, "cannot mount a tmpfs for a server's directory (%v): this test needs root", err)
-	}
+	mount()
 	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
+	require.NoError(t, os.Chmod(dir, 0o700))
 	for name, b := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
 	}
