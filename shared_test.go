@@ -1,6 +1,7 @@
 package bq
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -161,11 +162,13 @@ func TestReadersShareAndAWriterEntersAlone(t *testing.T) {
 	for i, h := range readers {
 		require.NoError(t, h.Unlock(ctx))
 		if i < len(readers)-1 {
-			// q servers took the Exit before Unlock returned, and they
-			// answer the writer's Status after telling it of the Exit.
-			ls := lockStatus(t, wc, "config")
+			// q servers took the Exit before Unlock returned, but a
+			// Status may also hear from one that has not yet: wait until
+			// it shows the reader gone. The writer still waits for the
+			// others.
+			left := len(readers) - 1 - i
+			ls := waitStatus(t, wc, "config", fmt.Sprintf("%d readers left", left), func(ls *LockStatus) bool { return len(ls.Holders) == left })
 			pending(t, w, "the writer's Lock")
-			require.Len(t, ls.Holders, len(readers)-1-i, "the writer waits for every reader: %s", describe(ls))
 			require.True(t, queuedWithTicket(ls, wc.ID()), "the writer waits for every reader: %s", describe(ls))
 		}
 	}
