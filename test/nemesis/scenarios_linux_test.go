@@ -260,7 +260,8 @@ func TestIsolatedServer(t *testing.T) {
 // A 2|2 split of the servers: a client on either side (`lock --try`, c1's
 // as a reader) gets
 // "unavailable" (exit 5) within a few seconds, and once the split heals a
-// client started at the heal takes the lock within a second.
+// client started at the heal takes the lock well within the TTL (0.15 s
+// alone).
 func TestSplitServers(t *testing.T) {
 	c := newCluster(t)
 	a, b := []string{"s0", "s1", "c0"}, []string{"s2", "s3", "c1"}
@@ -295,8 +296,12 @@ func TestSplitServers(t *testing.T) {
 		d := time.Duration(st.NS - heal)
 		healToLock = append(healToLock, d)
 		t.Logf("trial %d: exit 5 after %v and %v; a lock %v after the heal", trial, ms(p0.exitNS-cut), ms(p1.exitNS-cut), ms(int64(d)))
-		if d > time.Second {
-			t.Errorf("trial %d: the first lock after the heal took %v, want at most 1s", trial, ms(int64(d)))
+		// Alone, 0.14–0.17 s; beside the other packages of the README's
+		// go test -race ./... on 2 cores a fresh process waits for the CPU,
+		// and 1.14 s was seen. 2.5 s is below the clients' 3 s TTL: a lock
+		// that waited for a stale attempt's lease to run out still fails.
+		if d > 2500*time.Millisecond {
+			t.Errorf("trial %d: the first lock after the heal took %v, want at most 2.5s", trial, ms(int64(d)))
 		}
 	}
 	c.requireClean()
