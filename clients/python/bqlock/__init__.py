@@ -49,6 +49,7 @@ from .errors import (
     Unauthorized,
     Unavailable,
 )
+from .errors import __all__ as _error_names
 from .holds import Hold, HoldInfo, Leadership, StreamHold
 
 __version__ = "0.1.0"
@@ -67,23 +68,6 @@ __all__ = [
     "StreamHold",
     "Leadership",
     "Hold",
-    "BqError",
-    "BadRequest",
-    "Unauthorized",
-    "NotPermitted",
-    "Refused",
-    "NotFound",
-    "NoLeader",
-    "NotAcquired",
-    "Busy",
-    "Timeout",
-    "Conflict",
-    "RequestUsed",
-    "Lost",
-    "PayloadTooLarge",
-    "TooManyRequests",
-    "Unavailable",
-    "AgentStopping",
-    "InternalError",
-    "AgentUnreachable",
 ]
+# Every error class, as errors.py lists them (from_body stays inside).
+__all__ += [_n for _n in _error_names if _n != "from_body"]
